@@ -1,0 +1,78 @@
+"""The ``owrl`` command line: thin, it parses options and calls the library.
+
+Subcommands are registered by plugins through ``register_commands``, owrl's own ones
+included. Errors a user can cause end in one line and exit code 2; ``--debug`` shows
+the traceback. Exit codes: 0 success, 1 task failed, 2 usage or configuration error,
+3 infrastructure error.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional
+
+import click
+
+from . import __version__
+from .errors import OwrlError
+
+
+class OwrlGroup(click.Group):
+    """Finds its subcommands in the plugins, loaded on first use."""
+
+    _commands: Optional[dict[str, click.Command]] = None
+
+    def _plugin_commands(self) -> dict[str, click.Command]:
+        if self._commands is None:
+            from .plugins import Plugins
+
+            plugins = Plugins()
+            self._commands = plugins.commands()
+            for failure in plugins.failures:
+                click.echo(
+                    f"warning: plugin '{failure.name}' ({failure.source}) failed to load: {failure.error}",
+                    err=True,
+                )
+        return self._commands
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self._plugin_commands()))
+
+    def get_command(self, ctx: click.Context, name: str) -> Optional[click.Command]:
+        return super().get_command(ctx, name) or self._plugin_commands().get(name)
+
+
+@click.group(cls=OwrlGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="owrl")
+@click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
+def cli(debug: bool) -> None:
+    """owrl: run, evaluate and train visual web agents on a real Chromium."""
+
+
+def main(argv: Optional[list[str]] = None) -> Any:
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    try:
+        return cli.main(args=args, prog_name="owrl", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(2 if err.exit_code == 2 else err.exit_code)
+    except click.exceptions.Exit as err:
+        sys.exit(err.exit_code)
+    except OwrlError as err:
+        if debug:
+            raise
+        click.echo(f"Error: {err}", err=True)
+        sys.exit(err.exit_code)
+    except KeyboardInterrupt:
+        click.echo("Interrupted.", err=True)
+        sys.exit(130)
+
+
+def exit_with(code: int) -> None:
+    """End a command with an exit code (0 ends normally)."""
+    if code:
+        sys.exit(code)

@@ -1,0 +1,1 @@
+"""owrl's own subcommands, each registered as a default plugin like any other."""

@@ -1,0 +1,47 @@
+"""``owrl plugins``: what is installed and which hooks each implements."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from owrl_sdk.plugins import hookimpl
+
+
+@click.command("plugins")
+@click.option("--all", "show_all", is_flag=True, help="Include owrl's default plugins.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def plugins_command(show_all: bool, as_json: bool) -> None:
+    """List installed plugins, their versions and the hooks they implement."""
+    from owrl_sdk.plugins import Plugins, plugin_infos
+
+    plugins = Plugins()
+    infos = [i for i in plugin_infos(plugins.pm) if show_all or not i.default]
+    if as_json:
+        data = {
+            "plugins": [
+                {"name": i.name, "version": i.version, "hooks": i.hooks, "default": i.default, "source": i.source}
+                for i in infos
+            ],
+            "errors": [{"name": f.name, "source": f.source, "error": f.error} for f in plugins.failures],
+        }
+        click.echo(json.dumps(data, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title="owrl plugins" + ("" if show_all else " (defaults hidden: --all shows them)"))
+    for col in ("name", "version", "hooks", "source"):
+        table.add_column(col, overflow="fold")
+    for i in infos:
+        table.add_row(i.name, i.version or "-", ", ".join(i.hooks), i.source)
+    console.print(table)
+    for f in plugins.failures:
+        console.print(f"[red]✗ plugin '{f.name}' ({f.source}) failed to load:[/red] {f.error}", highlight=False)
+
+
+@hookimpl
+def register_commands(register):
+    register(plugins_command)

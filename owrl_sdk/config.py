@@ -1,0 +1,122 @@
+"""One settings object and where its values come from.
+
+Precedence, highest first: options given on the command line (or to the API), ``OWRL_*``
+environment variables, ``owrl.toml`` in the working directory, then ``owrl.toml`` in the
+user's config folder (``$XDG_CONFIG_HOME/owrl`` or ``~/.config/owrl``). A bad value raises
+:class:`ConfigError` naming the key and where it came from.
+
+Plugins keep their settings in a table of their own, ``[plugins.NAME]``, read with
+:meth:`Settings.plugin`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ENV_PREFIX = "OWRL_"
+CONFIG_NAME = "owrl.toml"
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    policy: str = Field("scripted", description="policy plugin that drives the episode")
+    model: Optional[str] = Field(None, description="model id or local path for model policies")
+    memory: str = Field("default", description="memory strategy")
+    max_steps: int = Field(30, ge=1, description="steps before an episode ends as failed")
+    step_timeout: float = Field(300.0, gt=0, description="seconds one step (policy and calls) may take")
+    episode_timeout: float = Field(1800.0, gt=0, description="seconds one episode may take")
+    max_parse_errors: int = Field(3, ge=1, description="consecutive unreadable turns before abort")
+    expect_timeout: float = Field(2.0, ge=0, description="seconds an expectation is polled for")
+    feedback_chars: int = Field(512, ge=32, description="longest feedback per call")
+    headless: bool = True
+    chromium: Optional[str] = Field(None, description="path of the Chromium executable")
+    viewport_width: int = Field(1280, ge=100)
+    viewport_height: int = Field(1000, ge=100)
+    screenshot_quality: int = Field(85, ge=1, le=100)
+    navigation_timeout: float = Field(30.0, gt=0)
+    action_timeout: float = Field(5.0, gt=0)
+    runs_dir: str = "runs"
+    plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    def plugin(self, name: str) -> dict[str, Any]:
+        """The ``[plugins.NAME]`` table (empty when absent)."""
+        return dict(self.plugins.get(name, {}))
+
+    def with_overrides(self, **values: Any) -> "Settings":
+        """A copy with the given values (None means 'not given' and is skipped)."""
+        given = {k: v for k, v in values.items() if v is not None}
+        return _build([(self.model_dump(), "settings"), (given, "options")])
+
+
+def _config_files(cwd: Path) -> list[Path]:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    files = [Path(base) / "owrl" / CONFIG_NAME, cwd / CONFIG_NAME]
+    return [f for f in files if f.is_file()]
+
+
+def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    known = set(Settings.model_fields) - {"plugins"}
+    out: dict[str, Any] = {}
+    for key, value in environ.items():
+        if not key.startswith(ENV_PREFIX):
+            continue
+        name = key[len(ENV_PREFIX):].lower()
+        if name in known:
+            out[name] = value
+    return out
+
+
+def _build(layers: list[tuple[dict[str, Any], str]]) -> Settings:
+    merged: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for values, source in layers:
+        for key, value in values.items():
+            if key == "plugins" and isinstance(value, dict):
+                plugins = merged.setdefault("plugins", {})
+                for name, table in value.items():
+                    plugins.setdefault(name, {}).update(table if isinstance(table, dict) else {"": table})
+            else:
+                merged[key] = value
+            origin[key] = source
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as err:
+        first = err.errors()[0]
+        key = str(first["loc"][0]) if first["loc"] else "?"
+        where = origin.get(key, "settings")
+        if first["type"] == "extra_forbidden":
+            raise ConfigError(f"unknown setting '{key}' (from {where})") from None
+        raise ConfigError(f"setting '{key}' (from {where}): {first['msg']}") from None
+
+
+def load_settings(
+    overrides: Optional[Mapping[str, Any]] = None,
+    environ: Optional[Mapping[str, str]] = None,
+    cwd: Optional[Path] = None,
+) -> Settings:
+    """Settings from config files, the environment and explicit overrides, in that order."""
+    environ = os.environ if environ is None else environ
+    layers: list[tuple[dict[str, Any], str]] = []
+    for path in _config_files(cwd or Path.cwd()):
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"{path}: not valid TOML ({err})") from None
+        layers.append((data, str(path)))
+    layers.append((_from_env(environ), "environment"))
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    layers.append((given, "command line"))
+    return _build(layers)

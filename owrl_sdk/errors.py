@@ -1,0 +1,50 @@
+"""Errors a user or a plugin can meet, each with the exit code the CLI gives it.
+
+Messages are one line that says what is wrong and what to do about it.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+class OwrlError(Exception):
+    """Base of every error owrl raises on purpose."""
+
+    exit_code = 2
+
+
+class UsageError(OwrlError):
+    """Bad input from the user: a wrong option, a missing file, a bad document."""
+
+    exit_code = 2
+
+
+class ConfigError(UsageError):
+    """A setting that does not validate; the message names the key and where it came from."""
+
+
+class PluginError(UsageError):
+    """A plugin that could not be loaded or registered something invalid."""
+
+    def __init__(self, message: str, plugin: Optional[str] = None):
+        super().__init__(message)
+        self.plugin = plugin
+
+
+class DocumentError(UsageError):
+    """A trajectory, flow or task file that does not parse; the message names the field."""
+
+
+class InfraError(OwrlError):
+    """The machinery failed (browser, network of the host, out of memory), not the task."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, code: str = "infra_error"):
+        super().__init__(message)
+        self.code = code
+
+
+class TaskFailed(OwrlError):
+    exit_code = 1

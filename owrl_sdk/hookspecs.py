@@ -1,0 +1,193 @@
+"""Every hook an owrl plugin can implement.
+
+pluggy project and entry-point group: ``owrl``. Implement a hook with
+``@owrl_sdk.hookimpl`` on a function of the same name; declare only the arguments you
+use. Hooks marked *async-capable* may return an awaitable (an ``async def`` hookimpl):
+owrl awaits it before going on.
+
+Catalogue hooks run once when the catalogue is built and hand the plugin a ``register``
+callback; registration checks the type and refuses a name that is already taken.
+Lifecycle hooks run inside an episode, in the order pluggy gives (last registered first).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+import pluggy
+
+if TYPE_CHECKING:  # pragma: no cover - names for annotations only
+    from .types import Failure, Observation, Step, Task, ToolCall, ToolResult, Trajectory
+
+hookspec = pluggy.HookspecMarker("owrl")
+
+Register = Callable[..., None]
+
+# ============================================================================ catalogue
+
+
+@hookspec
+def register_tools(register: Register) -> None:
+    """Register tools the policy can call.
+
+    Called once, when the catalogue is built.
+    ``register(tool)`` takes an instance of :class:`owrl_sdk.tools.Tool`.
+    Returns nothing; a name already registered is refused with a :class:`PluginError`.
+    """
+
+
+@hookspec
+def register_policies(register: Register) -> None:
+    """Register policies (what decides the next calls).
+
+    Called once, when the catalogue is built.
+    ``register(cls)`` takes a subclass of :class:`owrl_sdk.policy.Policy` with a unique
+    ``name``; it is constructed only when chosen, so heavy imports belong in ``__init__``.
+    """
+
+
+@hookspec
+def register_memories(register: Register) -> None:
+    """Register memory strategies (what context the policy sees).
+
+    Called once, when the catalogue is built.
+    ``register(cls)`` takes a subclass of :class:`owrl_sdk.memory.Memory` with a unique ``name``.
+    """
+
+
+@hookspec
+def register_judges(register: Register) -> None:
+    """Register judges that score a finished trajectory.
+
+    Called once, when the catalogue is built.
+    ``register(cls)`` takes a subclass of :class:`owrl_sdk.components.Judge` with a unique ``name``.
+    """
+
+
+@hookspec
+def register_rewards(register: Register) -> None:
+    """Register reward functions that turn judgements into a scalar reward.
+
+    Called once, when the catalogue is built.
+    ``register(cls)`` takes a subclass of :class:`owrl_sdk.components.Reward` with a unique ``name``.
+    """
+
+
+@hookspec
+def register_optimizers(register: Register) -> None:
+    """Register optimizers (training algorithms such as SFT or MM-GRPO).
+
+    Called once, when the catalogue is built.
+    ``register(cls)`` takes a subclass of :class:`owrl_sdk.components.Optimizer` with a unique ``name``.
+    """
+
+
+@hookspec
+def register_site_adapters(register: Register) -> None:
+    """Register site adapters: plugins scoped to the sites whose domains they match.
+
+    Called once, when the catalogue is built.
+    ``register(adapter)`` takes an instance of :class:`owrl_sdk.components.SiteAdapter`.
+    """
+
+
+@hookspec
+def register_task_suites(register: Register) -> None:
+    """Register task suites that ``owrl eval --suite NAME`` can run.
+
+    Called once, when the catalogue is built.
+    ``register(cls)`` takes a subclass of :class:`owrl_sdk.components.TaskSuite` with a unique ``name``.
+    """
+
+
+@hookspec
+def register_commands(register: Register) -> None:
+    """Register CLI subcommands.
+
+    Called once, when the ``owrl`` command line is built.
+    ``register(command)`` takes a :class:`click.Command` (or group) with a unique name.
+    """
+
+
+# ============================================================================ browser
+
+
+@hookspec
+def browser_launch_options(options: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """Adjust how the browser is launched.
+
+    Called once per browser launch, before it starts.
+    ``options`` are the Playwright launch keyword arguments chosen so far (read them,
+    do not change them in place). Return a dict of keys to override, or None.
+    Every result is merged in call order; ``args`` lists are appended, not replaced.
+    """
+
+
+# ============================================================================ episode
+
+
+@hookspec
+def episode_start(env: Any, task: "Task") -> Optional[Any]:
+    """Prepare an episode: set cookies, log in, dismiss banners.
+
+    Called after the environment opened the task's start page, before the first observation.
+    ``env`` is the episode's environment, ``task`` its task. Async-capable.
+    Returns nothing (or an awaitable); an exception makes the episode an infrastructure error.
+    """
+
+
+@hookspec
+def observation(observation: "Observation", env: Any, task: "Task") -> Optional[Any]:
+    """Enrich an observation before the policy sees it.
+
+    Called after each ``env.observe()``. Return a dict (or an awaitable of one) whose
+    items are merged into ``observation.extras``, or None. All results are merged in order.
+    """
+
+
+@hookspec(firstresult=True)
+def before_tool_call(call: "ToolCall", env: Any, task: "Task") -> Optional[Any]:
+    """Inspect a call before it runs; veto it by returning a ToolResult.
+
+    Called for each call of a turn, just before its tool runs. Async-capable.
+    Return None to let the call run, or a :class:`ToolResult` (usually an error) that is
+    used instead of running it. Stops at the first non-None result.
+    """
+
+
+@hookspec
+def after_tool_call(call: "ToolCall", result: "ToolResult", env: Any, task: "Task") -> Optional[Any]:
+    """See a call's result; may add to its feedback by mutating ``result.feedback``.
+
+    Called after each call ran (or was vetoed), before its expectation is checked.
+    Async-capable. Returns nothing.
+    """
+
+
+@hookspec
+def step_end(step: "Step", task: "Task") -> None:
+    """See a finished step (observation, turn, call records with verdicts).
+
+    Called once per step, after memory recorded it and before the next observation.
+    Returns nothing.
+    """
+
+
+@hookspec(firstresult=True)
+def classify_failure(error: BaseException, stage: str, task: "Task") -> Optional["Failure"]:
+    """Say what kind of failure an exception is.
+
+    Called when an exception escapes a stage of the episode (``stage`` is one of
+    ``reset``, ``observe``, ``policy``, ``tool``, ``verify``, ``hook``).
+    Return a :class:`Failure` or None; stops at the first non-None result. When none
+    answers, owrl classifies it as ``infra.<exception name>``.
+    """
+
+
+@hookspec
+def episode_end(trajectory: "Trajectory") -> Optional[Any]:
+    """See a finished trajectory, outcome set.
+
+    Called once per episode, after the outcome is known and before the environment
+    closes. Async-capable. Returns nothing.
+    """

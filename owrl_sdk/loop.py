@@ -1,0 +1,253 @@
+"""The one loop: observe -> compose -> act -> verify -> remember.
+
+An :class:`Episode` sequences the environment, the policy, the memory, the tools and the
+lifecycle hooks. It never raises for what happens inside the episode: every failure
+becomes the trajectory's outcome, with a failure kind. Only cancellation propagates,
+after the trajectory has been closed as ``aborted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from .env import Environment
+from .errors import InfraError
+from .memory import Memory
+from .plugins import EpisodeHooks
+from .policy import Policy
+from .tools import Tool, ToolArgumentError
+from .types import (
+    CallRecord,
+    Failure,
+    Observation,
+    Outcome,
+    Step,
+    Task,
+    ToolCall,
+    ToolResult,
+    Trajectory,
+    Turn,
+    utc_now,
+)
+
+#: Called with the trajectory after every step and at the end (the run store writes it).
+StepSink = Callable[[Trajectory, Optional[Step]], None]
+
+
+@dataclass
+class EpisodeLimits:
+    max_steps: int = 30
+    max_parse_errors: int = 3
+    step_timeout: float = 300.0
+    episode_timeout: float = 1800.0
+    feedback_chars: int = 512
+
+
+class _Stage(Exception):
+    """Carries an exception out of a stage, with the stage's name."""
+
+    def __init__(self, stage: str, error: BaseException):
+        super().__init__(stage)
+        self.stage = stage
+        self.error = error
+
+
+@dataclass
+class Episode:
+    task: Task
+    env: Environment
+    policy: Policy
+    memory: Memory
+    tools: list[Tool]
+    hooks: EpisodeHooks
+    limits: EpisodeLimits = field(default_factory=EpisodeLimits)
+    sinks: list[StepSink] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.tool_index = {t.name: t for t in self.tools}
+        self.trajectory = Trajectory(task=self.task, policy=self.policy.info())
+
+    # ------------------------------------------------------------------ driver
+
+    async def run(self) -> Trajectory:
+        traj = self.trajectory
+        try:
+            outcome = await asyncio.wait_for(self._steps(), timeout=self.limits.episode_timeout)
+        except asyncio.TimeoutError:
+            outcome = _infra("episode_timeout", f"episode exceeded {self.limits.episode_timeout:g} s")
+        except asyncio.CancelledError:
+            self._finish(Outcome(status="aborted", failure=Failure(category="infra", code="cancelled")))
+            raise
+        except _Stage as s:
+            outcome = Outcome(status="infra_error", failure=self._classify(s.error, s.stage))
+        self._finish(outcome)
+        try:
+            await self.hooks.episode_end(traj)
+        except Exception as err:  # a plugin's bug must not lose the episode
+            traj.warnings.append(f"episode_end hook failed: {type(err).__name__}: {err}")
+            self._emit(None)
+        return traj
+
+    def _finish(self, outcome: Outcome) -> None:
+        traj = self.trajectory
+        traj.outcome = outcome
+        traj.ended_at = utc_now()
+        traj.warnings.extend(w for w in getattr(self.env, "warnings", []) if w not in traj.warnings)
+        self._emit(None)
+
+    def _emit(self, step: Optional[Step]) -> None:
+        for sink in self.sinks:
+            sink(self.trajectory, step)
+
+    async def _stage(self, stage: str, coro: Any) -> Any:
+        try:
+            return await coro
+        except (asyncio.CancelledError, _Stage, asyncio.TimeoutError):
+            raise
+        except Exception as err:
+            raise _Stage(stage, err) from err
+
+    def _classify(self, error: BaseException, stage: str) -> Failure:
+        try:
+            found = self.hooks.classify_failure(error, stage)
+        except Exception:  # noqa: BLE001 - classification must not fail the episode twice
+            found = None
+        if isinstance(found, Failure):
+            return found
+        code = error.code if isinstance(error, InfraError) else type(error).__name__
+        return Failure(category="infra", code=code, detail=f"{stage}: {error}"[:1000])
+
+    # ------------------------------------------------------------------ steps
+
+    async def _steps(self) -> Outcome:
+        await self._stage("reset", self.env.reset(self.task))
+        self.memory.reset(self.task)
+        await self._stage("hook", self.hooks.episode_start(self.env))
+        self.tool_index.update({t.name: t for t in self.hooks.tools()})
+        parse_errors = 0
+        max_steps = self.task.max_steps or self.limits.max_steps
+        for index in range(max_steps):
+            step_started = time.perf_counter()
+            obs = await self._stage("observe", self.env.observe())
+            await self._stage("hook", self.hooks.observation(obs, self.env))
+            observed = time.perf_counter()
+            tools = [t for t in self.tool_index.values() if t.available(self.env)]
+            context = self.memory.context(self.task, obs, tools)
+            try:
+                turn = await self._stage(
+                    "policy", asyncio.wait_for(self.policy.act(context), timeout=self.limits.step_timeout)
+                )
+            except asyncio.TimeoutError:
+                return _infra("step_timeout", f"policy took over {self.limits.step_timeout:g} s")
+            decided = time.perf_counter()
+            step = Step(index=index, observation=obs, turn=turn)
+            left = max(self.limits.step_timeout - (decided - observed), 0.001)
+            try:
+                outcome = await asyncio.wait_for(self._turn(step, turn), timeout=left)
+            except asyncio.TimeoutError:
+                self._remember(step)
+                return _infra("step_timeout", f"step {index} took over {self.limits.step_timeout:g} s")
+            step.timings = {
+                "observe_ms": (observed - step_started) * 1000,
+                "policy_ms": (decided - observed) * 1000,
+                "act_ms": (time.perf_counter() - decided) * 1000,
+            }
+            if turn.parse_error:
+                parse_errors += 1
+            elif turn.calls:
+                parse_errors = 0
+            self._remember(step)
+            if outcome is not None:
+                return outcome
+            if parse_errors >= self.limits.max_parse_errors:
+                return Outcome(
+                    status="aborted",
+                    failure=Failure(
+                        category="policy", code="unparseable", detail=f"{parse_errors} unreadable turns in a row"
+                    ),
+                )
+        return Outcome(status="fail", failure=Failure(category="task", code="max_steps", detail=f"{max_steps} steps"))
+
+    def _remember(self, step: Step) -> None:
+        self.memory.record(step)
+        self.trajectory.steps.append(step)
+        self.hooks.step_end(step)
+        self._emit(step)
+
+    async def _turn(self, step: Step, turn: Turn) -> Optional[Outcome]:
+        if turn.parse_error:
+            step.feedback = f"Your last answer could not be read: {turn.parse_error}"[: self.limits.feedback_chars]
+            return None
+        if turn.end and not turn.calls:
+            return Outcome(status="fail", failure=Failure(category="policy", code="gave_up", detail=turn.end))
+        if not turn.calls:
+            step.feedback = "Your answer contained no tool call. Call a tool, or done(response) when finished."
+            return None
+        stop_reason: Optional[str] = None
+        for call in turn.calls:
+            if stop_reason is not None:
+                step.calls.append(CallRecord(call=call, skipped=True, skip_reason=stop_reason))
+                continue
+            record, outcome = await self._call(call)
+            step.calls.append(record)
+            if outcome is not None:
+                stop_reason = "episode ended"
+                final = outcome
+                continue
+            if record.verdict is not None and not record.verdict.ok:
+                stop_reason = f"skipped: the expectation of {call.name} failed"
+        step.feedback = "\n".join(_describe(r) for r in step.calls)
+        if stop_reason == "episode ended":
+            return final
+        if turn.end:
+            return Outcome(status="fail", failure=Failure(category="policy", code="gave_up", detail=turn.end))
+        return None
+
+    async def _call(self, call: ToolCall) -> tuple[CallRecord, Optional[Outcome]]:
+        started = time.perf_counter()
+        record = CallRecord(call=call)
+        tool = self.tool_index.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(self.tool_index))
+            record.result = ToolResult.failure(f"unknown tool '{call.name}'. Available tools: {known}.")
+        else:
+            try:
+                args = tool.parse_args(call.arguments)
+            except ToolArgumentError as err:
+                record.result = ToolResult.failure(str(err))
+            else:
+                vetoed = await self._stage("hook", self.hooks.before_tool_call(call, self.env))
+                if isinstance(vetoed, ToolResult):
+                    record.result = vetoed
+                else:
+                    record.result = await self._stage("tool", self.env.execute(tool, args, call))
+        await self._stage("hook", self.hooks.after_tool_call(call, record.result, self.env))
+        record.result.feedback = record.result.feedback[: self.limits.feedback_chars]
+        if call.expect is not None and record.result.ok:
+            record.verdict = await self._stage("verify", self.env.verify(call.expect))
+        record.duration_ms = (time.perf_counter() - started) * 1000
+        if record.result.ends_episode and record.result.ok:
+            return record, Outcome(status="success", answer=record.result.answer)
+        return record, None
+
+
+def _describe(record: CallRecord) -> str:
+    head = record.call.describe()
+    if record.skipped:
+        return f"{head}: not run ({record.skip_reason})"
+    result = record.result
+    assert result is not None
+    text = f"{head}: error: {result.error}" if not result.ok else f"{head}: {result.feedback or 'ok'}"
+    if record.verdict is not None:
+        text += f" [{record.verdict.describe()}]"
+    return text
+
+
+def _infra(code: str, detail: str) -> Outcome:
+    return Outcome(status="infra_error", failure=Failure(category="infra", code=code, detail=detail))
+
+
+__all__ = ["Episode", "EpisodeLimits", "Observation", "StepSink"]

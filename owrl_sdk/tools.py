@@ -1,0 +1,81 @@
+"""The tool unit: one class per tool, its arguments one pydantic model.
+
+That model is the single source of the tool's contract: it validates the arguments,
+gives the JSON schema declared to the model, and its error messages become the
+feedback a model reads to correct itself.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .types import Target, ToolResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .env import Environment
+
+
+class NoArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TargetArgs(Target):
+    """Arguments of an element-targeting tool: exactly one of point_2d, ref or selector."""
+
+    @property
+    def target(self) -> Target:
+        return Target(point_2d=self.point_2d, ref=self.ref, selector=self.selector)
+
+
+class ToolArgumentError(ValueError):
+    """Arguments that do not fit a tool's schema; the message is written for the model."""
+
+
+class Tool:
+    """Base of every tool. Subclasses set ``name``, ``description`` and ``Args``."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Args: ClassVar[type[BaseModel]] = NoArgs
+
+    def parse_args(self, arguments: dict[str, Any]) -> BaseModel:
+        try:
+            return self.Args.model_validate(arguments or {})
+        except ValidationError as err:
+            problems = []
+            for e in err.errors()[:3]:
+                field = ".".join(str(p) for p in e["loc"])
+                msg = e["msg"].removeprefix("Value error, ")
+                if e["type"] == "extra_forbidden":
+                    msg = "is not an argument of this tool"
+                problems.append(f"'{field}' {msg}" if field else msg)
+            expected = ", ".join(self.Args.model_fields) or "no arguments"
+            raise ToolArgumentError(
+                f"bad arguments for {self.name}: {'; '.join(problems)}. Arguments it takes: {expected}."
+            ) from None
+
+    async def run(self, env: "Environment", args: Any) -> ToolResult:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def available(self, env: "Environment") -> bool:
+        """Whether this tool can run in ``env`` (browser tools need a browser)."""
+        return True
+
+    def schema(self) -> dict[str, Any]:
+        """The function schema declared to the model (OpenAI / Qwen ``<tools>`` form)."""
+        params = _strip_titles(self.Args.model_json_schema())
+        params.setdefault("properties", {})
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": params},
+        }
+
+
+def _strip_titles(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _strip_titles(v) for k, v in node.items() if k != "title"}
+    if isinstance(node, list):
+        return [_strip_titles(v) for v in node]
+    return node

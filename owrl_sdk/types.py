@@ -1,0 +1,301 @@
+"""The data that flows through an episode, and the trajectory document built from it.
+
+Every model here is a pydantic model, so one definition gives validation, the JSON
+schema and the JSON form. The trajectory (`owrl.trajectory/1`) is the one format that
+runtime, judges, rewards, trainers and reports share.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import uuid
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+TRAJECTORY_SCHEMA = "owrl.trajectory/1"
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------------------- targets
+
+
+class Target(_Model):
+    """Where an element-targeting tool acts: exactly one of three ways.
+
+    - ``point_2d``: ``[x, y]`` on the 0-1000 grid of the viewport (OpenWebRL's form);
+    - ``ref``: a ref from the latest aria snapshot (``e12``, ``f1e6`` inside a frame);
+    - ``selector``: a Playwright selector (``role=button[name="Go"]``, ``text=Go``, CSS).
+    """
+
+    point_2d: Optional[list[float]] = Field(
+        default=None, description="[x, y] on the 0-1000 grid of the viewport"
+    )
+    ref: Optional[str] = Field(default=None, description="element ref from the latest page snapshot, e.g. e12")
+    selector: Optional[str] = Field(
+        default=None, description='Playwright selector, e.g. role=button[name="Go"], text=Go or CSS'
+    )
+
+    @field_validator("point_2d")
+    @classmethod
+    def _check_point(cls, v: Optional[list[float]]) -> Optional[list[float]]:
+        if v is None:
+            return v
+        if len(v) != 2:
+            raise ValueError("point_2d must be [x, y], two numbers")
+        for c in v:
+            if not 0 <= c <= 1000:
+                raise ValueError(f"point_2d coordinates must lie within 0..1000, got {c:g}")
+        return v
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "Target":
+        given = [k for k in ("point_2d", "ref", "selector") if getattr(self, k) is not None]
+        if len(given) != 1:
+            named = ", ".join(given) if given else "none"
+            raise ValueError(f"give exactly one of point_2d, ref or selector (got {named})")
+        return self
+
+    def describe(self) -> str:
+        if self.point_2d is not None:
+            return f"point ({self.point_2d[0]:g}, {self.point_2d[1]:g})"
+        if self.ref is not None:
+            return f"ref {self.ref}"
+        return f"selector {self.selector}"
+
+
+class ElementRef(_Model):
+    """An element named by ref or selector (no coordinates): used by expectations."""
+
+    ref: Optional[str] = None
+    selector: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "ElementRef":
+        if (self.ref is None) == (self.selector is None):
+            raise ValueError("give exactly one of ref or selector")
+        return self
+
+
+class ValueEquals(ElementRef):
+    value: str
+
+
+# ---------------------------------------------------------------------------- calls
+
+
+class Expectation(_Model):
+    """What a call is expected to bring about; every key given must hold."""
+
+    url_contains: Optional[str] = None
+    url_matches: Optional[str] = Field(default=None, description="regular expression searched in the URL")
+    title_contains: Optional[str] = None
+    text_visible: Optional[str] = None
+    text_absent: Optional[str] = None
+    element_visible: Optional[ElementRef] = None
+    value_equals: Optional[ValueEquals] = None
+    new_tab: Optional[bool] = None
+
+    @field_validator("element_visible", mode="before")
+    @classmethod
+    def _element_shorthand(cls, v: Any) -> Any:
+        # "e12" or a selector string are accepted as shorthand.
+        if isinstance(v, str):
+            return {"ref": v} if _looks_like_ref(v) else {"selector": v}
+        return v
+
+    def keys(self) -> list[str]:
+        return [k for k, v in self if v is not None]
+
+
+def _looks_like_ref(text: str) -> bool:
+    import re
+
+    return re.fullmatch(r"(f\d+)?e\d+", text) is not None
+
+
+class ToolCall(_Model):
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    expect: Optional[Expectation] = None
+
+    def describe(self) -> str:
+        import json
+
+        args = json.dumps(self.arguments, ensure_ascii=False, separators=(", ", ": "))
+        return f"{self.name}({args})"
+
+
+class ToolResult(_Model):
+    """What running one tool call gave. ``error`` is phrased for the model to correct itself."""
+
+    ok: bool = True
+    feedback: str = ""
+    error: Optional[str] = None
+    answer: Optional[str] = None
+    ends_episode: bool = False
+    data: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def failure(cls, error: str, **kw: Any) -> "ToolResult":
+        return cls(ok=False, error=error, **kw)
+
+
+class Check(_Model):
+    key: str
+    ok: bool
+    detail: str = ""
+
+
+class Verdict(_Model):
+    """The result of checking one call's expectation against the page."""
+
+    ok: bool
+    checks: list[Check] = Field(default_factory=list)
+    waited_ms: float = 0.0
+
+    def describe(self) -> str:
+        failed = [c for c in self.checks if not c.ok]
+        if not failed:
+            return "expectation met"
+        return "expectation failed: " + "; ".join(f"{c.key}: {c.detail}" for c in failed)
+
+
+# ---------------------------------------------------------------------------- observation
+
+
+class Tab(_Model):
+    index: int
+    url: str
+    title: str = ""
+    active: bool = False
+
+
+class Observation(_Model):
+    url: str = ""
+    title: str = ""
+    tabs: list[Tab] = Field(default_factory=list)
+    aria: Optional[str] = None
+    screenshot_file: Optional[str] = None
+    extras: dict[str, Any] = Field(default_factory=dict)
+    # The image itself travels in memory only; the run store writes it to a file.
+    screenshot: Optional[bytes] = Field(default=None, exclude=True, repr=False)
+
+
+# ---------------------------------------------------------------------------- turns and steps
+
+
+class Turn(_Model):
+    """One policy answer: a thought and the calls to run in order.
+
+    ``parse_error`` is set (and ``calls`` empty) when the model's text could not be read;
+    ``end`` is set by a policy that gives up or has nothing more to do (a flow that ran out).
+    """
+
+    thought: str = ""
+    calls: list[ToolCall] = Field(default_factory=list)
+    raw: Optional[str] = None
+    parse_error: Optional[str] = None
+    end: Optional[str] = None
+    usage: dict[str, Any] = Field(default_factory=dict)
+
+
+class CallRecord(_Model):
+    call: ToolCall
+    result: Optional[ToolResult] = None
+    verdict: Optional[Verdict] = None
+    skipped: bool = False
+    skip_reason: Optional[str] = None
+    duration_ms: float = 0.0
+
+
+class Step(_Model):
+    index: int
+    started_at: str = Field(default_factory=utc_now)
+    observation: Observation
+    turn: Turn
+    calls: list[CallRecord] = Field(default_factory=list)
+    feedback: str = ""
+    timings: dict[str, float] = Field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------- task and outcome
+
+
+AnswerMatch = Literal["exact", "contains", "number", "regex"]
+
+
+class Task(_Model):
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])
+    intent: str
+    start_url: str
+    suite: Optional[str] = None
+    checks: list[dict[str, Any]] = Field(default_factory=list)
+    answer: Optional[str] = None
+    answer_match: AnswerMatch = "contains"
+    difficulty: Optional[int] = None
+    allowed_domains: list[str] = Field(default_factory=list)
+    max_steps: Optional[int] = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+FailureCategory = Literal["network", "page", "action", "policy", "infra", "task"]
+
+
+class Failure(_Model):
+    """Why an episode did not succeed: a category, a specific code and the detail."""
+
+    category: FailureCategory
+    code: str
+    detail: str = ""
+
+    @property
+    def kind(self) -> str:
+        return f"{self.category}.{self.code}"
+
+
+OutcomeStatus = Literal["success", "fail", "aborted", "infra_error"]
+
+
+class Outcome(_Model):
+    status: OutcomeStatus
+    answer: Optional[str] = None
+    failure: Optional[Failure] = None
+
+
+class Judgement(_Model):
+    judge: str
+    score: float
+    success: Optional[bool] = None
+    reason: str = ""
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class PolicyInfo(_Model):
+    name: str
+    model: Optional[str] = None
+    revision: Optional[str] = None
+
+
+class Trajectory(_Model):
+    schema_: Literal["owrl.trajectory/1"] = Field(default=TRAJECTORY_SCHEMA, alias="schema")
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    task: Task
+    policy: PolicyInfo
+    started_at: str = Field(default_factory=utc_now)
+    ended_at: Optional[str] = None
+    steps: list[Step] = Field(default_factory=list)
+    outcome: Optional[Outcome] = None
+    judgements: list[Judgement] = Field(default_factory=list)
+    reward: Optional[float] = None
+    warnings: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
