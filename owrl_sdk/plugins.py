@@ -32,6 +32,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "owrl_sdk.commands.plugins",
     "owrl_sdk.commands.doctor",
+    "owrl_sdk.commands.run",
     "builtin_tools",
     "builtin_judges",
 )
@@ -240,7 +241,7 @@ def _per_plugin(pm: OwrlPluginManager, hook_name: str) -> list[tuple[Any, Any]]:
     """One hook caller per implementation, so each registration knows which plugin made it.
 
     Calls still go through pluggy (and so through ``OWRL_TRACE_PLUGINS``)."""
-    impls = list(reversed(getattr(pm.hook, hook_name).get_hookimpls()))
+    impls = list(getattr(pm.hook, hook_name).get_hookimpls())  # registration order
     everyone = [impl.plugin for impl in impls]
     return [
         (impl, pm.subset_hook_caller(hook_name, remove_plugins=[p for p in everyone if p is not impl.plugin]))

@@ -1,0 +1,3 @@
+from owrl_sdk.cli import main
+
+main()

@@ -1,0 +1,150 @@
+"""``owrl run``: one task, one episode, a live view of every step."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+
+from owrl_sdk.plugins import hookimpl
+
+STATUS_EXIT = {"success": 0, "fail": 1, "aborted": 1, "infra_error": 3}
+
+
+class LiveView:
+    """Prints each step as it finishes: thought, calls, feedback and verdicts."""
+
+    def __init__(self, console: Any, max_steps: int):
+        self.console = console
+        self.started = time.perf_counter()
+        self.max_steps = max_steps
+        self.status: Any = None
+
+    def thinking(self, index: int) -> None:
+        if self.status is not None:
+            self.status.update(f"step {index + 1}: waiting for the policy…")
+
+    def __call__(self, trajectory: Any, step: Any) -> None:
+        if step is None:
+            return
+        from rich.markup import escape
+        from rich.panel import Panel
+
+        lines = []
+        if step.turn.thought:
+            lines.append(f"[italic]{escape(step.turn.thought)}[/italic]")
+        if step.turn.parse_error:
+            lines.append(f"[red]unreadable answer:[/red] {escape(step.turn.parse_error)}")
+        for record in step.calls:
+            head = escape(record.call.describe())
+            if record.skipped:
+                lines.append(f"[dim]⏭ {head}: not run ({escape(record.skip_reason or '')})[/dim]")
+                continue
+            result = record.result
+            mark = "[green]✓[/green]" if result.ok else "[red]✗[/red]"
+            text = escape(result.feedback if result.ok else f"error: {result.error}")
+            lines.append(f"{mark} {head}\n   {text}")
+            if record.verdict is not None:
+                vmark = "[green]expect ✓[/green]" if record.verdict.ok else "[red]expect ✗[/red]"
+                lines.append(f"   {vmark} {escape(record.verdict.describe())}")
+        elapsed = time.perf_counter() - self.started
+        title = f"step {step.index + 1}/{self.max_steps} · {escape(step.observation.url)} · {elapsed:.1f}s"
+        self.console.print(Panel("\n".join(lines) or "[dim](no calls)[/dim]", title=title, title_align="left"))
+        self.thinking(step.index + 1)
+
+
+@click.command("run")
+@click.option("--task", "intent", help="What the agent should do (taken from the flow when omitted).")
+@click.option("--url", help="Start URL (taken from the flow when omitted).")
+@click.option("--policy", help="Policy plugin (default: the 'policy' setting).")
+@click.option("--model", help="Model id or local path for model policies.")
+@click.option("--flow", "flow_file", type=click.Path(dir_okay=False), help="Play this flow (owrl.flow/1, JSON or YAML) with the scripted policy.")
+@click.option("--replay", type=click.Path(), help="Replay the calls of a recorded trajectory (file or run folder).")
+@click.option("--max-steps", type=int, help="Steps before the episode ends as failed (default 30).")
+@click.option("--headed", is_flag=True, help="Show the browser window.")
+@click.option("--out", type=click.Path(file_okay=False), help="Folder for run folders (default: runs).")
+@click.option("--trace", is_flag=True, help="Record a Playwright trace (trace.zip) in the run folder.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON result to stdout instead of the live view.")
+def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str], model: Optional[str],
+                flow_file: Optional[str], replay: Optional[str], max_steps: Optional[int], headed: bool,
+                out: Optional[str], trace: bool, as_json: bool) -> None:
+    """Run one task in a real Chromium and show each step."""
+    from owrl_sdk.agent import Agent
+    from owrl_sdk.config import load_settings
+    from owrl_sdk.documents import Flow, load_flow, load_trajectory
+    from owrl_sdk.errors import UsageError
+
+    if flow_file and replay:
+        raise UsageError("give --flow or --replay, not both")
+    flow: Optional[Flow] = None
+    if flow_file:
+        flow = load_flow(flow_file)
+    elif replay:
+        flow = Flow.from_trajectory(load_trajectory(replay))
+    if flow is not None:
+        if policy not in (None, "scripted"):
+            raise UsageError(f"--flow/--replay play with the scripted policy, not '{policy}'")
+        policy = "scripted"
+        intent = intent or flow.task
+        url = url or flow.start_url
+    if not intent:
+        raise UsageError("missing --task TEXT (what the agent should do)")
+    if not url:
+        raise UsageError("missing --url URL (where the agent starts)")
+    url = resolve_url(url)
+
+    settings = load_settings({"policy": policy, "model": model, "max_steps": max_steps,
+                              "headless": False if headed else None})
+    options = {"flow": flow} if flow is not None else {}
+    agent = Agent(settings=settings, **options)
+
+    from rich.console import Console
+
+    console = Console(stderr=as_json, quiet=as_json)
+    view = LiveView(console, settings.max_steps)
+    console.print(f"[bold]task[/bold] {intent}\n[bold]url[/bold]  {url}\n[bold]policy[/bold] {agent.policy.name}")
+
+    async def go():
+        try:
+            with console.status("starting the browser…") as status:
+                view.status = status
+                return await agent.run(intent, url, out=out, trace=trace, on_step=view)
+        finally:
+            await agent.close()
+
+    traj = asyncio.run(go())
+    outcome = traj.outcome
+    run_dir = traj.metadata.get("run_dir")
+    failure = outcome.failure.model_dump() if outcome.failure else None
+    if as_json:
+        click.echo(json.dumps({"run_dir": run_dir, "outcome": {"status": outcome.status, "answer": outcome.answer,
+                                                               "failure": failure}, "steps": len(traj.steps)}))
+    else:
+        colour = "green" if outcome.status == "success" else "red"
+        console.print(f"[bold {colour}]{outcome.status}[/bold {colour}]"
+                      + (f" · answer: {outcome.answer}" if outcome.answer else "")
+                      + (f" · {outcome.failure.kind}: {outcome.failure.detail}" if outcome.failure else ""))
+        console.print(f"run folder: {run_dir}")
+    code = STATUS_EXIT[outcome.status]
+    if code:
+        sys.exit(code)
+
+
+def resolve_url(url: str) -> str:
+    """URLs as users type them: a bare host gets https://, a path becomes a file:// URL."""
+    if "://" in url or url.startswith(("about:", "data:")):
+        return url
+    p = Path(url)
+    if p.exists():
+        return p.resolve().as_uri()
+    return "https://" + url
+
+
+@hookimpl
+def register_commands(register):
+    register(run_command)

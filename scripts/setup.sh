@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Set up owrl in ./.venv on a fresh machine: torch (CPU 2.13.0) first, then the project
+# with its extras, then a Chromium when none is found. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+. .venv/bin/activate
+python -m pip install -q --upgrade pip
+# torch before anything that depends on it, or pip pulls a multi-GB CUDA build.
+python -c "import torch" 2>/dev/null || python -m pip install -q "torch==2.13.0"
+python -m pip install -q -e ".[models,train,dev]"
+if ! python -c "from owrl_sdk.chromium import find_chromium; import sys; sys.exit(0 if find_chromium() else 1)"; then
+  echo "no Chromium found: trying Playwright's download, then the system package" >&2
+  if ! python -m playwright install chromium >/dev/null 2>&1; then
+    if command -v apt-get >/dev/null; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    else
+      echo "cannot install Chromium here: install one and set OWRL_CHROMIUM" >&2; exit 3
+    fi
+  fi
+fi

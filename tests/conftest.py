@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import pytest
+
+from owrl_sdk.config import Settings
+from owrl_sdk.plugins import Plugins, build_plugin_manager
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return Settings()
+
+
+@pytest.fixture
+def plugins() -> Plugins:
+    """A fresh plugin manager per test (defaults and installed entry points)."""
+    return Plugins(build_plugin_manager(environ={}))
+
+
+@pytest.fixture
+def register_plugin(plugins: Plugins):
+    """Register a throwaway plugin for one test; it is unregistered afterwards."""
+    added = []
+
+    def add(plugin, name: str | None = None):
+        plugins.pm.register(plugin, name=name)
+        plugins.refresh()
+        added.append(plugin)
+        return plugin
+
+    yield add
+    for plugin in added:
+        plugins.pm.unregister(plugin)
+    plugins.refresh()

@@ -1,0 +1,207 @@
+"""The episode loop, driven through a fake in-memory environment (see tests/fakes.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from owrl_sdk import hookimpl
+from owrl_sdk.loop import Episode, EpisodeLimits
+from owrl_sdk.types import Failure, Task, ToolResult, Turn
+
+from fakes import FakeEnv, FakePage, Go, ListPolicy, call
+
+PAGES = {
+    "fake://home": FakePage("fake://home", "Home", {"Welcome"}),
+    "fake://results": FakePage("fake://results", "Results", {"3 results"}),
+}
+
+
+def make_episode(plugins, settings, turns, env=None, limits=None, sinks=()):
+    task = Task(id="t1", intent="find results", start_url="fake://home")
+    env = env or FakeEnv(PAGES)
+    memory = plugins.catalogue.get("memories", "default")(settings)
+    tools = list(plugins.catalogue.items["tools"].values()) + [Go()]
+    policy = ListPolicy(settings, turns=turns)
+    ep = Episode(
+        task=task, env=env, policy=policy, memory=memory, tools=tools,
+        hooks=plugins.for_task(task), limits=limits or EpisodeLimits(), sinks=list(sinks),
+    )
+    return ep, env, policy
+
+
+async def test_done_ends_with_answer(plugins, settings):
+    turns = [Turn(thought="go", calls=[call("go", to="fake://results", expect={"url_contains": "results"})]),
+             Turn(thought="finish", calls=[call("done", response="3 results")])]
+    ep, env, policy = make_episode(plugins, settings, turns)
+    traj = await ep.run()
+    assert traj.outcome.status == "success"
+    assert traj.outcome.answer == "3 results"
+    assert len(traj.steps) == 2
+    assert traj.steps[0].calls[0].verdict.ok
+    assert "navigated fake://home -> fake://results" in traj.steps[0].feedback
+    # the policy saw the first step's feedback in its second context
+    assert policy.contexts[1].history[0].feedback == traj.steps[0].feedback
+    assert traj.ended_at is not None
+
+
+async def test_max_steps_is_a_failure(plugins, settings):
+    turns = [Turn(calls=[call("wait", seconds=0)])]
+    ep, _, _ = make_episode(plugins, settings, turns, limits=EpisodeLimits(max_steps=4))
+    traj = await ep.run()
+    assert traj.outcome.status == "fail"
+    assert traj.outcome.failure.kind == "task.max_steps"
+    assert len(traj.steps) == 4
+
+
+async def test_three_unreadable_turns_abort(plugins, settings):
+    bad = Turn(raw="<tool_call>{oops", parse_error="tool call is not valid JSON")
+    ep, _, policy = make_episode(plugins, settings, [bad])
+    traj = await ep.run()
+    assert traj.outcome.status == "aborted"
+    assert traj.outcome.failure.kind == "policy.unparseable"
+    assert len(traj.steps) == 3
+    # each unreadable turn got a parse-error feedback the model sees next time
+    assert all("could not be read: tool call is not valid JSON" in s.feedback for s in traj.steps)
+    assert "could not be read" in policy.contexts[1].history[0].feedback
+
+
+async def test_parse_errors_reset_after_a_good_turn(plugins, settings):
+    bad = Turn(parse_error="no tool call found")
+    good = Turn(calls=[call("wait", seconds=0)])
+    turns = [bad, bad, good, bad, bad, Turn(calls=[call("done", response="ok")])]
+    ep, _, _ = make_episode(plugins, settings, turns)
+    traj = await ep.run()
+    assert traj.outcome.status == "success"
+
+
+async def test_tool_errors_become_feedback(plugins, settings):
+    turns = [Turn(calls=[call("teleport", to="x"), call("go", where="nowhere"), call("go", to="fake://nope")]),
+             Turn(calls=[call("done", response="")])]
+    ep, env, _ = make_episode(plugins, settings, turns)
+    traj = await ep.run()
+    records = traj.steps[0].calls
+    assert "unknown tool 'teleport'" in records[0].result.error and "go" in records[0].result.error
+    assert "bad arguments for go" in records[1].result.error and "'where' is not an argument" in records[1].result.error
+    assert records[2].result.error == "no page fake://nope"
+    # errors do not stop the turn: all three ran, and the model reads each error
+    assert not any(r.skipped for r in records)
+    assert traj.steps[0].feedback.count("error:") == 3
+    assert env.executed == ["go", "done"]
+
+
+async def test_failed_expectation_ends_the_turn(plugins, settings):
+    turns = [Turn(calls=[
+        call("go", to="fake://results", expect={"text_visible": "10 results"}),
+        call("go", to="fake://home"),
+        call("done", response="x"),
+    ]), Turn(calls=[call("done", response="after")])]
+    ep, env, _ = make_episode(plugins, settings, turns)
+    traj = await ep.run()
+    first = traj.steps[0]
+    assert not first.calls[0].verdict.ok
+    assert first.calls[0].verdict.checks[0].key == "text_visible"
+    assert [r.skipped for r in first.calls] == [False, True, True]
+    assert "expectation of go failed" in first.calls[1].skip_reason
+    assert "not run" in first.feedback
+    assert env.executed == ["go", "done"]  # the skipped calls never ran
+    assert traj.outcome.answer == "after"
+
+
+@pytest.mark.parametrize("stage", ["reset", "observe", "tool"])
+async def test_infra_errors_become_outcomes(plugins, settings, stage):
+    turns = [Turn(calls=[call("go", to="fake://results")])]
+    ep, _, _ = make_episode(plugins, settings, turns, env=FakeEnv(PAGES, fail_on=stage))
+    traj = await ep.run()
+    assert traj.outcome.status == "infra_error"
+    assert traj.outcome.failure.category == "infra"
+    assert traj.outcome.failure.detail.startswith(stage)
+
+
+@pytest.mark.exercises("classify_failure")
+async def test_classify_failure_hook_decides_the_kind(plugins, settings, register_plugin):
+    seen = []
+
+    class Classifier:
+        @hookimpl
+        def classify_failure(self, error, stage, task):
+            seen.append((type(error).__name__, stage, task.id))
+            if isinstance(error, ConnectionResetError):
+                return Failure(category="network", code="reset", detail=str(error))
+            return None
+
+    register_plugin(Classifier())
+    ep, _, _ = make_episode(plugins, settings, [Turn()], env=FakeEnv(PAGES, fail_on="reset"))
+    traj = await ep.run()
+    assert seen == [("ConnectionResetError", "reset", "t1")]
+    assert traj.outcome.failure.kind == "network.reset"
+
+
+async def test_step_timeout(plugins, settings):
+    class Slow(ListPolicy):
+        async def act(self, context):
+            await asyncio.sleep(5)
+
+    ep, _, _ = make_episode(plugins, settings, [Turn()], limits=EpisodeLimits(step_timeout=0.05))
+    ep.policy = Slow(settings)
+    traj = await ep.run()
+    assert traj.outcome.failure.kind == "infra.step_timeout"
+
+
+async def test_episode_timeout_keeps_steps(plugins, settings):
+    turns = [Turn(calls=[call("wait", seconds=0.02)])]
+    ep, _, _ = make_episode(plugins, settings, turns, limits=EpisodeLimits(episode_timeout=0.2, max_steps=1000))
+    traj = await ep.run()
+    assert traj.outcome.failure.kind == "infra.episode_timeout"
+    assert len(traj.steps) >= 2
+
+
+async def test_cancellation_closes_the_trajectory(plugins, settings):
+    written = []
+    turns = [Turn(calls=[call("wait", seconds=0.05)])]
+    ep, _, _ = make_episode(plugins, settings, turns, sinks=[lambda t, s: written.append(t.outcome)],
+                            limits=EpisodeLimits(max_steps=1000))
+    task = asyncio.ensure_future(ep.run())
+    await asyncio.sleep(0.2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ep.trajectory.outcome.status == "aborted"
+    assert written[-1].status == "aborted"  # the sink saw the final state
+
+
+async def test_sinks_see_every_step(plugins, settings):
+    seen = []
+    turns = [Turn(calls=[call("wait", seconds=0)]), Turn(calls=[call("done", response="x")])]
+    ep, _, _ = make_episode(plugins, settings, turns, sinks=[lambda t, s: seen.append(s.index if s else None)])
+    await ep.run()
+    assert seen == [0, 1, None]
+
+
+async def test_a_policy_that_ends_fails_the_episode(plugins, settings):
+    ep, _, _ = make_episode(plugins, settings, [Turn(end="nothing left to do")])
+    traj = await ep.run()
+    assert traj.outcome.status == "fail"
+    assert traj.outcome.failure.kind == "policy.gave_up"
+
+
+async def test_memory_keeps_latest_screenshot_and_history(plugins, settings):
+    turns = [Turn(thought=f"t{i}", calls=[call("wait", seconds=0)]) for i in range(3)] + [
+        Turn(calls=[call("done", response="")])]
+    ep, _, policy = make_episode(plugins, settings, turns)
+    await ep.run()
+    last = policy.contexts[-1]
+    assert len(last.screenshots) == 1
+    assert [s.turn.thought for s in last.history] == ["t0", "t1", "t2"]
+
+
+async def test_action_only_memory_drops_thoughts(plugins, settings):
+    settings = settings.with_overrides(plugins={"memory": {"reasoning": "action-only", "screenshots": 2}})
+    turns = [Turn(thought="secret", calls=[call("wait", seconds=0)])] * 2 + [Turn(calls=[call("done", response="")])]
+    ep, _, policy = make_episode(plugins, settings, turns)
+    await ep.run()
+    last = policy.contexts[-1]
+    assert [s.turn.thought for s in last.history] == ["", ""]
+    assert [c.call.name for s in last.history for c in s.calls] == ["wait", "wait"]
+    assert len(last.screenshots) == 2
