@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
+
+from pydantic import BaseModel, Field
 
 from .types import Judgement, Task, Trajectory
 
@@ -47,8 +49,24 @@ class Optimizer:
         self.options = options
 
 
+class SuiteCheck(BaseModel):
+    """A suite's own verdict on one episode (MiniWoB's reward, the demo shop's state)."""
+
+    score: float
+    success: bool
+    reason: str = ""
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
 class TaskSuite:
-    """A named set of tasks for ``owrl eval``."""
+    """A named set of tasks for ``owrl eval``, with the suite's own success check.
+
+    The eval runner calls, per episode: ``await setup()`` once before the first episode,
+    ``await start(env, task)`` after the environment opened the start page (a suite that
+    must start the episode through the page's JavaScript does it here),
+    ``await check(env, task, trajectory)`` after the episode ended but before its
+    environment closes, and ``await teardown()`` once at the end.
+    """
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
@@ -57,8 +75,25 @@ class TaskSuite:
         self.settings = settings
         self.options = options
 
-    def tasks(self) -> Iterable[Task]:  # pragma: no cover - abstract
+    def tasks(self) -> list[Task]:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    async def setup(self) -> None:
+        return None
+
+    async def start(self, env: Any, task: Task) -> None:
+        return None
+
+    async def check(self, env: Any, task: Task, trajectory: Trajectory) -> Optional[SuiteCheck]:
+        return None
+
+    async def teardown(self) -> None:
+        return None
+
+    def episode_start(self, env: Any, task: Task) -> Any:
+        # The eval runner passes the suite to the episode's hooks, where it takes part
+        # like a matched site adapter: its start runs as the episode_start hook.
+        return self.start(env, task)
 
 
 class SiteAdapter:

@@ -33,6 +33,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "owrl_sdk.commands.plugins",
     "owrl_sdk.commands.doctor",
     "owrl_sdk.commands.run",
+    "owrl_sdk.commands.eval",
     "builtin_tools",
     "builtin_judges",
 )
@@ -315,9 +316,11 @@ class Plugins:
                     merged[key] = value
         return merged
 
-    def for_task(self, task: Any) -> "EpisodeHooks":
+    def for_task(self, task: Any, extra: Iterable[Any] = ()) -> "EpisodeHooks":
+        """Lifecycle hooks of one episode. ``extra`` objects (a task suite) take part like
+        matched site adapters: their methods named after hooks run first."""
         adapters = [a for a in self.catalogue.items["site_adapters"].values() if a.matches(task.start_url)]
-        return EpisodeHooks(self.pm, task, adapters)
+        return EpisodeHooks(self.pm, task, [*extra, *adapters])
 
 
 class EpisodeHooks:
@@ -381,5 +384,5 @@ class EpisodeHooks:
     def tools(self) -> list[Any]:
         extra = []
         for adapter in self.adapters:
-            extra.extend(adapter.tools())
+            extra.extend(adapter.tools() if hasattr(adapter, "tools") else [])
         return extra

@@ -1,0 +1,113 @@
+"""``owrl eval``: a suite's tasks, N episodes each, on W browser contexts; judged and summarised."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Optional
+
+import click
+
+from owrl_sdk.plugins import hookimpl
+
+
+def _fmt_rate(block: dict) -> str:
+    low, high = block["ci95"]
+    return f"{block['success_rate']:.0%} [{low:.0%}, {high:.0%}]"
+
+
+@click.command("eval")
+@click.option("--suite", required=True, help="A task suite name (owrl plugins lists them) or a task file (.jsonl/.json).")
+@click.option("--tasks", "task_ids", help="Comma-separated task ids to run (default: all).")
+@click.option("--episodes", type=click.IntRange(min=1), default=1, show_default=True, help="Episodes per task.")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Browser contexts in parallel.")
+@click.option("--policy", help="Policy plugin (default: the 'policy' setting).")
+@click.option("--model", help="Model id or local path for model policies.")
+@click.option("--judge", default="composite", show_default=True, help="Judge plugin that scores each episode.")
+@click.option("--max-steps", type=int, help="Steps per episode (default: the task's, else 30).")
+@click.option("--out", type=click.Path(file_okay=False), help="Output folder (default: eval/<suite>-<policy>).")
+@click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of the table.")
+def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: int, policy: Optional[str],
+                 model: Optional[str], judge: str, max_steps: Optional[int], out: Optional[str], as_json: bool) -> None:
+    """Evaluate a policy on a task suite; re-running the same command resumes."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from owrl_sdk.config import load_settings
+    from owrl_sdk.errors import UsageError
+    from owrl_sdk.evaluation import EvalPlan, Evaluation, TaskFileSuite, read_records
+    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.taskfiles import load_tasks
+
+    settings = load_settings({"policy": policy, "model": model, "max_steps": max_steps})
+    plugins = Plugins()
+    console = Console(stderr=True)
+    if Path(suite).is_file():
+        tasks, bad = load_tasks(suite)
+        for b in bad:
+            console.print(f"[yellow]skipped {suite} {b.where}: {b.error}[/yellow]", highlight=False)
+        if not tasks:
+            raise UsageError(f"{suite}: no readable task")
+        the_suite = TaskFileSuite(settings, tasks)
+        suite_name = Path(suite).stem
+    else:
+        the_suite = plugins.catalogue.get("task_suites", suite)(settings)
+        tasks = the_suite.tasks()
+        suite_name = suite
+    if task_ids:
+        wanted = [t.strip() for t in task_ids.split(",") if t.strip()]
+        known = {t.id: t for t in tasks}
+        missing = [w for w in wanted if w not in known]
+        if missing:
+            sample = ", ".join(list(known)[:8])
+            raise UsageError(f"unknown task id(s) in --tasks: {', '.join(missing)} (e.g. {sample})")
+        tasks = [known[w] for w in wanted]
+    plugins.catalogue.get("judges", judge)
+    plugins.catalogue.get("policies", settings.policy)
+    out_dir = Path(out or f"eval/{suite_name}-{settings.policy}")
+    plan = EvalPlan(suite=the_suite, tasks=tasks, episodes=episodes, workers=workers, policy=settings.policy,
+                    judge=judge, out=out_dir)
+
+    total = len(tasks) * episodes
+    already = {r.key for r in read_records(out_dir / "episodes.jsonl")}
+    done_before = sum(1 for t in tasks for n in range(episodes) if f"{t.id}#{n}" in already)
+    wins = {"ok": 0, "judged": 0}
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=console)
+
+    with progress:
+        bar = progress.add_task(f"{suite_name} · {settings.policy}", total=total, completed=done_before, rate="")
+        if done_before:
+            console.print(f"resuming: {done_before} of {total} episodes already in {out_dir / 'episodes.jsonl'}")
+
+        def on_record(record) -> None:
+            if not record.infra:
+                wins["judged"] += 1
+                wins["ok"] += bool(record.success)
+            rate = f"success {wins['ok'] / wins['judged']:.0%}" if wins["judged"] else ""
+            progress.update(bar, advance=1, rate=rate)
+
+        summary = asyncio.run(Evaluation(plan, settings, plugins, on_record=on_record).run())
+
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{suite_name} · policy {settings.policy} · judge {judge}")
+    for col in ("task", "episodes", "success [95% CI]", "mean steps", "mean time", "infra errors"):
+        table.add_column(col, justify="left" if col == "task" else "right")
+    for tid, b in summary["per_task"].items():
+        table.add_row(tid, str(b["episodes"]), _fmt_rate(b), f"{b['mean_steps']:.1f}", f"{b['mean_seconds']:.1f}s",
+                      str(b["infra_errors"]))
+    table.add_section()
+    table.add_row("[bold]overall[/bold]", str(summary["episodes"]), _fmt_rate(summary), f"{summary['mean_steps']:.1f}",
+                  f"{summary['mean_seconds']:.1f}s", str(summary["infra_errors"]))
+    Console().print(table)
+    Console().print(f"results: {out_dir / 'summary.json'} · episodes: {out_dir / 'episodes.jsonl'}")
+
+
+@hookimpl
+def register_commands(register):
+    register(eval_command)

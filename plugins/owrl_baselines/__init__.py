@@ -1,0 +1,80 @@
+"""Policies for testing the harness: ``oracle`` (the ceiling) and ``random`` (the floor).
+
+``oracle`` plays a task's ``metadata.oracle_turns`` when it has them (the demo shop's
+tasks do), and solves a few MiniWoB++ tasks from the utterance; ``random`` makes random
+but valid calls. Neither looks at a model: they measure the harness, not a policy.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from owrl_sdk import hookimpl
+from owrl_sdk.memory import Context
+from owrl_sdk.policy import Policy
+from owrl_sdk.types import ToolCall, Turn
+
+
+class OraclePolicy(Policy):
+    name = "oracle"
+
+    async def act(self, context: Context) -> Turn:
+        task = context.task
+        done_turns = len(context.history)
+        last = context.last_step
+        if last is not None:
+            for record in last.calls:
+                failed = (record.verdict is not None and not record.verdict.ok) or (
+                    record.result is not None and not record.result.ok)
+                if failed:
+                    return Turn(end=f"oracle step failed: {record.call.name}")
+        turns = task.metadata.get("oracle_turns")
+        if turns is None and task.metadata.get("miniwob"):
+            turns = self._miniwob_turns(task)
+        if turns is None:
+            return Turn(end=f"the oracle has no solution for task {task.id}")
+        if done_turns >= len(turns):
+            return Turn(end="oracle ran out of turns")
+        planned = turns[done_turns]
+        return Turn(thought=planned.get("thought", ""), calls=[ToolCall.model_validate(c) for c in planned["calls"]])
+
+    @staticmethod
+    def _miniwob_turns(task) -> Any:
+        from owrl_miniwob import oracle_calls
+
+        calls = oracle_calls(task.metadata["miniwob"], task.intent)
+        if calls is None:
+            return None
+        return [{"thought": "solve", "calls": calls}, {"thought": "finish", "calls": [{"name": "done", "arguments": {"response": ""}}]}]
+
+
+class RandomPolicy(Policy):
+    """Random valid calls: clicks anywhere, scrolls, typing, keys; done now and then."""
+
+    name = "random"
+
+    def __init__(self, settings, seed: int | None = None, **options: Any):
+        super().__init__(settings, **options)
+        self.rng = random.Random(seed if seed is not None else settings.plugin("random").get("seed", 0))
+
+    async def act(self, context: Context) -> Turn:
+        r = self.rng
+        names = {t.name for t in context.tools}
+        choices = [
+            ("click", lambda: {"point_2d": [r.randint(0, 1000), r.randint(0, 1000)]}),
+            ("scroll", lambda: {"direction": r.choice(["up", "down"]), "amount": r.randint(1, 5)}),
+            ("write", lambda: {"message": r.choice(["hello", "shirt", "42", "test@example.com"])}),
+            ("press_keys", lambda: {"keys": [r.choice(["Enter", "Tab", "Escape"])]}),
+            ("done", lambda: {"response": r.choice(["", "yes", "no", "12"])}),
+        ]
+        weights = [6, 2, 2, 1, 1]
+        avail = [(c, w) for c, w in zip(choices, weights) if c[0] in names]
+        (name, make), = r.choices([c for c, _ in avail], weights=[w for _, w in avail])
+        return Turn(thought="random", calls=[ToolCall(name=name, arguments=make())])
+
+
+@hookimpl
+def register_policies(register):
+    register(OraclePolicy)
+    register(RandomPolicy)

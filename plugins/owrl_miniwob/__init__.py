@@ -1,0 +1,137 @@
+"""MiniWoB++ as an owrl task suite, from the ``miniwob`` package's own pages.
+
+Pages load over ``file://``; an episode is started and its reward read through the
+page's own JavaScript (``core.startEpisodeReal``, ``WOB_*`` globals), so the reward is
+MiniWoB's own. Episode ``n`` of a task uses seed ``n``; the instruction (the utterance)
+becomes the task's intent once the episode started.
+
+Settings (``[plugins.miniwob]``): ``time_limit`` (seconds per MiniWoB episode, default
+10, MiniWoB's own), ``max_steps`` (default 8).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Optional
+
+from owrl_sdk import hookimpl
+from owrl_sdk.components import SuiteCheck, TaskSuite
+from owrl_sdk.errors import UsageError
+from owrl_sdk.types import Task, Trajectory
+
+
+def pages_dir() -> Path:
+    try:
+        import miniwob
+    except ImportError:
+        raise UsageError("the miniwob suite needs the miniwob package: pip install miniwob") from None
+    return Path(miniwob.__file__).parent / "html" / "miniwob"
+
+
+def task_names() -> list[str]:
+    return sorted(p.stem for p in pages_dir().glob("*.html"))
+
+
+START_JS = """([seed, ms]) => {
+  core.EPISODE_MAX_TIME = ms;
+  Math.seedrandom(seed);
+  core.startEpisodeReal();
+}"""
+
+RESULT_JS = """() => ({
+  done: !!window.WOB_DONE_GLOBAL,
+  reward: window.WOB_REWARD_GLOBAL,
+  raw: window.WOB_RAW_REWARD_GLOBAL,
+  reason: window.WOB_REWARD_REASON === undefined ? null : String(window.WOB_REWARD_REASON),
+})"""
+
+
+class MiniWoBSuite(TaskSuite):
+    name = "miniwob"
+    description = "MiniWoB++ tasks from the miniwob package (reward: MiniWoB's own)"
+
+    def __init__(self, settings, **options: Any):
+        super().__init__(settings, **options)
+        conf = {**settings.plugin("miniwob"), **options}
+        self.time_limit = float(conf.get("time_limit", 10.0))
+        self.max_steps = int(conf.get("max_steps", 8))
+
+    def tasks(self) -> list[Task]:
+        root = pages_dir()
+        return [
+            Task(id=name, intent=f"MiniWoB++ {name} (the instruction appears when the episode starts)",
+                 start_url=(root / f"{name}.html").as_uri(), suite=self.name, max_steps=self.max_steps,
+                 metadata={"miniwob": name})
+            for name in task_names()
+        ]
+
+    async def start(self, env: Any, task: Task) -> None:
+        page = env.page
+        seed = int(task.metadata.get("seed", 0))
+        await page.wait_for_function("() => typeof core !== 'undefined' && !!core.startEpisodeReal")
+        await page.evaluate(START_JS, [seed, int(self.time_limit * 1000)])
+        await page.wait_for_function("() => window.WOB_TASK_READY === true", timeout=5000)
+        task.intent = await page.evaluate("() => core.getUtterance()")
+        task.metadata["utterance"] = task.intent
+
+    async def check(self, env: Any, task: Task, trajectory: Trajectory) -> Optional[SuiteCheck]:
+        result = await read_result(env.page)
+        if not result["done"]:
+            return SuiteCheck(score=0.0, success=False, reason="episode not finished on the page", details=result)
+        raw = result["raw"] or 0
+        return SuiteCheck(score=float(result["reward"] or 0.0), success=raw > 0,
+                          reason=result["reason"] or ("solved" if raw > 0 else "wrong"), details=result)
+
+
+async def read_result(page: Any) -> dict[str, Any]:
+    return await page.evaluate(RESULT_JS)
+
+
+# ---------------------------------------------------------------------------- oracle
+
+import re  # noqa: E402
+
+_QUOTED = re.compile(r'"([^"]*)"')
+
+
+def _quoted(utterance: str) -> str:
+    m = _QUOTED.search(utterance)
+    if not m:
+        raise ValueError(f"no quoted text in {utterance!r}")
+    return m.group(1)
+
+
+def _css_text(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def oracle_calls(name: str, utterance: str) -> Optional[list[dict[str, Any]]]:
+    """The calls that solve MiniWoB task ``name`` given its utterance, or None if unknown."""
+    if name == "click-button":
+        text = _css_text(_quoted(utterance))
+        return [{"name": "click", "arguments": {"selector": f'#area button:text-is("{text}")'}}]
+    if name == "click-link":
+        text = _css_text(_quoted(utterance))
+        return [{"name": "click", "arguments": {"selector": f'#area span.alink:text-is("{text}") >> nth=0'}}]
+    if name == "enter-text":
+        return [{"name": "write", "arguments": {"selector": "#tt", "message": _quoted(utterance)}},
+                {"name": "click", "arguments": {"selector": "#subbtn"}}]
+    if name == "focus-text":
+        return [{"name": "click", "arguments": {"selector": "#tt"}}]
+    if name == "click-dialog":
+        return [{"name": "click", "arguments": {"selector": "button.ui-dialog-titlebar-close"}}]
+    if name == "enter-password":
+        pw = _quoted(utterance)
+        return [{"name": "write", "arguments": {"selector": "#password", "message": pw}},
+                {"name": "write", "arguments": {"selector": "#verify", "message": pw}},
+                {"name": "click", "arguments": {"selector": "#subbtn"}}]
+    return None
+
+
+ORACLE_TASKS = ("click-button", "click-link", "enter-text", "focus-text", "click-dialog", "enter-password")
+
+
+@hookimpl
+def register_task_suites(register):
+    register(MiniWoBSuite)
