@@ -32,7 +32,7 @@ CONFIG_NAME = "owrl.toml"
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    policy: str = Field("scripted", description="policy plugin that drives the episode")
+    policy: str = Field("openwebrl", description="policy plugin that drives the episode")
     model: Optional[str] = Field(None, description="model id or local path for model policies")
     memory: str = Field("default", description="memory strategy")
     max_steps: int = Field(30, ge=1, description="steps before an episode ends as failed")

@@ -34,6 +34,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "owrl_sdk.commands.doctor",
     "owrl_sdk.commands.run",
     "owrl_sdk.commands.eval",
+    "owrl_sdk.commands.judge",
     "builtin_tools",
     "builtin_judges",
 )

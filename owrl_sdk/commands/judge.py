@@ -1,0 +1,48 @@
+"""``owrl judge``: score a run folder or a trajectory file with a judge plugin."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Optional
+
+import click
+
+from owrl_sdk.plugins import hookimpl
+
+
+@click.command("judge")
+@click.argument("path", type=click.Path(exists=True))
+@click.option("--judge", "judge_name", default="openwebrl-judge", show_default=True, help="Judge plugin.")
+@click.option("--model", help="Model id or local path for model judges.")
+@click.option("--save/--no-save", default=True, show_default=True, help="Add the judgement to the trajectory file.")
+@click.option("--json", "as_json", is_flag=True, help="Print the judgement as JSON.")
+def judge_command(path: str, judge_name: str, model: Optional[str], save: bool, as_json: bool) -> None:
+    """Score a run folder or trajectory file."""
+    from owrl_sdk.config import load_settings
+    from owrl_sdk.documents import load_trajectory, save_trajectory
+    from owrl_sdk.plugins import Plugins
+
+    settings = load_settings()
+    cls = Plugins().catalogue.get("judges", judge_name)
+    judge = cls(settings, model=model) if model else cls(settings)
+    p = Path(path)
+    traj_file = p / "trajectory.json" if p.is_dir() else p
+    traj = load_trajectory(traj_file)
+    traj.metadata.setdefault("run_dir", str(traj_file.parent))
+    judgement = asyncio.run(judge.judge(traj))
+    if save:
+        traj.judgements.append(judgement)
+        save_trajectory(traj, traj_file)
+    if as_json:
+        click.echo(json.dumps({"path": str(traj_file), **judgement.model_dump(exclude={"details"}),
+                               "details": {k: v for k, v in judgement.details.items() if k != "raw"}}))
+    else:
+        label = {True: "success", False: "failure", None: "no label"}[judgement.success]
+        click.echo(f"{judge_name}: {label}, score {judgement.score:.2f} — {judgement.reason}")
+
+
+@hookimpl
+def register_commands(register):
+    register(judge_command)

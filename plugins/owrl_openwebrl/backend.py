@@ -1,0 +1,206 @@
+"""A vision-language backend on transformers, shared by the policy and the judge.
+
+Loads a Qwen-VL family checkpoint (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) by hub id or local
+path. On CUDA it loads in 4-bit by default (bitsandbytes nf4, bf16 compute): that is the
+INT4 policy. On CPU it loads unquantized, with a warning. An optional LoRA adapter is
+applied with peft. Generation is batched.
+
+It does not use the checkpoint's Processor class: in transformers 5 those refuse to
+build without torchvision. It renders the chat template with the tokenizer, runs the
+image processor (the PIL one) and expands each image placeholder to its patch count,
+which is what the Processor would do.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from owrl_sdk.errors import UsageError
+
+from .prompt import Prompt
+
+IMAGE_PAD = "<|image_pad|>"
+
+
+class WeightsUnavailable(UsageError):
+    """The model's weights cannot be had here; the message says what to do instead."""
+
+
+@dataclass
+class Sampling:
+    temperature: float = 0.6
+    top_p: float = 0.95
+    top_k: int = 20
+    max_new_tokens: int = 512
+    seed: Optional[int] = None
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> "Sampling":
+        known = {k: options[k] for k in ("temperature", "top_p", "top_k", "max_new_tokens", "seed") if k in options}
+        return cls(**known)
+
+
+@dataclass
+class Generation:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    image_tokens: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _remedy(model_id: str) -> str:
+    return (f"cannot load model '{model_id}': its weights are not on this machine and cannot be downloaded. "
+            "Pass --model PATH to a local checkpoint, or use an endpoint: --policy openai with "
+            "OWRL_OPENAI_BASE_URL set")
+
+
+def resolve_checkpoint(model_id: str) -> str:
+    """A local directory, or a hub id already in the local cache; otherwise a clear error."""
+    if Path(model_id).expanduser().is_dir():
+        return str(Path(model_id).expanduser())
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(model_id, local_files_only=True)
+    except Exception:  # noqa: BLE001 - any miss means: not here
+        pass
+    import os
+
+    if os.environ.get("HF_HUB_OFFLINE") or os.environ.get("OWRL_OFFLINE"):
+        raise WeightsUnavailable(_remedy(model_id))
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(model_id)
+    except Exception:  # noqa: BLE001 - no network, no such repo, no access
+        raise WeightsUnavailable(_remedy(model_id)) from None
+
+
+class VLBackend:
+    def __init__(self, model_id: str, *, quantize: str = "auto", adapter: Optional[str] = None,
+                 device: Optional[str] = None, dtype: Optional[str] = None, trainable: bool = False):
+        import torch
+        import transformers
+        from transformers import AutoConfig, AutoTokenizer, Qwen2VLImageProcessorPil
+
+        self.model_id = model_id
+        path = resolve_checkpoint(model_id)
+        self.path = path
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if quantize == "auto":
+            quantize = "4bit" if self.device.startswith("cuda") else "none"
+        if quantize == "4bit" and not self.device.startswith("cuda"):
+            warnings.warn("4-bit loading on CPU is slow and meant for tests; use a GPU for real runs", stacklevel=2)
+        if quantize == "none" and not self.device.startswith("cuda"):
+            warnings.warn(f"loading {model_id} unquantized on CPU: expect slow generation", stacklevel=2)
+        self.quantize = quantize
+        config = AutoConfig.from_pretrained(path)
+        arch = (config.architectures or [None])[0]
+        model_cls = getattr(transformers, arch, None) if arch else None
+        if model_cls is None:
+            from transformers import AutoModelForImageTextToText as model_cls  # noqa: N813
+        kwargs: dict[str, Any] = {}
+        if quantize == "4bit":
+            from transformers import BitsAndBytesConfig
+
+            compute = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
+            kwargs["quantization_config"] = BitsAndBytesConfig(
+                load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=compute,
+                bnb_4bit_use_double_quant=True,
+                # the vision tower and the head stay in full precision (and small dims fail on CPU)
+                llm_int8_skip_modules=["visual", "lm_head"],
+            )
+            kwargs["device_map"] = {"": self.device if self.device != "cuda" else 0}
+        else:
+            if dtype:
+                kwargs["dtype"] = getattr(torch, dtype)
+            elif self.device.startswith("cuda"):
+                kwargs["dtype"] = torch.bfloat16
+        self.model = model_cls.from_pretrained(path, **kwargs)
+        if quantize != "4bit":
+            self.model.to(self.device)
+        if adapter:
+            from peft import PeftModel
+
+            self.model = PeftModel.from_pretrained(self.model, adapter, is_trainable=trainable)
+        if not trainable:
+            self.model.eval()
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.tokenizer.padding_side = "left"
+        self.image_processor = Qwen2VLImageProcessorPil.from_pretrained(path)
+        self.merge = int(getattr(self.image_processor, "merge_size", 2))
+        self.revision = Path(path).name
+
+    # ------------------------------------------------------------------ encoding
+
+    def render(self, prompt: Prompt, tools_in_template: bool = True) -> str:
+        template = self.tokenizer.chat_template or ""
+        use_tools = tools_in_template and "tools" in template
+        return self.tokenizer.apply_chat_template(
+            prompt.messages, tools=prompt.tools if use_tools else None, tokenize=False, add_generation_prompt=True)
+
+    def encode(self, texts: list[str], images: list[list[bytes]]) -> dict[str, Any]:
+        """Token ids, attention mask and pixel values for a batch, images expanded to patches."""
+        from PIL import Image
+
+        flat = [Image.open(io.BytesIO(b)).convert("RGB") for group in images for b in group]
+        batch: dict[str, Any] = {}
+        expanded = list(texts)
+        if flat:
+            vision = self.image_processor(images=flat, return_tensors="pt")
+            batch["pixel_values"] = vision["pixel_values"]
+            batch["image_grid_thw"] = vision["image_grid_thw"]
+            counts = [int(g.prod()) // (self.merge ** 2) for g in vision["image_grid_thw"]]
+            it = iter(counts)
+            expanded = []
+            for text in texts:
+                parts = text.split(IMAGE_PAD)
+                out = parts[0]
+                for part in parts[1:]:
+                    out += "<|placeholder|>" * next(it) + part
+                expanded.append(out.replace("<|placeholder|>", IMAGE_PAD))
+        enc = self.tokenizer(expanded, return_tensors="pt", padding=True, add_special_tokens=False)
+        batch.update(enc)
+        return batch
+
+    # ------------------------------------------------------------------ generation
+
+    def generate(self, prompts: list[Prompt], sampling: Sampling) -> list[Generation]:
+        import torch
+
+        texts = [self.render(p) for p in prompts]
+        batch = self.encode(texts, [p.images() for p in prompts])
+        image_id = self.tokenizer.convert_tokens_to_ids(IMAGE_PAD)
+        image_tokens = (batch["input_ids"] == image_id).sum(dim=1).tolist()
+        batch = {k: v.to(self.model.device) if hasattr(v, "to") else v for k, v in batch.items()}
+        if sampling.seed is not None:
+            torch.manual_seed(sampling.seed)
+        do_sample = sampling.temperature > 0
+        gen_kwargs: dict[str, Any] = dict(max_new_tokens=sampling.max_new_tokens, do_sample=do_sample,
+                                          pad_token_id=self.tokenizer.pad_token_id)
+        if do_sample:
+            gen_kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)
+        started = time.perf_counter()
+        with torch.no_grad():
+            out = self.model.generate(**batch, **gen_kwargs)
+        seconds = time.perf_counter() - started
+        prompt_len = batch["input_ids"].shape[1]
+        results = []
+        for i in range(len(prompts)):
+            new = out[i, prompt_len:]
+            eos = self.tokenizer.eos_token_id
+            n = int((new != self.tokenizer.pad_token_id).sum())
+            if eos is not None and (new == eos).any():
+                n = int((new == eos).nonzero()[0]) + 1
+            text = self.tokenizer.decode(new[:n], skip_special_tokens=False)
+            text = text.replace(self.tokenizer.eos_token or "", "").replace(self.tokenizer.pad_token or "", "")
+            results.append(Generation(text=text, prompt_tokens=int(batch["attention_mask"][i].sum()),
+                                      completion_tokens=n, seconds=seconds, image_tokens=int(image_tokens[i])))
+        return results

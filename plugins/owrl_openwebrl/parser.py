@@ -1,0 +1,129 @@
+"""Reading a model's answer: ``<think>...</think>`` then one or more ``<tool_call>`` blocks.
+
+Models slip; the parser repairs what it safely can (single quotes, trailing commas,
+Python literals, a missing closing tag or brace, arguments given as a JSON string, the
+OpenAI ``{"function": {...}}`` wrapping) and otherwise says exactly what was wrong, in a
+sentence the model can act on next turn.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any, Optional
+
+from owrl_sdk.types import Expectation, ToolCall, Turn
+
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
+_CALL_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|(?=<tool_call>)|$)", re.S)
+_FENCE_RE = re.compile(r"^```(?:json)?\s*|\s*```$", re.S)
+
+
+class CallError(ValueError):
+    pass
+
+
+def _loads_lenient(text: str) -> Any:
+    text = _FENCE_RE.sub("", text.strip())
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    fixed = re.sub(r",\s*([}\]])", r"\1", text)  # trailing commas
+    try:
+        return json.loads(fixed)
+    except json.JSONDecodeError:
+        pass
+    # balance braces the model forgot to close (a common slip at the end of an answer)
+    opens = fixed.count("{") - fixed.count("}")
+    if 0 < opens <= 3:
+        try:
+            return json.loads(fixed + "}" * opens)
+        except json.JSONDecodeError:
+            pass
+    if opens < 0:  # one brace too many
+        try:
+            return json.loads(fixed[: fixed.rstrip().rfind("}")])
+        except json.JSONDecodeError:
+            pass
+    try:  # Python-style dict: single quotes, True/False/None
+        value = ast.literal_eval(fixed)
+        if isinstance(value, dict):
+            return value
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        pass
+    raise CallError("is not valid JSON")
+
+
+def parse_call(body: str) -> ToolCall:
+    data = _loads_lenient(body)
+    if not isinstance(data, dict):
+        raise CallError("must be a JSON object with name and arguments")
+    if "function" in data and isinstance(data["function"], dict):
+        data = {**data["function"], **{k: v for k, v in data.items() if k != "function"}}
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        raise CallError("has no tool name (expected {\"name\": ..., \"arguments\": {...}})")
+    args = data.get("arguments", data.get("parameters", {}))
+    if isinstance(args, str):
+        args = _loads_lenient(args) if args.strip() else {}
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise CallError(f"has arguments that are not an object for {name}")
+    expect = data.get("expect", args.pop("expect", None) if isinstance(args, dict) else None)
+    try:
+        expectation = Expectation.model_validate(expect) if expect else None
+    except Exception as err:  # noqa: BLE001 - reported to the model
+        raise CallError(f"has an invalid expect for {name}: {str(err).splitlines()[1:2] or err}") from None
+    return ToolCall(name=name, arguments=args, expect=expectation)
+
+
+def parse_turn(text: str) -> Turn:
+    """Parse one model answer into a Turn; a Turn with ``parse_error`` set when unreadable."""
+    raw = text
+    text = text.strip()
+    thought = ""
+    start = text.find(THINK_OPEN)
+    end = text.find(THINK_CLOSE)
+    first_call = text.find(CALL_OPEN)
+    if end != -1:
+        thought = text[(start + len(THINK_OPEN)) if start != -1 and start < end else 0:end]
+        rest = text[end + len(THINK_CLOSE):]
+    elif first_call != -1:  # missing </think>: the thought runs up to the first call
+        thought = text[(start + len(THINK_OPEN)) if start != -1 else 0:first_call]
+        rest = text[first_call:]
+    else:
+        thought = text[len(THINK_OPEN):] if start == 0 else ""
+        rest = "" if start == 0 else text
+    thought = thought.strip()
+    bodies = [m.group(1) for m in _CALL_RE.finditer(rest)]
+    if not bodies:
+        return Turn(thought=thought, raw=raw,
+                    parse_error="no <tool_call> block found. Answer with <think>...</think> and then "
+                                '<tool_call>{"name": ..., "arguments": {...}}</tool_call>')
+    calls: list[ToolCall] = []
+    for i, body in enumerate(bodies, 1):
+        try:
+            calls.append(parse_call(body))
+        except CallError as err:
+            return Turn(thought=thought, raw=raw,
+                        parse_error=f"tool call {i} {err}: {body.strip()[:120]}")
+    return Turn(thought=thought, calls=calls, raw=raw)
+
+
+def render_turn(thought: str, calls: list[ToolCall]) -> str:
+    """The model-side text of a turn (used for history and SFT targets)."""
+    parts = [f"{THINK_OPEN}\n{thought}\n{THINK_CLOSE}"] if thought else []
+    for c in calls:
+        payload: dict[str, Any] = {"name": c.name, "arguments": c.arguments}
+        if c.expect is not None:
+            payload["expect"] = c.expect.model_dump(exclude_none=True)
+        parts.append(f"{CALL_OPEN}\n{json.dumps(payload, ensure_ascii=False)}\n{CALL_CLOSE}")
+    return "\n".join(parts)
+
+
+def first_error_line(turn: Turn) -> Optional[str]:
+    return turn.parse_error

@@ -1,0 +1,132 @@
+"""The ``openwebrl`` policy (a local Qwen-VL checkpoint) and the ``openai`` policy (an endpoint)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Optional
+
+from owrl_sdk.memory import Context
+from owrl_sdk.policy import Policy
+from owrl_sdk.types import PolicyInfo, Turn
+
+from .backend import Sampling, VLBackend
+from .parser import parse_turn
+from .prompt import build_prompt
+
+DEFAULT_POLICY_MODEL = "OpenWebRL/OpenWebRL-4B"
+
+_CACHE: dict[tuple[Any, ...], VLBackend] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def shared_backend(model_id: str, quantize: str = "auto", adapter: Optional[str] = None) -> VLBackend:
+    """One loaded model per (id, quantization, adapter) in this process, shared by workers."""
+    key = (model_id, quantize, adapter)
+    with _CACHE_LOCK:
+        if key not in _CACHE:
+            _CACHE[key] = VLBackend(model_id, quantize=quantize, adapter=adapter)
+        return _CACHE[key]
+
+
+class Batcher:
+    """Gathers concurrent requests (one per worker) into one batched generate call."""
+
+    def __init__(self, backend: Any, max_batch: int = 8, wait: float = 0.02):
+        self.backend = backend
+        self.max_batch = max_batch
+        self.wait = wait
+        self.pending: list[tuple[Any, Sampling, asyncio.Future]] = []
+        self.lock: Optional[asyncio.Lock] = None
+
+    async def generate(self, prompt: Any, sampling: Sampling) -> Any:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future = loop.create_future()
+        self.pending.append((prompt, sampling, fut))
+        if self.lock is None:
+            self.lock = asyncio.Lock()
+        await asyncio.sleep(self.wait)
+        async with self.lock:
+            while not fut.done():
+                batch = [p for p in self.pending if p[1] == sampling][: self.max_batch]
+                for item in batch:
+                    self.pending.remove(item)
+                try:
+                    results = await asyncio.to_thread(self.backend.generate, [b[0] for b in batch], sampling)
+                except Exception as err:
+                    for _, _, f in batch:
+                        if not f.done():
+                            f.set_exception(err)
+                else:
+                    for (_, _, f), r in zip(batch, results):
+                        f.set_result(r)
+        return await fut
+
+
+class _ModelPolicy(Policy):
+    """Shared by both: render the OpenWebRL prompt, generate, parse."""
+
+    def __init__(self, settings, backend: Any = None, **options: Any):
+        super().__init__(settings, **options)
+        self.conf = {**settings.plugin(self.name), **options}
+        self.sampling = Sampling.from_options(self.conf)
+        self.text_mode = bool(self.conf.get("text_mode", False))
+        self.backend = backend if backend is not None else self._make_backend()
+        self.batcher = Batcher(self.backend, max_batch=int(self.conf.get("max_batch", 8)))
+
+    def _make_backend(self) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _tools_in_system(self) -> bool:
+        return True
+
+    async def act(self, context: Context) -> Turn:
+        prompt = build_prompt(context, text_mode=self.text_mode, tools_in_system=self._tools_in_system())
+        gen = await self.batcher.generate(prompt, self.sampling)
+        turn = parse_turn(gen.text)
+        turn.usage = {"prompt_tokens": gen.prompt_tokens, "completion_tokens": gen.completion_tokens,
+                      "image_tokens": gen.image_tokens, "seconds": round(gen.seconds, 4)}
+        return turn
+
+
+class OpenWebRLPolicy(_ModelPolicy):
+    """OpenWebRL-4B (or any Qwen-VL checkpoint): 4-bit on CUDA, unquantized on CPU.
+
+    Options (``[plugins.openwebrl]``): ``quantize`` (auto, 4bit, none), ``adapter`` (LoRA
+    folder), ``text_mode``, ``temperature`` 0.6, ``top_p`` 0.95, ``top_k`` 20,
+    ``max_new_tokens`` 512, ``seed``, ``max_batch`` 8."""
+
+    name = "openwebrl"
+
+    def _make_backend(self) -> Any:
+        self.model_id = self.settings.model or self.conf.get("model") or DEFAULT_POLICY_MODEL
+        return shared_backend(self.model_id, self.conf.get("quantize", "auto"), self.conf.get("adapter"))
+
+    def _tools_in_system(self) -> bool:
+        # The checkpoint's chat template declares the tools itself when it knows how.
+        template = getattr(getattr(self.backend, "tokenizer", None), "chat_template", "") or ""
+        return "tools" not in template
+
+    def info(self) -> PolicyInfo:
+        return PolicyInfo(name=self.name, model=getattr(self.backend, "model_id", None),
+                          revision=getattr(self.backend, "revision", None))
+
+
+class OpenAIPolicy(_ModelPolicy):
+    """Any OpenAI-compatible endpoint speaking the OpenWebRL interface.
+
+    Options (``[plugins.openai]``): ``base_url``, ``api_key``, ``model``, ``timeout``,
+    ``retries`` and the sampling options of ``openwebrl``."""
+
+    name = "openai"
+
+    def _make_backend(self) -> Any:
+        from .openai_backend import OpenAIBackend
+
+        c = self.conf
+        return OpenAIBackend(model=self.settings.model or c.get("model"), base_url=c.get("base_url"),
+                             api_key=c.get("api_key"), timeout=float(c.get("timeout", 120)),
+                             retries=int(c.get("retries", 4)), backoff=float(c.get("backoff", 1.0)))
+
+    def info(self) -> PolicyInfo:
+        return PolicyInfo(name=self.name, model=self.backend.model, revision=self.backend.base_url)
