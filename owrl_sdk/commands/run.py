@@ -65,13 +65,15 @@ class LiveView:
 @click.option("--model", help="Model id or local path for model policies.")
 @click.option("--flow", "flow_file", type=click.Path(dir_okay=False), help="Play this flow (owrl.flow/1, JSON or YAML) with the scripted policy.")
 @click.option("--replay", type=click.Path(), help="Replay the calls of a recorded trajectory (file or run folder).")
+@click.option("--heal-with", "healer", help="With --flow: hand over to this policy when the flow's expectations fail; "
+              "a repaired run is saved as a new flow version next to the flow.")
 @click.option("--max-steps", type=int, help="Steps before the episode ends as failed (default 30).")
 @click.option("--headed", is_flag=True, help="Show the browser window.")
 @click.option("--out", type=click.Path(file_okay=False), help="Folder for run folders (default: runs).")
 @click.option("--trace", is_flag=True, help="Record a Playwright trace (trace.zip) in the run folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON result to stdout instead of the live view.")
 def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str], model: Optional[str],
-                flow_file: Optional[str], replay: Optional[str], max_steps: Optional[int], headed: bool,
+                flow_file: Optional[str], replay: Optional[str], healer: Optional[str], max_steps: Optional[int], headed: bool,
                 out: Optional[str], trace: bool, as_json: bool) -> None:
     """Run one task in a real Chromium and show each step."""
     from owrl_sdk.agent import Agent
@@ -81,6 +83,8 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
 
     if flow_file and replay:
         raise UsageError("give --flow or --replay, not both")
+    if healer and not flow_file:
+        raise UsageError("--heal-with repairs a flow: give --flow FILE too")
     flow: Optional[Flow] = None
     if flow_file:
         flow = load_flow(flow_file)
@@ -100,8 +104,15 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
 
     settings = load_settings({"policy": policy, "model": model, "max_steps": max_steps,
                               "headless": False if headed else None})
-    options = {"flow": flow} if flow is not None else {}
-    agent = Agent(settings=settings, **options)
+    if healer:
+        from owrl_scripted import HealingPolicy
+        from owrl_sdk.plugins import Plugins
+
+        plugins = Plugins()
+        healing = HealingPolicy(settings, flow=flow, healer=plugins.catalogue.get("policies", healer)(settings))
+        agent = Agent(healing, settings=settings, plugins=plugins)
+    else:
+        agent = Agent(settings=settings, **({"flow": flow} if flow is not None else {}))
 
     from rich.console import Console
 
@@ -119,11 +130,20 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
 
     traj = asyncio.run(go())
     outcome = traj.outcome
+    if healer and outcome.status == "success" and getattr(agent.policy, "healed_at", None) is not None:
+        repaired = Flow.from_trajectory(traj)
+        target = next_flow_version(flow_file)
+        target.write_text(repaired.to_json(), encoding="utf-8")
+        traj.metadata["repaired_flow"] = str(target)
+        console.print(f"[green]flow repaired:[/green] {target}")
     run_dir = traj.metadata.get("run_dir")
     failure = outcome.failure.model_dump() if outcome.failure else None
     if as_json:
-        click.echo(json.dumps({"run_dir": run_dir, "outcome": {"status": outcome.status, "answer": outcome.answer,
-                                                               "failure": failure}, "steps": len(traj.steps)}))
+        result = {"run_dir": run_dir, "outcome": {"status": outcome.status, "answer": outcome.answer,
+                                                  "failure": failure}, "steps": len(traj.steps)}
+        if "repaired_flow" in traj.metadata:
+            result["repaired_flow"] = traj.metadata["repaired_flow"]
+        click.echo(json.dumps(result))
     else:
         colour = "green" if outcome.status == "success" else "red"
         console.print(f"[bold {colour}]{outcome.status}[/bold {colour}]"
@@ -133,6 +153,12 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
     code = STATUS_EXIT[outcome.status]
     if code:
         sys.exit(code)
+
+
+def next_flow_version(path):
+    from owrl_scripted import next_flow_version as nxt
+
+    return nxt(path)
 
 
 def resolve_url(url: str) -> str:

@@ -59,3 +59,49 @@ def _failed_expectation(step) -> Optional[str]:
 @hookimpl
 def register_policies(register):
     register(ScriptedPolicy)
+
+
+class HealingPolicy(Policy):
+    """Plays a flow; when the page stops matching it, hands over to another policy.
+
+    The hand-over happens at the first failed expectation or failed call: from then on the
+    healer decides every turn, from the current page, with the task and the history so far.
+    """
+
+    name = "scripted-healing"
+
+    def __init__(self, settings, flow: Union[Flow, str], healer: Policy, **options: Any):
+        super().__init__(settings, **options)
+        self.script = ScriptedPolicy(settings, flow=flow)
+        self.healer = healer
+        self.healed_at: Optional[int] = None
+
+    def info(self) -> PolicyInfo:
+        inner = self.healer.info()
+        return PolicyInfo(name=f"scripted+{inner.name}", model=inner.model, revision=inner.revision)
+
+    async def act(self, context: Context) -> Turn:
+        if not context.history:
+            self.healed_at = None
+        if self.healed_at is None:
+            turn = await self.script.act(context)
+            if turn.end is None:
+                return turn
+            self.healed_at = len(context.history)
+        return await self.healer.act(context)
+
+    async def close(self) -> None:
+        await self.healer.close()
+
+
+def next_flow_version(path: Union[str, "Path"]) -> "Path":
+    """``flow.json`` -> ``flow.v2.json`` -> ``flow.v3.json``: the first that does not exist."""
+    import re
+    from pathlib import Path
+
+    p = Path(path)
+    stem = re.sub(r"\.v\d+$", "", p.stem)
+    n = 2
+    while (p.parent / f"{stem}.v{n}{p.suffix}").exists():
+        n += 1
+    return p.parent / f"{stem}.v{n}{p.suffix}"
