@@ -1,0 +1,37 @@
+"""``owrl demo-site``: serve the demo shop in the foreground until Ctrl-C."""
+
+from __future__ import annotations
+
+import threading
+
+import click
+
+from owrl_sdk.errors import UsageError
+
+from .catalogue import DEMO_EMAIL, DEMO_PASSWORD
+from .shop import DemoShop
+
+
+@click.command("demo-site")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+              help="Port on 127.0.0.1 (0 picks a free one).")
+def demo_site_command(port: int) -> None:
+    """Serve the demo shop on 127.0.0.1 until Ctrl-C."""
+    shop = DemoShop()
+    try:
+        url = shop.start(port)
+    except OSError as err:
+        raise UsageError(f"cannot serve the demo shop on port {port} ({err.strerror}): "
+                         "choose another with --port") from None
+    click.echo(f"Demo shop: {url}/")
+    click.echo(f"Test account: {DEMO_EMAIL} / {DEMO_PASSWORD}")
+    click.echo("Press Ctrl-C to stop.", err=True)
+    stopped = threading.Event()
+    try:
+        while not stopped.wait(1.0):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        shop.stop()
+    click.echo("Demo shop stopped.", err=True)
