@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from owrl_sdk import hookimpl
 
+from .browser import BROWSER_TOOLS
 from .control import Done, Wait
 
-#: Tools that need no browser; the browser tools join them in :mod:`builtin_tools.browser`.
-TOOLS = (Done, Wait)
+#: Tools that need no browser, then the browser tools of :mod:`builtin_tools.browser`.
+TOOLS = (Done, Wait, *BROWSER_TOOLS)
 
 
 @hookimpl

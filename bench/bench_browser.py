@@ -1,0 +1,248 @@
+"""What BrowserEnv costs over raw Playwright doing the same work, in the same run.
+
+    .venv/bin/python bench/bench_browser.py [--episodes 30] [--steps 5]
+
+Both sides share one Chromium (launched by BrowserHost with the SDK's flags), and their
+episodes alternate, so the machine's state weighs on both alike.
+
+- reset: new context and page, goto the start page (MiniWoB++: start the episode), then
+  the first observation (JPEG screenshot and ``aria_snapshot(mode="ai")``).
+  BrowserEnv: ``reset(task)`` then ``observe()``.
+- step: one click, then the next observation. BrowserEnv: ``execute(click)`` (with its
+  what-changed feedback) then ``observe()``.
+- observe: the observation alone (BrowserEnv's ``observe()`` against one screenshot plus
+  one aria snapshot).
+
+Pages: a local form page served on 127.0.0.1, and MiniWoB++'s click-button task over
+file:// (``pip install miniwob``), clicking the button the utterance names.
+Medians in milliseconds; ratio = BrowserEnv / raw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import http.server
+import importlib.util
+import re
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from builtin_tools.browser import Click
+from owrl_sdk.browser import BrowserHost
+from owrl_sdk.config import Settings
+from owrl_sdk.types import Task, ToolCall
+
+LOCAL_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Order form</title>
+<style>body{font-family:sans-serif;margin:30px} label{display:block;margin:8px 0} nav a{margin-right:12px}</style>
+</head><body>
+<nav><a href="#">Home</a><a href="#">Products</a><a href="#">Orders</a><a href="#">Help</a></nav>
+<h1>Order form</h1>
+<form onsubmit="return false">
+<label>Name <input name="name"></label><label>Email <input name="email" type="email"></label>
+<label>Quantity <input name="qty" type="number" value="1"></label>
+<label>Size <select name="size"><option>S</option><option>M</option><option>L</option></select></label>
+<label><input type="checkbox" name="gift"> Gift wrap</label>
+<button id="go" type="button" onclick="document.getElementById('out').textContent = 'Added ' + (++window.n)">Add to cart</button>
+</form>
+<p id="out" role="status">Cart is empty</p>
+<ul>""" + "".join(f"<li><a href='#p{i}'>Product {i}</a> <span>${i * 3}.99</span></li>" for i in range(30)) + """</ul>
+<script>window.n = 0;</script></body></html>"""
+
+START_MINIWOB = "Math.seedrandom(arguments_seed); core.EPISODE_MAX_TIME = 60000; core.startEpisodeReal();"
+
+
+def miniwob_page() -> Path | None:
+    spec = importlib.util.find_spec("miniwob")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    page = Path(list(spec.submodule_search_locations)[0]) / "html" / "miniwob" / "click-button.html"
+    return page if page.exists() else None
+
+
+def serve(html: str) -> tuple[str, Callable[[], None]]:
+    folder = Path(tempfile.mkdtemp(prefix="owrl-bench-"))
+    (folder / "form.html").write_text(html, encoding="utf-8")
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/form.html", server.shutdown
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.wall: dict[str, list[float]] = {}
+        self.cpu: dict[str, list[float]] = {}
+
+    async def measure(self, key: str, work: Awaitable[Any]) -> Any:
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = await work
+        self.wall.setdefault(key, []).append((time.perf_counter() - wall) * 1000)
+        self.cpu.setdefault(key, []).append((time.process_time() - cpu) * 1000)
+        return result
+
+    def median(self, key: str, cpu: bool = False) -> float:
+        values = (self.cpu if cpu else self.wall).get(key, [])
+        return statistics.median(values) if values else float("nan")
+
+
+async def raw_observe(page: Any, quality: int) -> tuple[bytes, str]:
+    shot = await page.screenshot(type="jpeg", quality=quality)
+    aria = await page.aria_snapshot(mode="ai")
+    return shot, aria
+
+
+async def miniwob_start(page: Any, seed: int) -> str:
+    await page.evaluate(f"(arguments_seed) => {{ {START_MINIWOB} }}", seed)
+    await page.wait_for_function("WOB_TASK_READY === true")
+    return await page.evaluate("core.getUtterance()")
+
+
+def miniwob_selector(utterance: str) -> str:
+    wanted = re.search(r'"(.+)"', utterance).group(1)
+    return f'#area button:text-is("{wanted}") >> nth=0'
+
+
+async def run(episodes: int, steps: int) -> None:
+    settings = Settings()
+    quality = settings.screenshot_quality
+    viewport = {"width": settings.viewport_width, "height": settings.viewport_height}
+    local_url, stop_server = serve(LOCAL_PAGE)
+    click_button = miniwob_page()
+    timer = Timer()
+    click = Click()
+    rewards = {"raw": 0, "owrl": 0}
+
+    async with BrowserHost(settings) as host:
+        env = await host.new_env()
+        browser = host.browser
+
+        async def raw_local() -> None:
+            async def reset() -> Any:
+                context = await browser.new_context(viewport=viewport)
+                page = await context.new_page()
+                await page.goto(local_url)
+                await raw_observe(page, quality)
+                return context, page
+
+            context, page = await timer.measure("local reset raw", reset())
+            for _ in range(steps):
+                async def step() -> None:
+                    await page.click("#go")
+                    await raw_observe(page, quality)
+
+                await timer.measure("local step raw", step())
+            await timer.measure("local observe raw", raw_observe(page, quality))
+            await context.close()
+
+        async def owrl_local() -> None:
+            async def reset() -> None:
+                await env.reset(Task(intent="add to cart", start_url=local_url))
+                await env.observe()
+
+            await timer.measure("local reset owrl", reset())
+            args = click.parse_args({"selector": "#go"})
+            call = ToolCall(name="click", arguments={"selector": "#go"})
+            for _ in range(steps):
+                async def step() -> None:
+                    result = await env.execute(click, args, call)
+                    assert result.ok, result.error
+                    await env.observe()
+
+                await timer.measure("local step owrl", step())
+            await timer.measure("local observe owrl", env.observe())
+            await env.close()
+
+        async def raw_miniwob(seed: int) -> None:
+            async def reset() -> Any:
+                context = await browser.new_context(viewport=viewport)
+                page = await context.new_page()
+                await page.goto(click_button.as_uri())
+                utterance = await miniwob_start(page, seed)
+                await raw_observe(page, quality)
+                return context, page, utterance
+
+            context, page, utterance = await timer.measure("miniwob reset raw", reset())
+
+            async def step() -> None:
+                await page.click(miniwob_selector(utterance))
+                await raw_observe(page, quality)
+
+            await timer.measure("miniwob step raw", step())
+            rewards["raw"] += await page.evaluate("WOB_RAW_REWARD_GLOBAL") == 1
+            await context.close()
+
+        async def owrl_miniwob(seed: int) -> None:
+            async def reset() -> str:
+                await env.reset(Task(intent="click-button", start_url=click_button.as_uri()))
+                utterance = await miniwob_start(env.page, seed)
+                await env.observe()
+                return utterance
+
+            utterance = await timer.measure("miniwob reset owrl", reset())
+            selector = miniwob_selector(utterance)
+            args = click.parse_args({"selector": selector})
+
+            async def step() -> None:
+                result = await env.execute(click, args, ToolCall(name="click", arguments={"selector": selector}))
+                assert result.ok, result.error
+                await env.observe()
+
+            await timer.measure("miniwob step owrl", step())
+            rewards["owrl"] += await env.page.evaluate("WOB_RAW_REWARD_GLOBAL") == 1
+            await env.close()
+
+        # warm-up, not counted
+        await raw_local()
+        await owrl_local()
+        timer.wall.clear()
+        timer.cpu.clear()
+        for i in range(episodes):
+            order = [raw_local, owrl_local] if i % 2 == 0 else [owrl_local, raw_local]
+            for work in order:
+                await work()
+            if click_button is not None:
+                order = [raw_miniwob, owrl_miniwob] if i % 2 == 0 else [owrl_miniwob, raw_miniwob]
+                for work in order:
+                    await work(i)
+    stop_server()
+
+    print(f"BrowserEnv vs raw Playwright, medians in ms ({episodes} episodes; local: {steps} steps each)")
+    print(f"{'':18}{'raw':>9}{'owrl':>9}{'ratio':>8}   {'py-cpu raw':>11}{'py-cpu owrl':>12}")
+    rows = ["local reset", "local step", "local observe"]
+    if click_button is not None:
+        rows += ["miniwob reset", "miniwob step"]
+    for row in rows:
+        raw, ours = timer.median(f"{row} raw"), timer.median(f"{row} owrl")
+        print(
+            f"{row:18}{raw:9.1f}{ours:9.1f}{ours / raw:8.2f}   "
+            f"{timer.median(f'{row} raw', cpu=True):11.1f}{timer.median(f'{row} owrl', cpu=True):12.1f}"
+        )
+    if click_button is None:
+        print("MiniWoB++ rows skipped: `pip install miniwob` to add them")
+    else:
+        print(f"MiniWoB++ click-button solved: raw {rewards['raw']}/{episodes}, owrl {rewards['owrl']}/{episodes}")
+    print("py-cpu: CPU time of this Python process (Playwright client + SDK), not the browser's")
+    print(f"reproduce: .venv/bin/python bench/bench_browser.py --episodes {episodes} --steps {steps}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=30)
+    parser.add_argument("--steps", type=int, default=5)
+    options = parser.parse_args()
+    asyncio.run(run(options.episodes, options.steps))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,23 @@
+"""The browser: one Chromium per :class:`BrowserHost`, a fresh context per episode in :class:`BrowserEnv`.
+
+Importing this package does not import Playwright; launching a browser does.
+"""
+
+from __future__ import annotations
+
+from .errors import ActionError
+from .geometry import grid_to_pixels, pixels_to_grid
+
+__all__ = ["ActionError", "BrowserEnv", "BrowserHost", "Located", "grid_to_pixels", "pixels_to_grid"]
+
+
+def __getattr__(name: str):
+    if name == "BrowserHost":
+        from .host import BrowserHost
+
+        return BrowserHost
+    if name in ("BrowserEnv", "Located"):
+        from . import env
+
+        return getattr(env, name)
+    raise AttributeError(name)

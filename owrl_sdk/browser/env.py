@@ -1,0 +1,633 @@
+"""The browser environment: one episode at a time in a fresh context of a shared Chromium.
+
+:class:`BrowserEnv` implements :class:`owrl_sdk.env.Environment`. Besides the protocol it
+offers what tools need: the active page, targets resolved to points or locators, tabs,
+and the answer to a JavaScript dialog.
+
+A JavaScript dialog is held open and reported (see :mod:`.dialogs`): the observation
+shows it drawn over the last screenshot, and page tools are refused until ``handle_dialog``
+(or Enter / Escape through ``press_keys``) answers it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Awaitable, Optional, Sequence
+from urllib.parse import urldefrag
+
+from ..errors import InfraError
+from ..types import Expectation, Observation, Tab, Target, Task, ToolCall, ToolResult, Verdict
+from . import expect as expectations
+from .dialogs import Dialogs
+from .errors import ActionError, explain, is_closed_error
+from .feedback import NO_CHANGE, bounded, diff, short
+from .geometry import box_center, grid_to_pixels
+
+if TYPE_CHECKING:  # pragma: no cover
+    from playwright.async_api import BrowserContext, Dialog, Download, Locator, Page
+
+    from .host import BrowserHost
+
+#: Context options that lower safety defaults; each one set puts a warning in the trajectory.
+UNSAFE_CONTEXT_OPTIONS = ("ignore_https_errors", "bypass_csp")
+
+#: A snapshot taken this recently stands for "before" the next call (saves a round trip).
+FRESH_SNAPSHOT_S = 1.0
+POLL_S = 0.1
+
+
+def _is_playwright_error(error: BaseException) -> bool:
+    from playwright.async_api import Error as PlaywrightError
+
+    return isinstance(error, PlaywrightError)
+
+
+@dataclass
+class Located:
+    """A resolved target: a viewport point or a locator, and how to name it in messages."""
+
+    description: str
+    point: Optional[tuple[float, float]] = None
+    locator: Optional["Locator"] = None
+
+
+@dataclass
+class _Snapshot:
+    page: "Page"
+    url: str
+    text: str
+    at: float
+
+
+@dataclass
+class _Before:
+    page: Optional["Page"]
+    url: str
+    aria: Optional[str]
+
+
+class BrowserEnv:
+    """An :class:`~owrl_sdk.env.Environment` on Playwright. Made by :meth:`BrowserHost.new_env`."""
+
+    def __init__(
+        self,
+        host: "BrowserHost",
+        run_dir: Optional[Path] = None,
+        trace: bool = False,
+        unsafe: Optional[dict[str, Any]] = None,
+        context_options: Optional[dict[str, Any]] = None,
+    ):
+        self.host = host
+        self.settings = host.settings
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.trace = trace
+        self._unsafe = dict(unsafe or {})
+        self._context_options = dict(context_options or {})
+        self._own_warnings = [
+            f"unsafe browser option {key}={value!r} is on for this run"
+            for key, value in {**self._context_options, **self._unsafe}.items()
+            if key in self._unsafe or (key in UNSAFE_CONTEXT_OPTIONS and value)
+        ]
+        self.warnings: list[str] = [*host.warnings, *self._own_warnings]
+        self.context: Optional["BrowserContext"] = None
+        self.pages: list["Page"] = []
+        self._active: Optional["Page"] = None
+        self._generation = 0
+        self._titles: dict[int, str] = {}
+        self._events: list[tuple[str, Any]] = []
+        self._dialogs = Dialogs(spawn=self._spawn, report=lambda text: self._events.append(("dialog", text)))
+        self._tabs_opened = 0
+        self._snapshot: Optional[_Snapshot] = None
+        self._last_screenshot: Optional[bytes] = None
+        self._crashed: set[int] = set()
+        self._background: set[asyncio.Task] = set()
+        self._closing = False
+        self._traces = 0
+        self._context_id: Optional[str] = None
+        self._pages_before_call = 0
+
+    # ================================================================== protocol
+
+    async def reset(self, task: Task) -> None:
+        """A fresh context and page, on the task's start page."""
+        await self._close_context()
+        browser, note = await self.host.browser_for_episode()
+        self.warnings = [*self.host.warnings, *self._own_warnings]
+        if note:
+            self.warnings.append(note)
+        options: dict[str, Any] = {
+            "viewport": {"width": self.settings.viewport_width, "height": self.settings.viewport_height},
+            "accept_downloads": True,
+            **self._context_options,
+            **self._unsafe,
+        }
+        try:
+            context = await browser.new_context(**options)
+        except Exception as err:
+            raise self._infra(err, "could not open a browser context") from None
+        self.context = context
+        self._generation = self.host.generation
+        self._closing = self._dialogs.closing = False
+        context.set_default_timeout(self.settings.action_timeout * 1000)
+        context.set_default_navigation_timeout(self.settings.navigation_timeout * 1000)
+        context.on("page", self._on_page)
+        context.on("dialog", self._dialogs.on_dialog)
+        if self.trace:
+            await context.tracing.start(screenshots=True, snapshots=True, sources=False)
+        try:
+            page = await context.new_page()
+        except Exception as err:
+            raise self._infra(err, "could not open a page") from None
+        self._on_page(page)
+        self._context_id = await self._find_context_id(context, page)
+        self._events.clear()
+        self._tabs_opened = 0
+        try:
+            await self._dialogs.until(page.goto(task.start_url, wait_until="load"))
+        except Exception as err:
+            if not _is_playwright_error(err):
+                raise
+            self._raise_if_dead(err)
+            if "Timeout" in str(err) and page.url not in ("", "about:blank"):
+                self.warnings.append(f"the start page was still loading after {self.settings.navigation_timeout:g} s")
+            else:
+                raise InfraError(
+                    explain(err, f"opening the start page {task.start_url}"), code="start_page_unreachable"
+                ) from None
+        self._events.clear()
+        self._tabs_opened = 0
+
+    async def observe(self) -> Observation:
+        self._check_alive()
+        page = self._active
+        if page is None:
+            return Observation(url="", title="", tabs=[], aria="(no tab is open)")
+        if self._dialogs.held:
+            return self._dialog_observation(page)
+        titles = [self._title(p) for p in self.pages]
+        for attempt in range(2):
+            try:
+                slow = self.settings.navigation_timeout * 1000  # a heavy page is not an action gone wrong
+                done, results = await self._dialogs.gather(
+                    page.screenshot(type="jpeg", quality=self.settings.screenshot_quality, timeout=slow),
+                    page.aria_snapshot(mode="ai", timeout=slow),
+                    *titles,
+                )
+            except Exception as err:
+                if not _is_playwright_error(err):
+                    raise
+                self._raise_if_dead(err)
+                if attempt == 1:
+                    raise InfraError(f"could not observe the page: {short(str(err), 200)}", code="observe_failed") from None
+                await self._settle(page)
+                titles = [self._title(p) for p in self.pages]
+                continue
+            if not done:
+                return self._dialog_observation(page)
+            break
+        shot, aria, *names = results
+        for p, name in zip(self.pages, names):
+            self._titles[id(p)] = name
+        self._last_screenshot = shot
+        self._snapshot = _Snapshot(page, page.url, aria, time.monotonic())
+        return Observation(
+            url=page.url,
+            title=self._titles.get(id(page), ""),
+            tabs=self._tab_list(),
+            aria=aria,
+            screenshot=shot,
+        )
+
+    async def execute(self, tool: Any, args: Any, call: ToolCall) -> ToolResult:
+        """Run ``tool`` and describe what changed; action errors come back as failures."""
+        self._check_alive()
+        touches_page = getattr(tool, "needs_page", False)
+        if self._dialogs.held and touches_page and not getattr(tool, "answers_dialogs", False):
+            return ToolResult.failure(f"the page is blocked by a dialog; answer it first. {self._dialogs.note()}")
+        # events not yet reported (a download announced after the last feedback) stay in the list
+        self._tabs_opened = 0
+        self._pages_before_call = self.host.pages_created(self._context_id)
+        before = await self._before()
+        try:
+            done, result = await self._dialogs.until(tool.run(self, args))
+        except InfraError:
+            raise
+        except ActionError as err:
+            done, result = True, ToolResult.failure(str(err))
+        except Exception as err:
+            if not _is_playwright_error(err):
+                raise
+            self._raise_if_dead(err)
+            done, result = True, ToolResult.failure(explain(err, _what(tool, args)))
+        if not done:
+            result = ToolResult(feedback=self._bound([*self._event_texts(), self._dialogs.note()]))
+        elif not result.ok:
+            events = self._event_texts()
+            if events:
+                result.feedback = self._bound([result.feedback, *events])
+        elif not result.ends_episode:
+            result.feedback = await self._describe_change(before, result.feedback)
+        self._events = []
+        return result
+
+    async def verify(self, expect: Expectation) -> Verdict:
+        """Poll the expectation until every key holds or ``expect_timeout`` passes."""
+        started = time.monotonic()
+        deadline = started + self.settings.expect_timeout
+        while True:
+            self._check_alive()
+            checks = await expectations.evaluate(self, expect)
+            if all(c.ok for c in checks) or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(min(POLL_S, max(deadline - time.monotonic(), 0)))
+        return Verdict(ok=all(c.ok for c in checks), checks=checks, waited_ms=(time.monotonic() - started) * 1000)
+
+    async def close(self) -> None:
+        """Close this episode's context (the browser stays for other episodes)."""
+        await self._close_context()
+
+    # ================================================================== for tools
+
+    @property
+    def page(self) -> "Page":
+        """The active tab."""
+        if self._active is None:
+            raise ActionError("no tab is open; open one with new_tab(url)")
+        return self._active
+
+    @property
+    def viewport(self) -> tuple[int, int]:
+        return self.settings.viewport_width, self.settings.viewport_height
+
+    def to_pixels(self, point_2d: Sequence[float]) -> tuple[float, float]:
+        """A ``point_2d`` on the 0-1000 grid as viewport pixels."""
+        return grid_to_pixels(point_2d, *self.viewport)
+
+    def locate(self, target: Target) -> Located:
+        """Resolve a target to a viewport point or to a locator on the active tab."""
+        if target.point_2d is not None:
+            return Located(target.describe(), point=self.to_pixels(target.point_2d))
+        return Located(target.describe(), locator=self.element(ref=target.ref, selector=target.selector))
+
+    def element(self, ref: Optional[str] = None, selector: Optional[str] = None) -> "Locator":
+        """A locator for a snapshot ref (``e12``, ``f1e6``) or a selector.
+
+        A selector may step into iframes with ``>>>``: ``iframe#pay >>> role=button[name="Pay"]``.
+        """
+        page = self.page
+        if ref is not None:
+            ref = ref.strip().removeprefix("ref=").strip("[]")
+            snap = self._snapshot
+            if snap is not None and snap.page is page and f"[ref={ref}]" not in snap.text:
+                raise ActionError(
+                    f"ref {ref} is not in the latest page snapshot; use a ref from the current snapshot "
+                    "(refs change when the page changes), or a point_2d or selector"
+                )
+            return page.locator(f"aria-ref={ref}")
+        if not selector or not selector.strip():
+            raise ActionError("give a ref, a selector or a point_2d")
+        *frames, inner = [part.strip() for part in selector.split(">>>")]
+        scope: Any = page
+        for frame in frames:
+            scope = scope.frame_locator(frame)
+        return scope.locator(inner)
+
+    async def point_of(self, located: Located) -> tuple[float, float]:
+        """The viewport point of a target (the middle of an element, scrolled into view)."""
+        if located.point is not None:
+            return located.point
+        assert located.locator is not None
+        await located.locator.scroll_into_view_if_needed()
+        box = await located.locator.bounding_box()
+        if box is None:
+            raise ActionError(f"{located.description} is not visible on the page")
+        return box_center(box)
+
+    async def open_tab(self, url: Optional[str] = None) -> "Page":
+        if self.context is None:
+            raise ActionError("no browser session is open")
+        page = await self.context.new_page()
+        self._on_page(page)
+        if url:
+            await page.goto(url, wait_until="load")
+        return page
+
+    async def switch_tab(self, index: int) -> "Page":
+        if not 0 <= index < len(self.pages):
+            raise ActionError(f"there is no tab {index}; open tabs are 0..{len(self.pages) - 1}")
+        page = self.pages[index]
+        self._active = page
+        await page.bring_to_front()
+        return page
+
+    async def close_tab(self, index: Optional[int] = None) -> None:
+        page = self.page if index is None else None
+        if index is not None:
+            if not 0 <= index < len(self.pages):
+                raise ActionError(f"there is no tab {index}; open tabs are 0..{len(self.pages) - 1}")
+            page = self.pages[index]
+        if len(self.pages) <= 1:
+            raise ActionError("this is the only tab; it cannot be closed (use goto_url to leave the page)")
+        assert page is not None
+        await page.close()
+        self._on_close(page)
+
+    @property
+    def dialog(self) -> Optional["Dialog"]:
+        """The dialog held open now, if any."""
+        return self._dialogs.current
+
+    async def answer_dialog(self, accept: bool, prompt_text: Optional[str] = None) -> str:
+        """Accept or dismiss the open dialog, or decide for the next one; returns what was done."""
+        verb = "accepted" if accept else "dismissed"
+        try:
+            dialog, error = await self._dialogs.answer(accept, prompt_text, self.settings.action_timeout)
+        except Exception as err:  # the dialog went away with its page
+            if not _is_playwright_error(err):
+                raise
+            self._raise_if_dead(err)
+            return "the dialog had already closed"
+        if error is not None and _is_playwright_error(error):
+            self._raise_if_dead(error)  # other errors of the stalled action are moot: it did act
+        if dialog is None:
+            return f"no dialog is open; the next dialog that opens will be {verb}"
+        note = f'{verb} the {dialog.type} dialog "{short(dialog.message, 80)}"'
+        if prompt_text is not None and dialog.type != "prompt":
+            note += " (the text was not used: only a prompt dialog takes text)"
+        return note
+
+    # ================================================================== events
+
+    def _on_page(self, page: "Page") -> None:
+        if page in self.pages or self._closing:
+            return
+        self.pages.append(page)
+        self._tabs_opened += 1
+        self._active = page
+        self._events.append(("tab_opened", page))
+        page.on("close", self._on_close)
+        page.on("crash", lambda p=page: self._crashed.add(id(p)))
+        page.on("download", self._on_download)
+
+    def _on_close(self, page: "Page") -> None:
+        if page not in self.pages:
+            return
+        index = self.pages.index(page)
+        self.pages.remove(page)
+        self._titles.pop(id(page), None)
+        self._dialogs.drop_page(page)
+        if not self._closing:
+            self._events.append(("tab_closed", (index, page.url)))
+        if self._active is page:
+            self._active = self.pages[min(index, len(self.pages) - 1)] if self.pages else None
+
+    def _on_download(self, download: "Download") -> None:
+        name = download.suggested_filename
+        if self.run_dir is not None:
+            target = self.run_dir / "downloads" / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self._spawn(download.save_as(target))
+            self._events.append(("download", f'a download started: "{name}" (saved to downloads/{name})'))
+        else:
+            self._events.append(("download", f'a download started: "{name}"'))
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(_forget(self._background))
+
+    # ================================================================== change feedback
+
+    async def _before(self) -> _Before:
+        page = self._active
+        if page is None:
+            return _Before(None, "", None)
+        url = page.url
+        snap = self._snapshot
+        if self._dialogs.held:
+            # the page has been frozen since the action that opened the dialog: its snapshot stands
+            known = snap.text if snap is not None and snap.page is page and snap.url == url else None
+            return _Before(page, url, known)
+        if snap is not None and snap.page is page and snap.url == url and time.monotonic() - snap.at < FRESH_SNAPSHOT_S:
+            return _Before(page, url, snap.text)
+        return _Before(page, url, await self._aria(page))
+
+    async def _aria(self, page: "Page") -> Optional[str]:
+        """An aria snapshot (remembered for ref checks), or None if the page cannot give one now."""
+        try:
+            done, results = await self._dialogs.gather(page.aria_snapshot(mode="ai"))
+        except Exception as err:
+            if not _is_playwright_error(err):
+                raise
+            self._raise_if_dead(err)
+            return None
+        if not done:
+            return None
+        self._snapshot = _Snapshot(page, page.url, results[0], time.monotonic())
+        return results[0]
+
+    async def _describe_change(self, before: _Before, tool_feedback: str) -> str:
+        parts = [tool_feedback]
+        await self._await_new_tabs()
+        origin = before.page if before.page in self.pages else None
+        after = None
+        if origin is not None and before.aria is not None and not self._dialogs.held and _same_document(origin.url, before.url):
+            # taken first: it also gives a popup the call opened time to announce itself
+            after = await self._aria(origin)
+        if origin is not None and origin.url != before.url:
+            parts.append(f"navigated: {short(before.url, 80)} -> {short(origin.url, 80)}")
+            if not _same_document(origin.url, before.url):
+                await self._settle(origin)
+        for kind, obj in list(self._events):
+            if kind == "tab_opened" and obj in self.pages:
+                await self._settle(obj)
+        parts.extend(self._event_texts())
+        page = self._active
+        if page is not None and page is not origin and not self._tabs_opened and not self._dialogs.held:
+            if not any(kind == "tab_closed" for kind, _ in self._events):
+                parts.append(f"the active tab is now tab {self.pages.index(page)}: {short(page.url, 80)}")
+        if after is not None and before.aria is not None and _same_document(origin.url, before.url):
+            changes = diff(before.aria, after)
+            if changes:
+                parts.append(changes.describe())
+        if self._dialogs.held:
+            parts.append(self._dialogs.note())
+        if not any(parts):
+            return NO_CHANGE
+        return self._bound(parts)
+
+    async def _await_new_tabs(self) -> None:
+        """Wait (bounded) until every tab the browser created during the call has been announced."""
+        deadline = time.monotonic() + self.settings.action_timeout
+        while self._tabs_opened < self.host.pages_created(self._context_id) - self._pages_before_call:
+            if time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.01)
+
+    async def _find_context_id(self, context: "BrowserContext", page: "Page") -> Optional[str]:
+        try:
+            session = await context.new_cdp_session(page)
+            info = await session.send("Target.getTargetInfo")
+            await session.detach()
+            return info["targetInfo"].get("browserContextId")
+        except Exception:  # noqa: BLE001 - not Chromium over CDP: tabs are seen when announced
+            return None
+
+    def _event_texts(self) -> list[str]:
+        texts = []
+        for kind, obj in self._events:
+            if kind == "tab_opened":
+                if obj in self.pages:
+                    url = obj.url if obj.url not in ("", "about:blank") else "a blank page"
+                    texts.append(f"a new tab opened (tab {self.pages.index(obj)}): {short(url, 80)}; it is the active tab now")
+            elif kind == "tab_closed":
+                index, url = obj
+                now = self.pages.index(self._active) if self._active in self.pages else None
+                tail = f"; the active tab is now tab {now}" if now is not None else ""
+                texts.append(f"tab {index} ({short(url, 60)}) closed{tail}")
+            else:
+                texts.append(str(obj))
+        return texts
+
+    async def _settle(self, page: "Page") -> None:
+        """Wait (bounded) for a page that navigated to have its document."""
+        try:
+            await self._dialogs.gather(page.wait_for_load_state("domcontentloaded", timeout=self.settings.navigation_timeout * 1000))
+        except Exception as err:
+            if not _is_playwright_error(err):
+                raise
+            self._raise_if_dead(err)
+
+    def _bound(self, parts: list[str]) -> str:
+        return bounded(parts, self.settings.feedback_chars)
+
+    # ================================================================== dialogs
+
+    def _dialog_observation(self, page: "Page") -> Observation:
+        dialog = self.dialog
+        assert dialog is not None
+        from .picture import draw_dialog
+
+        shot = draw_dialog(self._last_screenshot, dialog.type, dialog.message, self.viewport, self.settings.screenshot_quality)
+        return Observation(
+            url=page.url,
+            title=self._titles.get(id(page), ""),
+            tabs=self._tab_list(),
+            aria=self._dialogs.aria(),
+            screenshot=shot,
+            extras={"dialog": {"type": dialog.type, "message": dialog.message, "default_value": dialog.default_value}},
+        )
+
+    # ================================================================== tabs
+
+    async def _title(self, page: "Page") -> str:
+        try:
+            return await page.title()
+        except Exception as err:  # a tab mid-navigation: keep what we knew
+            if not _is_playwright_error(err):
+                raise
+            return self._titles.get(id(page), "")
+
+    def _tab_list(self) -> list[Tab]:
+        return [
+            Tab(index=i, url=p.url, title=self._titles.get(id(p), ""), active=p is self._active)
+            for i, p in enumerate(self.pages)
+        ]
+
+    # ================================================================== liveness
+
+    def _check_alive(self) -> None:
+        if self.context is None:
+            raise InfraError("the browser environment has no open session; call reset(task) first", code="browser_disconnected")
+        if self.host.connected and self.host.generation != self._generation:
+            raise InfraError(
+                "the browser was relaunched since this episode began; reset() starts a new one",
+                code="browser_disconnected",
+            )
+        if not self.host.connected:
+            raise InfraError(self._death_message(), code=self.host.failure_code())
+        if self._active is not None and id(self._active) in self._crashed:
+            raise InfraError("the page's renderer process crashed", code="browser_crash")
+
+    def _death_message(self) -> str:
+        code = self.host.failure_code()
+        return "the browser process died" if code == "browser_crash" else "the connection to the browser was lost"
+
+    def _raise_if_dead(self, error: BaseException) -> None:
+        """Turn an error caused by a dead browser (or renderer) into an InfraError."""
+        if not self.host.connected or self.host.generation != self._generation:
+            raise InfraError(f"{self._death_message()}: {short(str(error), 200)}", code=self.host.failure_code()) from None
+        if is_closed_error(error):
+            if not self.host.process_alive() and self.host.pid is not None:
+                raise InfraError(f"the browser process died: {short(str(error), 200)}", code="browser_crash") from None
+            if "crash" in str(error).lower() or (self._active is not None and id(self._active) in self._crashed):
+                raise InfraError(f"the page's renderer crashed: {short(str(error), 200)}", code="browser_crash") from None
+
+    def _infra(self, error: BaseException, what: str) -> InfraError:
+        if not self.host.connected:
+            return InfraError(f"{what}: {self._death_message()}", code=self.host.failure_code())
+        return InfraError(f"{what}: {short(str(error), 200)}", code="browser_error")
+
+    # ================================================================== closing
+
+    async def _close_context(self) -> None:
+        context, self.context = self.context, None
+        self._closing = self._dialogs.closing = True
+        self._dialogs.reset()
+        if context is not None and self.host.connected and self.host.generation == self._generation:
+            if self._background:
+                await asyncio.wait(set(self._background), timeout=self.settings.navigation_timeout)
+            if self.trace:
+                await self._save_trace(context)
+            try:
+                await asyncio.wait_for(context.close(), timeout=10)
+            except Exception:  # noqa: BLE001 - the browser may be going down; the host kills it
+                pass
+        for task in list(self._background):
+            task.cancel()
+        self._background.clear()
+        self.pages = []
+        self._active = None
+        self._events = []
+        self._titles = {}
+        self._crashed = set()
+        self._snapshot = None
+        self._last_screenshot = None
+
+    async def _save_trace(self, context: "BrowserContext") -> None:
+        if self.run_dir is None:
+            return
+        self._traces += 1
+        name = "trace.zip" if self._traces == 1 else f"trace-{self._traces}.zip"
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            await asyncio.wait_for(context.tracing.stop(path=str(self.run_dir / name)), timeout=30)
+        except Exception as err:  # noqa: BLE001 - a lost trace must not lose the episode
+            self.warnings.append(f"the trace could not be saved: {short(str(err), 120)}")
+
+
+def _same_document(url: str, other: str) -> bool:
+    return urldefrag(url)[0] == urldefrag(other)[0]
+
+
+def _what(tool: Any, args: Any) -> str:
+    name = getattr(tool, "name", type(tool).__name__)
+    if isinstance(args, Target):
+        return f"{name} on {args.describe()}"
+    return name
+
+
+def _swallow(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+def _forget(tasks: set[asyncio.Task]):
+    def done(task: asyncio.Task) -> None:
+        tasks.discard(task)
+        _swallow(task)
+
+    return done

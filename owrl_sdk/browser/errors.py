@@ -1,0 +1,117 @@
+"""Playwright's errors, phrased for a model that has to correct its next call.
+
+A tool raises :class:`ActionError` with a message written for the model; any other
+Playwright error from an action goes through :func:`explain`. Both become
+``ToolResult.failure`` in :meth:`BrowserEnv.execute`, never an exception.
+"""
+
+from __future__ import annotations
+
+import re
+
+CLOSED_MARKERS = (
+    "Target page, context or browser has been closed",
+    "Target closed",
+    "Browser has been closed",
+    "browser has disconnected",
+    "Connection closed",
+    "Target crashed",
+    "Page crashed",
+)
+
+_NET_HINTS = {
+    "ERR_NAME_NOT_RESOLVED": "the host name does not resolve; check the spelling of the address",
+    "ERR_CONNECTION_REFUSED": "nothing answers at that address",
+    "ERR_CONNECTION_RESET": "the connection was reset",
+    "ERR_CONNECTION_TIMED_OUT": "the server did not answer",
+    "ERR_INTERNET_DISCONNECTED": "there is no network connection",
+    "ERR_CERT_AUTHORITY_INVALID": "the site's certificate is not trusted",
+    "ERR_CERT_COMMON_NAME_INVALID": "the site's certificate is for another name",
+    "ERR_CERT_DATE_INVALID": "the site's certificate has expired",
+    "ERR_ABORTED": "the navigation was aborted (a download, or another navigation replaced it)",
+    "ERR_FILE_NOT_FOUND": "there is no such file",
+    "ERR_UNSAFE_PORT": "the browser refuses that port",
+    "ERR_BLOCKED_BY_CLIENT": "the browser blocked the request",
+    "ERR_TOO_MANY_REDIRECTS": "the site redirects in a loop",
+}
+
+
+class ActionError(Exception):
+    """A tool could not do what it was asked; the message tells the model what to do instead."""
+
+
+def is_closed_error(error: BaseException) -> bool:
+    text = str(error)
+    return any(marker in text for marker in CLOSED_MARKERS)
+
+
+def explain(error: BaseException, what: str) -> str:
+    """One or two sentences on why ``what`` (e.g. 'click on ref e12') failed."""
+    message = str(getattr(error, "message", None) or error)
+    head, _, log = message.partition("Call log:")
+    head = re.sub(r"^\w+\.\w+: ", "", head.strip())  # 'Locator.click: '
+    head = head.removeprefix("Error: ").strip()
+    timeout = re.search(r"Timeout (\d+)ms exceeded", head)
+    seconds = f"{int(timeout.group(1)) / 1000:g} s" if timeout else ""
+
+    strict = re.search(r"strict mode violation: .*? resolved to (\d+) elements", head)
+    if strict:
+        return (
+            f"{what} failed: it matches {strict.group(1)} elements. Make the selector specific "
+            "(more text, an attribute, :nth-match(...)) or use a ref from the page snapshot."
+        )
+    if "while parsing" in head or "Unexpected token" in head or "Unknown engine" in head:
+        first = head.splitlines()[0]
+        return f"{what} failed: the selector is not valid ({first}). Use CSS, text=..., role=...[name=...] or a ref."
+    net = re.search(r"net::(ERR_[A-Z_]+)", head)
+    if net:
+        code = net.group(1)
+        hint = _NET_HINTS.get(code, "the page could not be loaded")
+        return f"{what} failed: {code}: {hint}."
+    if "Cannot navigate to invalid URL" in head or "invalid URL" in head:
+        return f"{what} failed: that is not a valid URL; give a full address such as https://example.com/."
+    if "is not an <input>" in head or "not an <input>, <textarea>" in head:
+        return f"{what} failed: the element is not a text field. Target the input box itself (or click it, then write)."
+    if "not a <select> element" in head or "Element is not a <select>" in head:
+        return (
+            f"{what} failed: the element is not a <select>. It may be a custom dropdown: "
+            "click it, then click the option."
+        )
+    if "did not find some options" in head:
+        return f"{what} failed: no option with that value or label."
+    if any(marker in head for marker in CLOSED_MARKERS):
+        return f"{what} failed: the tab was closed while acting on it."
+    if "Execution context was destroyed" in head or "navigation" in head and "destroyed" in head:
+        return f"{what} failed: the page navigated away while acting. Look at the new page and try again."
+    if timeout:
+        return f"{what} failed: {_timeout_reason(log, what, seconds)}"
+    first = head.splitlines()[0] if head else type(error).__name__
+    return f"{what} failed: {first}"
+
+
+def _timeout_reason(log: str, what: str, seconds: str) -> str:
+    lines = [line.strip(" -") for line in log.strip().splitlines() if line.strip()]
+    text = "\n".join(lines)
+    covering = re.findall(r"(<[^>]{1,120}>[^\n]*?) intercepts pointer events", text)
+    if covering:
+        return (
+            f"another element covers the target ({covering[-1].strip()} intercepts the pointer). "
+            "Close or scroll away what covers it (a dialog, banner or menu) first."
+        )
+    if "element is not visible" in text:
+        return f"the element is on the page but not visible (waited {seconds}). Open or scroll to what hides it."
+    if "element is not enabled" in text or "element is disabled" in text:
+        return f"the element is disabled (waited {seconds}). Something else must be done first (fill a required field?)."
+    if "element is not editable" in text:
+        return f"the element is read-only (waited {seconds})."
+    if "element is not stable" in text:
+        return f"the element kept moving (waited {seconds}). Wait for the animation to end, then retry."
+    if "outside of the viewport" in text:
+        return "the element lies outside the page's visible area and cannot be scrolled into view."
+    if "not attached to the DOM" in text or "detached" in text:
+        return "the element was removed from the page while acting (the page changed). Use the new snapshot."
+    if "navigating to" in text or "waiting for navigation" in text or 'waiting until "load"' in text:
+        return f"the page did not finish loading within {seconds}."
+    if not any("resolved to" in line for line in lines):
+        return f"no element matches it (waited {seconds}). Check the page snapshot for the right ref or name."
+    return f"timed out after {seconds}."

@@ -1,0 +1,320 @@
+"""One Chromium per host, many episodes in it: each episode gets a fresh context.
+
+:class:`BrowserHost` owns the Playwright driver and the browser process. It launches
+Chromium with :data:`owrl_sdk.chromium.BASE_ARGS`, lets plugins adjust the launch options
+(``launch_hook``, normally ``Plugins.browser_launch_options``), and makes
+:class:`~owrl_sdk.browser.env.BrowserEnv` objects that share the browser.
+
+No Chromium may outlive its host. ``close()`` closes the browser and the driver, then kills
+whatever is left of the browser's process tree; an ``atexit`` handler does the same for a
+host that was never closed; and when Python dies outright, Playwright's driver sees its
+pipe close and kills the browser it launched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import os
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from ..chromium import BASE_ARGS, REMEDY, find_chromium
+from ..config import Settings
+from ..errors import InfraError
+from . import processes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from playwright.async_api import Browser, Playwright
+
+    from .env import BrowserEnv
+
+LaunchHook = Callable[[dict[str, Any]], dict[str, Any]]
+
+#: Launch flags that lower the browser's safety; using one puts a warning in every trajectory.
+UNSAFE_ARGS = (
+    "--disable-web-security",
+    "--ignore-certificate-errors",
+    "--allow-running-insecure-content",
+    "--disable-site-isolation-trials",
+    "--allow-file-access-from-files",
+)
+
+CLOSE_TIMEOUT = 10.0
+
+# pid -> start time of every browser a live host launched, for the atexit guard.
+_LIVE_BROWSERS: dict[int, Optional[int]] = {}
+
+
+def _kill_leftover_browsers() -> None:
+    for pid, started in list(_LIVE_BROWSERS.items()):
+        processes.kill_tree(pid, started)
+    _LIVE_BROWSERS.clear()
+
+
+atexit.register(_kill_leftover_browsers)
+
+
+class BrowserHost:
+    """A launched Chromium shared by episodes. Use ``async with BrowserHost(settings) as host``."""
+
+    def __init__(self, settings: Settings, launch_hook: Optional[LaunchHook] = None):
+        self.settings = settings
+        self.launch_hook = launch_hook
+        #: Notes every episode's trajectory carries (e.g. an unsafe launch flag a plugin added).
+        self.warnings: list[str] = []
+        #: The launch keyword arguments actually used (after ``launch_hook``).
+        self.launch_options: dict[str, Any] = {}
+        #: How many times the browser was launched; an env compares it to know its context died.
+        self.generation = 0
+        self._playwright: Optional["Playwright"] = None
+        self._browser: Optional["Browser"] = None
+        self._pid: Optional[int] = None
+        self._pid_started: Optional[int] = None
+        self._closed = False
+        self._closing_browser = False
+        self._lock: Optional[asyncio.Lock] = None
+        self._envs: "weakref.WeakSet[BrowserEnv]" = weakref.WeakSet()
+        # page targets created per browser context, seen on a CDP session of our own: they are
+        # announced before the action that opened them returns, well before Playwright's 'page' event
+        self._pages_created: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> "BrowserHost":
+        return await self.start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def start(self) -> "BrowserHost":
+        """Launch the browser (once; a second call does nothing while it runs)."""
+        async with self._guard():
+            self._closed = False
+            if not self.connected:
+                await self._launch()
+        return self
+
+    async def relaunch(self) -> None:
+        """Close what is left of the browser and launch a new one (contexts of the old one are gone)."""
+        async with self._guard():
+            await self._shutdown_browser()
+            await self._launch()
+
+    async def close(self) -> None:
+        """Close every env's context, the browser and the driver; kill any leftover process."""
+        self._closed = True
+        for env in list(self._envs):
+            try:
+                await asyncio.wait_for(env.close(), CLOSE_TIMEOUT)
+            except Exception:  # noqa: BLE001 - the browser goes down below in any case
+                pass
+        async with self._guard():
+            await self._shutdown_browser()
+            if self._playwright is not None:
+                playwright, self._playwright = self._playwright, None
+                try:
+                    await asyncio.wait_for(playwright.stop(), CLOSE_TIMEOUT)
+                except Exception:  # noqa: BLE001 - a dead driver needs no stopping
+                    pass
+
+    async def new_env(
+        self,
+        run_dir: Optional[Path] = None,
+        trace: bool = False,
+        unsafe: Optional[dict[str, Any]] = None,
+        context_options: Optional[dict[str, Any]] = None,
+    ) -> "BrowserEnv":
+        """An environment whose episodes run in fresh contexts of this browser.
+
+        ``run_dir`` receives downloads (``run_dir/downloads``) and, with ``trace``, the
+        Playwright trace (``run_dir/trace.zip``). ``unsafe`` holds context options that lower
+        safety defaults (``ignore_https_errors``, ``bypass_csp``, ...): each one given puts a
+        warning in the trajectory. ``context_options`` are other Playwright context options
+        (locale, timezone_id, user_agent, ...).
+        """
+        from .env import BrowserEnv
+
+        if not self.connected:
+            await self.start()
+        env = BrowserEnv(self, run_dir=run_dir, trace=trace, unsafe=unsafe, context_options=context_options)
+        self._envs.add(env)
+        return env
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def connected(self) -> bool:
+        return self._browser is not None and self._browser.is_connected()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def pid(self) -> Optional[int]:
+        """The browser's main process id (None before launch or when it is not known)."""
+        return self._pid
+
+    def pids(self) -> list[int]:
+        """The browser's process and its descendants that are running now."""
+        if self._pid is None or not processes.alive(self._pid, self._pid_started):
+            return []
+        return [self._pid, *processes.descendants(self._pid)]
+
+    def process_alive(self) -> bool:
+        return self._pid is not None and processes.alive(self._pid, self._pid_started)
+
+    def failure_code(self) -> str:
+        """``browser_crash`` when the browser process is gone, else ``browser_disconnected``."""
+        if self._pid is not None and not self.process_alive():
+            return "browser_crash"
+        return "browser_disconnected" if not self.connected else "browser_crash"
+
+    @property
+    def browser(self) -> "Browser":
+        if self._browser is None:
+            raise InfraError("the browser is not started; call BrowserHost.start() first", code="browser_disconnected")
+        return self._browser
+
+    async def ensure_running(self) -> Optional[str]:
+        """Relaunch the browser if it died (once, however many callers ask at the same time).
+
+        Returns a note for the trajectory when it was relaunched, else None."""
+        if self._closed:
+            raise InfraError("the browser host is closed", code="browser_disconnected")
+        if self.connected:
+            return None
+        had_one = self.generation > 0
+        async with self._guard():
+            if self.connected:  # another caller relaunched it meanwhile
+                return None
+            await self._shutdown_browser()
+            await self._launch()
+        return "the browser had crashed or disconnected and was relaunched" if had_one else None
+
+    async def browser_for_episode(self) -> tuple["Browser", Optional[str]]:
+        """The browser for a new episode (relaunched if it died), and the note when it was."""
+        note = await self.ensure_running()
+        return self.browser, note
+
+    # ------------------------------------------------------------------ internals
+
+    def _guard(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    def _choose_executable(self, playwright: "Playwright") -> Optional[str]:
+        configured = self.settings.chromium or os.environ.get("OWRL_CHROMIUM")
+        if not configured:
+            # find_chromium's own check uses the sync API, which cannot run inside an event loop
+            try:
+                managed = playwright.chromium.executable_path
+            except Exception:  # noqa: BLE001
+                managed = None
+            if managed and Path(managed).exists():
+                return None
+        choice = find_chromium(self.settings.chromium, check_managed=False)
+        if choice is None:
+            where = f" at '{configured}'" if configured else ""
+            raise InfraError(f"no Chromium found{where}: {REMEDY}", code="no_browser")
+        return choice.path
+
+    def _options(self, playwright: "Playwright") -> dict[str, Any]:
+        options: dict[str, Any] = {"headless": self.settings.headless, "args": list(BASE_ARGS)}
+        executable = self._choose_executable(playwright)
+        if executable:
+            options["executable_path"] = executable
+        if self.launch_hook is not None:
+            options = dict(self.launch_hook(dict(options)))
+        return options
+
+    async def _launch(self) -> None:
+        from playwright.async_api import Error as PlaywrightError
+        from playwright.async_api import async_playwright
+
+        if self._playwright is None:
+            self._playwright = await async_playwright().start()
+        options = self._options(self._playwright)
+        self.launch_options = options
+        self.warnings = [
+            f"the browser was launched with {arg}, which lowers its safety"
+            for arg in options.get("args", [])
+            if str(arg).split("=")[0] in UNSAFE_ARGS
+        ]
+        before = set(processes.descendants(os.getpid()))
+        try:
+            try:
+                browser = await self._playwright.chromium.launch(**options)
+            except PlaywrightError as err:
+                if "closed" not in str(err).lower():
+                    raise
+                # the driver itself went away (killed with the browser's process group?): start a new one
+                self._playwright = await async_playwright().start()
+                browser = await self._playwright.chromium.launch(**options)
+        except PlaywrightError as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise InfraError(
+                f"Chromium failed to start ({first}); {REMEDY}", code="browser_launch_failed"
+            ) from None
+        self._browser = browser
+        self.generation += 1
+        self._pid = await self._find_pid(browser, before)
+        self._pid_started = processes.start_time(self._pid) if self._pid else None
+        if self._pid is not None:
+            _LIVE_BROWSERS[self._pid] = self._pid_started
+        await self._watch_targets(browser)
+
+    def pages_created(self, context_id: Optional[str]) -> int:
+        """How many pages (tabs, popups) were created so far in the browser context ``context_id``."""
+        return self._pages_created.get(context_id or "", 0)
+
+    async def _watch_targets(self, browser: "Browser") -> None:
+        self._pages_created = {}
+
+        def created(event: dict[str, Any]) -> None:
+            info = event.get("targetInfo", {})
+            if info.get("type") == "page":
+                key = info.get("browserContextId") or ""
+                self._pages_created[key] = self._pages_created.get(key, 0) + 1
+
+        try:
+            session = await browser.new_browser_cdp_session()
+            session.on("Target.targetCreated", created)
+            await session.send("Target.setDiscoverTargets", {"discover": True})
+        except Exception:  # noqa: BLE001 - without it, popups are only seen when Playwright reports them
+            pass
+
+    async def _find_pid(self, browser: "Browser", before: set[int]) -> Optional[int]:
+        try:
+            session = await browser.new_browser_cdp_session()
+            info = await session.send("SystemInfo.getProcessInfo")
+            await session.detach()
+            for proc in info.get("processInfo", []):
+                if proc.get("type") == "browser":
+                    return int(proc["id"])
+        except Exception:  # noqa: BLE001 - fall back to the process table
+            pass
+        tree = processes.children_map()
+        new = [p for p in processes.descendants(os.getpid(), tree) if p not in before]
+        roots = [p for p in new if not any(p in tree.get(q, []) for q in new)]
+        for pid in roots:
+            name = processes.command_name(pid)
+            if "chrom" in name or "headless" in name:
+                return pid
+        return None
+
+    async def _shutdown_browser(self) -> None:
+        browser, self._browser = self._browser, None
+        if browser is not None and browser.is_connected():
+            try:
+                await asyncio.wait_for(browser.close(), CLOSE_TIMEOUT)
+            except Exception:  # noqa: BLE001 - killed below if it will not close
+                pass
+        if self._pid is not None:
+            processes.kill_tree(self._pid, self._pid_started)
+            _LIVE_BROWSERS.pop(self._pid, None)
+        self._pid = None
+        self._pid_started = None

@@ -1,0 +1,94 @@
+"""The pure parts of the browser package: snapshot diffs, key names, error wording, geometry."""
+
+from __future__ import annotations
+
+import pytest
+
+from builtin_tools.keys import normalize_keys
+from owrl_sdk.browser.errors import explain
+from owrl_sdk.browser.feedback import bounded, diff
+from owrl_sdk.browser.geometry import grid_to_pixels, pixels_to_grid
+
+BEFORE = """- generic [active] [ref=e1]:
+  - heading "Shop" [level=1] [ref=e2]
+  - textbox "Search" [ref=e3]:
+    - /placeholder: find a product
+  - checkbox "In stock" [ref=e4]
+  - status [ref=e5]: 3 results
+  - list [ref=e6]:
+    - listitem [ref=e7]:
+      - link "Lamp" [ref=e8] [cursor=pointer]:
+        - /url: /lamp"""
+
+
+def test_nothing_changed_when_only_refs_and_focus_moved():
+    moved = BEFORE.replace("[active] ", "").replace("e8", "e18")
+    assert not diff(BEFORE, moved)
+
+
+def test_appeared_disappeared_and_changed_are_told_apart():
+    after = (
+        BEFORE.replace('checkbox "In stock" [ref=e4]', 'checkbox "In stock" [checked] [ref=e4]')
+        .replace("status [ref=e5]: 3 results", "status [ref=e5]: 1 result")
+        .replace('    - /placeholder: find a product', '    - /placeholder: find a product\n    - text: lamp')
+        .replace('  - heading "Shop" [level=1] [ref=e2]\n', "")
+        + '\n  - button "Add to cart" [ref=e9]\n  - generic [ref=e10]'
+    )
+    changes = diff(BEFORE, after)
+    assert [e.describe() for e in changes.appeared] == ['button "Add to cart"']  # a bare container does not count
+    assert [e.describe() for e in changes.disappeared] == ['heading "Shop"']
+    text = changes.describe()
+    assert 'textbox "Search" now "lamp"' in text
+    assert 'checkbox "In stock" [checked]' in text
+    assert 'status now "1 result"' in text
+
+
+def test_bounded_cuts_with_an_ellipsis():
+    assert bounded(["a" * 30, "b" * 30], 40).endswith("…")
+    assert len(bounded(["a" * 30, "b" * 30], 40)) == 40
+    assert bounded(["", "short"], 40) == "short"
+
+
+@pytest.mark.parametrize(
+    "keys, hotkey, expected",
+    [
+        ("enter", False, (["Enter"], False)),
+        (["ctrl", "C"], True, (["Control", "c"], True)),
+        ("ctrl+shift+t", False, (["Control", "Shift", "t"], True)),
+        (["esc", "pgdn", "up", "F5", "a"], False, (["Escape", "PageDown", "ArrowUp", "F5", "a"], False)),
+        ("+", False, (["+"], False)),
+    ],
+)
+def test_key_names(keys, hotkey, expected):
+    assert normalize_keys(keys, hotkey) == expected
+
+
+def test_unknown_keys_are_refused_with_examples():
+    with pytest.raises(ValueError, match="unknown key 'submit'.*Enter"):
+        normalize_keys(["submit"], False)
+
+
+def test_explain_reads_playwright_errors():
+    class FakeError(Exception):  # Playwright's message format, without a browser
+        pass
+
+    covered = FakeError(
+        'Locator.click: Timeout 5000ms exceeded.\nCall log:\n  - waiting for locator("#buy")\n'
+        '    - locator resolved to <button id="buy">Buy</button>\n  - attempting click action\n'
+        '      - <div class="cookie-banner">…</div> intercepts pointer events\n'
+    )
+    assert "another element covers the target" in explain(covered, "click on selector #buy")
+    assert "cookie-banner" in explain(covered, "click on selector #buy")
+    missing = FakeError('Locator.click: Timeout 5000ms exceeded.\nCall log:\n  - waiting for locator("#buy")\n')
+    assert explain(missing, "click on selector #buy") == (
+        "click on selector #buy failed: no element matches it (waited 5 s). "
+        "Check the page snapshot for the right ref or name."
+    )
+    net = FakeError("Page.goto: net::ERR_NAME_NOT_RESOLVED at https://nowhere.invalid/")
+    assert "ERR_NAME_NOT_RESOLVED: the host name does not resolve" in explain(net, "goto_url")
+
+
+def test_grid_and_pixels():
+    assert grid_to_pixels([500, 500], 1280, 1000) == (640.0, 500.0)
+    assert grid_to_pixels([1000, 1000], 1280, 1000) == (1279.0, 999.0)  # kept inside the viewport
+    assert pixels_to_grid(640, 500, 1280, 1000) == [500.0, 500.0]
