@@ -68,12 +68,13 @@ class Agent:
 
     def make_task(self, task: Union[Task, str], url: Optional[str] = None) -> Task:
         if isinstance(task, Task):
-            return task
+            resolved = self.plugins.resolve_url(task.start_url)
+            return task if resolved == task.start_url else task.model_copy(update={"start_url": resolved})
         if not url:
             from .errors import UsageError
 
             raise UsageError("a task needs a start URL: pass url=... (or --url)")
-        return Task(intent=task, start_url=url)
+        return Task(intent=task, start_url=self.plugins.resolve_url(url))
 
     async def run(
         self,

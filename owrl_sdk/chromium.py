@@ -35,17 +35,29 @@ class ChromiumChoice:
 
 
 def _playwright_managed() -> Optional[str]:
-    """The executable Playwright manages, if it has been installed (no browser launched)."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        return None
-    try:
-        with sync_playwright() as p:
-            path = p.chromium.executable_path
-    except Exception:  # noqa: BLE001 - a broken driver just means 'not available'
-        return None
-    return path if path and Path(path).exists() else None
+    """The Chromium that ``playwright install`` put in its cache, if any.
+
+    Read from the cache folder rather than asked of Playwright's sync API, which cannot run
+    inside an event loop (``owrl`` calls this from async code too)."""
+    import glob
+    import sys
+
+    root = os.environ.get("PLAYWRIGHT_BROWSERS_PATH")
+    if not root or root == "0":
+        if sys.platform == "darwin":
+            root = str(Path.home() / "Library" / "Caches" / "ms-playwright")
+        elif sys.platform == "win32":
+            root = str(Path(os.environ.get("LOCALAPPDATA", Path.home())) / "ms-playwright")
+        else:
+            root = str(Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ms-playwright")
+    patterns = ("chromium-*/chrome-linux*/chrome", "chromium-*/chrome-mac*/Chromium.app/Contents/MacOS/Chromium",
+                "chromium-*/chrome-mac*/Google Chrome for Testing.app/Contents/MacOS/Google Chrome for Testing",
+                "chromium-*/chrome-win*/chrome.exe")
+    for pattern in patterns:
+        found = sorted(glob.glob(os.path.join(root, pattern)))
+        if found:
+            return found[-1]
+    return None
 
 
 def find_chromium(configured: Optional[str] = None, check_managed: bool = True) -> Optional[ChromiumChoice]:

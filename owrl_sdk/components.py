@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Optional
+import random
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -115,3 +116,35 @@ class SiteAdapter:
 
     def tools(self) -> list["Tool"]:
         return []
+
+
+class TaskSampler:
+    """Chooses the tasks an RL iteration practises, from per-task success history."""
+
+    name: ClassVar[str]
+
+    def __init__(self, settings: Any = None, **options: Any):
+        self.options = options
+        self.history: dict[str, list[bool]] = {}
+
+    def update(self, task_id: str, successes: Sequence[bool]) -> None:
+        self.history.setdefault(task_id, []).extend(bool(s) for s in successes)
+
+    def failure_rate(self, task_id: str) -> float | None:
+        h = self.history.get(task_id)
+        return None if not h else 1.0 - sum(h) / len(h)
+
+    def weight(self, task: Task) -> float:
+        return 1.0
+
+    def sample(self, tasks: Sequence[Task], n: int, rng: random.Random) -> list[Task]:
+        weights = [self.weight(t) for t in tasks]
+        if sum(weights) <= 0:
+            weights = [1.0] * len(tasks)
+        return rng.choices(list(tasks), weights=weights, k=n)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"history": self.history}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.history = {k: list(v) for k, v in state.get("history", {}).items()}

@@ -166,9 +166,8 @@ class Evaluation:
                     task, n = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                if not host.connected:
-                    await host.relaunch()
-                record = await self._episode(host, policy, judge, task, n)
+                await host.ensure_running()  # one relaunch even when several workers notice
+                record, _ = await self.episode(host, policy, judge, task, n)
                 with self.episodes_file.open("a", encoding="utf-8") as fh:
                     fh.write(json.dumps(record.__dict__) + "\n")
                 if self.on_record:
@@ -176,7 +175,8 @@ class Evaluation:
         finally:
             await policy.close()
 
-    async def _episode(self, host: Any, policy: Any, judge: Any, task: Task, n: int) -> EpisodeRecord:
+    async def episode(self, host: Any, policy: Any, judge: Any, task: Task, n: int) -> tuple[EpisodeRecord, Trajectory]:
+        """One judged episode of ``task`` (seed ``n``) in a fresh context of ``host``."""
         s = self.settings
         task = task.model_copy(deep=True, update={"metadata": {**task.metadata, "seed": n, "episode": n}})
         run = self.store.new_run(f"{task.id}-{n}")
@@ -205,8 +205,9 @@ class Evaluation:
         finally:
             await asyncio.shield(env.close())
         traj.judgements.append(await judge.judge(traj))
+        traj.metadata["run_dir"] = str(run.path)
         run(traj, None)
-        return _record(task, n, traj, time.perf_counter() - started, str(run.path))
+        return _record(task, n, traj, time.perf_counter() - started, str(run.path)), traj
 
 
 def _record(task: Task, n: int, traj: Trajectory, seconds: float, run_dir: str) -> EpisodeRecord:

@@ -101,6 +101,15 @@ def register_task_suites(register: Register) -> None:
 
 
 @hookspec
+def register_samplers(register: Register) -> None:
+    """Register task samplers for online RL (which tasks each iteration practises).
+
+    Called once, when the catalogue is built.
+    ``register(cls)`` takes a subclass of :class:`owrl_sdk.components.TaskSampler` with a unique ``name``.
+    """
+
+
+@hookspec
 def register_commands(register: Register) -> None:
     """Register CLI subcommands.
 
@@ -120,6 +129,17 @@ def browser_launch_options(options: dict[str, Any]) -> Optional[dict[str, Any]]:
     ``options`` are the Playwright launch keyword arguments chosen so far (read them,
     do not change them in place). Return a dict of keys to override, or None.
     Every result is merged in call order; ``args`` lists are appended, not replaced.
+    """
+
+
+@hookspec(firstresult=True)
+def resolve_url(url: str) -> Optional[str]:
+    """Turn a start URL of a plugin's own scheme (``demo:shop``) into a real one.
+
+    Called by ``owrl run`` and the Agent for every start URL before the episode, so a
+    plugin may start a server it owns (in process, for the life of the process).
+    Return the resolved URL, or None when the URL is not yours. Stops at the first
+    non-None result.
     """
 
 

@@ -180,6 +180,7 @@ class Catalogue:
         "optimizers": ("register_optimizers", "owrl_sdk.components:Optimizer", False),
         "site_adapters": ("register_site_adapters", "owrl_sdk.components:SiteAdapter", True),
         "task_suites": ("register_task_suites", "owrl_sdk.components:TaskSuite", False),
+        "samplers": ("register_samplers", "owrl_sdk.components:TaskSampler", False),
     }
 
     def __init__(self) -> None:
@@ -316,6 +317,10 @@ class Plugins:
                 else:
                     merged[key] = value
         return merged
+
+    def resolve_url(self, url: str) -> str:
+        """A plugin's own URL scheme resolved (``demo:shop`` -> the served shop), else ``url``."""
+        return self.pm.hook.resolve_url(url=url) or url
 
     def for_task(self, task: Any, extra: Iterable[Any] = ()) -> "EpisodeHooks":
         """Lifecycle hooks of one episode. ``extra`` objects (a task suite) take part like

@@ -78,9 +78,10 @@ def test_load_and_disable_environment(tmp_path):
 
 
 @pytest.mark.exercises("register_tools", "register_policies", "register_memories", "register_judges",
-                       "register_rewards", "register_optimizers", "register_site_adapters", "register_task_suites")
+                       "register_rewards", "register_optimizers", "register_site_adapters", "register_task_suites",
+                       "register_samplers")
 def test_catalogue_hooks_register_each_kind(plugins, register_plugin, settings):
-    from owrl_sdk.components import Judge, Optimizer, Reward, TaskSuite
+    from owrl_sdk.components import Judge, Optimizer, Reward, TaskSampler, TaskSuite
     from owrl_sdk.memory import Memory
 
     class J(Judge): name = "j"
@@ -89,6 +90,7 @@ def test_catalogue_hooks_register_each_kind(plugins, register_plugin, settings):
     class S(TaskSuite): name = "s"
     class M(Memory): name = "m"
     class A(SiteAdapter): name = "a"; domains = ("a.test",)
+    class Smp(TaskSampler): name = "smp"
 
     class Everything:
         @hookimpl
@@ -107,11 +109,14 @@ def test_catalogue_hooks_register_each_kind(plugins, register_plugin, settings):
         def register_site_adapters(self, register): register(A())
         @hookimpl
         def register_task_suites(self, register): register(S)
+        @hookimpl
+        def register_samplers(self, register): register(Smp)
 
     register_plugin(Everything(), name="everything")
     cat = plugins.catalogue
     for kind, name in [("tools", "go"), ("policies", "list"), ("memories", "m"), ("judges", "j"),
-                       ("rewards", "r"), ("optimizers", "o"), ("site_adapters", "a"), ("task_suites", "s")]:
+                       ("rewards", "r"), ("optimizers", "o"), ("site_adapters", "a"), ("task_suites", "s"),
+                       ("samplers", "smp")]:
         assert name in cat.names(kind)
         assert cat.owners[(kind, name)] == "everything"
 
@@ -294,3 +299,17 @@ def test_cli_plugins_json_survives_a_broken_plugin(tmp_path):
     by_name = {p["name"]: p for p in data["plugins"]}
     assert by_name["builtin_tools"]["hooks"] == ["register_tools"]
     assert "broken" in out.stderr  # also warned on stderr
+
+
+@pytest.mark.exercises("resolve_url")
+def test_resolve_url_first_answer_wins(plugins, register_plugin):
+    class Scheme:
+        @hookimpl
+        def resolve_url(self, url):
+            return "http://127.0.0.1:1/x" if url.startswith("mine:") else None
+
+    register_plugin(Scheme(), name="scheme")
+    assert plugins.resolve_url("mine:site") == "http://127.0.0.1:1/x"
+    assert plugins.resolve_url("https://example.org/") == "https://example.org/"
+    served = plugins.resolve_url("demo:shop/search")  # the demo plugin serves its shop in process
+    assert served.startswith("http://127.0.0.1:") and served.endswith("/search")

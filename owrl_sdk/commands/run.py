@@ -163,8 +163,8 @@ def next_flow_version(path):
 
 def resolve_url(url: str) -> str:
     """URLs as users type them: a bare host gets https://, a path becomes a file:// URL."""
-    if "://" in url or url.startswith(("about:", "data:")):
-        return url
+    if "://" in url or url.startswith(("about:", "data:", "demo:")):
+        return url  # plugin schemes (demo:shop) are resolved by the resolve_url hook
     p = Path(url)
     if p.exists():
         return p.resolve().as_uri()

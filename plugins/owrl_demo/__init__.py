@@ -27,3 +27,22 @@ def register_commands(register):
     from .command import demo_site_command
 
     register(demo_site_command)
+
+
+_served: "DemoShop | None" = None
+
+
+@hookimpl
+def resolve_url(url):
+    """``demo:shop[/PATH]`` -> the shop, started in this process on first use."""
+    global _served
+    if not url.startswith("demo:"):
+        return None
+    if not url.startswith("demo:shop"):
+        from owrl_sdk.errors import UsageError
+
+        raise UsageError(f"unknown demo site in {url!r}: the demo site is demo:shop")
+    if _served is None or not _served.running:
+        _served = DemoShop()
+        _served.start()
+    return resolve_demo_url(url, _served.base_url)
