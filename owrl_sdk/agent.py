@@ -69,12 +69,17 @@ class Agent:
     def make_task(self, task: Union[Task, str], url: Optional[str] = None) -> Task:
         if isinstance(task, Task):
             resolved = self.plugins.resolve_url(task.start_url)
-            return task if resolved == task.start_url else task.model_copy(update={"start_url": resolved})
+            if resolved == task.start_url:
+                return task
+            return task.model_copy(update={"start_url": resolved,
+                                           "metadata": {**task.metadata, "given_start_url": task.start_url}})
         if not url:
             from .errors import UsageError
 
             raise UsageError("a task needs a start URL: pass url=... (or --url)")
-        return Task(intent=task, start_url=self.plugins.resolve_url(url))
+        resolved = self.plugins.resolve_url(url)
+        return Task(intent=task, start_url=resolved,
+                    metadata={"given_start_url": url} if resolved != url else {})
 
     async def run(
         self,
@@ -111,7 +116,7 @@ class Agent:
         finally:
             await asyncio.shield(env.close())
         if run is not None:
-            trajectory.metadata.setdefault("run_dir", str(run.path))
+            trajectory.metadata.setdefault("run_dir", str(run.path.resolve()))
             run(trajectory, None)
         return trajectory
 

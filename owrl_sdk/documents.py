@@ -119,7 +119,9 @@ class Flow(BaseModel):
                 turns.append(FlowTurn(thought=step.turn.thought, calls=ran))
         if not turns:
             raise DocumentError("trajectory has no calls to replay")
-        return cls(task=traj.task.intent, start_url=traj.task.start_url, turns=turns)
+        # a plugin scheme (demo:shop) as the user gave it: the resolved address was this run's
+        start = traj.task.metadata.get("given_start_url") or traj.task.start_url
+        return cls(task=traj.task.intent, start_url=start, turns=turns)
 
 
 def flow_from_data(data: Any, source: str = "flow") -> Flow:
