@@ -46,7 +46,7 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
     if Path(suite).is_file():
         tasks, bad = load_tasks(suite)
         for b in bad:
-            console.print(f"[yellow]skipped {suite} {b.where}: {b.error}[/yellow]", highlight=False)
+            console.print(f"[yellow]skipped {suite} {b.where}: {b.error}[/yellow]", highlight=False, soft_wrap=True)
         if not tasks:
             raise UsageError(f"{suite}: no readable task")
         the_suite = TaskFileSuite(settings, tasks)

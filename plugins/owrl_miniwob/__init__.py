@@ -110,7 +110,8 @@ def oracle_calls(name: str, utterance: str) -> Optional[list[dict[str, Any]]]:
     """The calls that solve MiniWoB task ``name`` given its utterance, or None if unknown."""
     if name == "click-button":
         text = _css_text(_quoted(utterance))
-        return [{"name": "click", "arguments": {"selector": f'#area button:text-is("{text}")'}}]
+        # the same label may appear twice; MiniWoB rewards a click on either
+        return [{"name": "click", "arguments": {"selector": f'#area button:text-is("{text}") >> nth=0'}}]
     if name == "click-link":
         text = _css_text(_quoted(utterance))
         return [{"name": "click", "arguments": {"selector": f'#area span.alink:text-is("{text}") >> nth=0'}}]

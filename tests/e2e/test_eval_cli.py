@@ -1,0 +1,89 @@
+"""`owrl eval` end to end: real Chromium, the demo shop and MiniWoB++ pages, resumable output."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+
+def owrl(*args, cwd, timeout=600):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OWRL_")}
+    return subprocess.run([sys.executable, "-m", "owrl_sdk", *args], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=timeout)
+
+
+def summary(path: Path) -> dict:
+    return json.loads((path / "summary.json").read_text())
+
+
+def test_demo_shop_oracle_solves_every_task(tmp_path):
+    out = owrl("eval", "--suite", "demo-shop", "--policy", "oracle", "--workers", "2", "--out", "ev", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    s = summary(tmp_path / "ev")
+    assert s["episodes"] >= 30 and s["infra_errors"] == 0
+    failed = {t: b for t, b in s["per_task"].items() if b["success_rate"] != 1.0}
+    assert not failed, failed
+    assert s["success_rate"] == 1.0 and s["ci95"][0] > 0.9
+    assert "overall" in out.stdout and "100%" in out.stdout
+
+
+def test_demo_shop_random_policy_is_the_floor(tmp_path):
+    tasks = "shop-015,shop-016,shop-025,shop-028,shop-031"
+    out = owrl("eval", "--suite", "demo-shop", "--tasks", tasks, "--policy", "random", "--max-steps", "6",
+               "--workers", "2", "--out", "ev", "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    s = json.loads(out.stdout)
+    assert s["episodes"] == 5 and s["success_rate"] <= 0.2
+
+
+def test_miniwob_oracle_and_random(tmp_path):
+    tasks = "click-button,click-link,enter-text"
+    out = owrl("eval", "--suite", "miniwob", "--tasks", tasks, "--policy", "oracle", "--episodes", "5",
+               "--workers", "2", "--out", "oracle", "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    oracle = json.loads(out.stdout)
+    assert oracle["episodes"] == 15 and oracle["success_rate"] == 1.0
+    assert oracle["mean_score"] > 0.8  # MiniWoB's own time-discounted reward
+    out = owrl("eval", "--suite", "miniwob", "--tasks", tasks, "--policy", "random", "--episodes", "5",
+               "--workers", "2", "--out", "random", "--json", cwd=tmp_path)
+    random_ = json.loads(out.stdout)
+    assert random_["success_rate"] < oracle["success_rate"] - 0.5
+
+
+def test_bad_suite_and_tasks_are_usage_errors(tmp_path):
+    out = owrl("eval", "--suite", "nope", "--policy", "oracle", cwd=tmp_path)
+    assert out.returncode == 2 and "no task suite named 'nope'" in out.stderr
+    out = owrl("eval", "--suite", "miniwob", "--tasks", "click-buton", "--policy", "oracle", cwd=tmp_path)
+    assert out.returncode == 2 and "unknown task id(s) in --tasks: click-buton" in out.stderr
+    bad = tmp_path / "tasks.jsonl"
+    bad.write_text('{"intent": "x"}\nnot json\n')
+    out = owrl("eval", "--suite", str(bad), "--policy", "oracle", cwd=tmp_path)
+    assert out.returncode == 2 and "line 1" in out.stderr and "line 2" in out.stderr
+
+
+def test_interrupted_eval_resumes_only_what_is_missing(tmp_path):
+    args = [sys.executable, "-m", "owrl_sdk", "eval", "--suite", "miniwob", "--tasks", "click-button,enter-text",
+            "--policy", "oracle", "--episodes", "4", "--out", "ev", "--json"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    episodes = tmp_path / "ev" / "episodes.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and (not episodes.exists() or len(episodes.read_text().splitlines()) < 3):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)  # a crash, not a polite stop
+    proc.wait()
+    before = episodes.read_text().splitlines()
+    assert 3 <= len(before) < 8
+    out = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    after = episodes.read_text().splitlines()
+    assert after[:len(before)] == before  # nothing finished was run again
+    keys = [json.loads(l)["key"] for l in after]
+    assert sorted(keys) == sorted(f"{t}#{n}" for t in ("click-button", "enter-text") for n in range(4))
+    assert json.loads(out.stdout)["episodes"] == 8
