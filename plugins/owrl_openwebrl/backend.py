@@ -91,6 +91,12 @@ class VLBackend:
         from transformers import AutoConfig, AutoTokenizer, Qwen2VLImageProcessorPil
 
         self.model_id = model_id
+        adapter_cfg = Path(model_id).expanduser() / "adapter_config.json"
+        if adapter is None and adapter_cfg.is_file():  # a LoRA folder (owrl train output): load its base
+            import json
+
+            adapter = str(Path(model_id).expanduser())
+            model_id = json.loads(adapter_cfg.read_text()).get("base_model_name_or_path") or model_id
         path = resolve_checkpoint(model_id)
         self.path = path
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -168,7 +174,14 @@ class VLBackend:
                 expanded.append(out.replace("<|placeholder|>", IMAGE_PAD))
         enc = self.tokenizer(expanded, return_tensors="pt", padding=True, add_special_tokens=False)
         batch.update(enc)
+        if flat:
+            batch["mm_token_type_ids"] = self.mm_token_types(batch["input_ids"])
         return batch
+
+    def mm_token_types(self, input_ids: Any) -> Any:
+        """Per-token modality (0 text, 1 image), which multimodal RoPE needs with images."""
+        image_id = self.tokenizer.convert_tokens_to_ids(IMAGE_PAD)
+        return (input_ids == image_id).long()
 
     # ------------------------------------------------------------------ generation
 

@@ -72,7 +72,7 @@ class _ModelPolicy(Policy):
         self.sampling = Sampling.from_options(self.conf)
         self.text_mode = bool(self.conf.get("text_mode", False))
         self.backend = backend if backend is not None else self._make_backend()
-        self.batcher = Batcher(self.backend, max_batch=int(self.conf.get("max_batch", 8)))
+        self.batcher = Batcher(self.backend, max_batch=int(self.conf.get("max_batch", 16)))
 
     def _make_backend(self) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError

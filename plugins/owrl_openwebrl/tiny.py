@@ -53,7 +53,22 @@ _CORPUS = [
 ]
 
 
-def build_tokenizer(vocab_size: int = 512):
+def _corpus() -> list[str]:
+    """Sample text plus owrl's own prompts, so the prompts tokenize compactly."""
+    from .judge import JUDGE_SYSTEM
+    from .prompt import SYSTEM
+
+    texts = list(_CORPUS) + [SYSTEM, JUDGE_SYSTEM]
+    try:
+        from builtin_tools import TOOLS
+
+        texts += [json.dumps(t().schema()) for t in TOOLS]
+    except Exception:  # noqa: BLE001 - the corpus is a convenience
+        pass
+    return texts
+
+
+def build_tokenizer(vocab_size: int = 1024):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -62,7 +77,7 @@ def build_tokenizer(vocab_size: int = 512):
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(_CORPUS * 4, trainer=trainer)
+    tok.train_from_iterator(_corpus() * 4, trainer=trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                    additional_special_tokens=SPECIAL_TOKENS[1:])
     fast.chat_template = CHAT_TEMPLATE
@@ -82,7 +97,9 @@ def build_tiny_vl(out: Union[str, Path], family: str = "qwen3-vl", seed: int = 0
     vocab = len(tok)
     common = dict(image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
                   vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"])
-    text = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    # A larger init than real models use: with hidden size 64 and the usual 0.02 the tied
+    # embeddings cap every logit near zero, and a LoRA adapter could not move the output.
+    text = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2, initializer_range=0.25,
                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
                 bos_token_id=None, eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"])
     if family == "qwen3-vl":

@@ -1,0 +1,111 @@
+"""``owrl train sft`` and ``owrl train rl``, plus ``owrl train export``."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Optional
+
+import click
+
+
+@click.group("train")
+def train_command() -> None:
+    """Train a policy: supervised (sft) or online reinforcement learning (rl)."""
+
+
+@train_command.command("sft")
+@click.option("--data", required=True, type=click.Path(exists=True),
+              help="A runs folder (successful trajectories), a trajectory file, or a JSONL of message rows.")
+@click.option("--model", required=True, help="Base checkpoint: a local folder or hub id (or an adapter folder to continue).")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder (adapter, checkpoints, logs).")
+@click.option("--lora-r", type=int, default=16, show_default=True)
+@click.option("--epochs", type=int, default=3, show_default=True)
+@click.option("--lr", type=float, default=1e-5, show_default=True)
+@click.option("--batch-size", type=int, default=1, show_default=True)
+@click.option("--grad-accum", type=int, default=4, show_default=True)
+@click.option("--save-every", type=int, default=50, show_default=True, help="Optimizer steps between checkpoints.")
+@click.option("--4bit", "four_bit", is_flag=True, help="QLoRA: load the base model in 4-bit.")
+@click.option("--text-mode", is_flag=True, help="Train on the accessibility tree instead of screenshots.")
+@click.option("--resume", is_flag=True, help="Continue from the last checkpoint in --out.")
+def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: float, batch_size: int,
+                grad_accum: int, save_every: int, four_bit: bool, text_mode: bool, resume: bool) -> None:
+    """Supervised fine-tuning with LoRA on per-turn samples."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .data import load_samples
+    from .model import TrainableVL
+    from .sft import SFTConfig, train_sft
+
+    console = Console(stderr=True)
+    cfg = SFTConfig(model=model, out=Path(out), lora_r=lora_r, epochs=epochs, lr=lr, four_bit=four_bit,
+                    batch_size=batch_size, grad_accum=grad_accum, save_every=save_every, resume=resume)
+    with console.status("loading the model…"):
+        trainable = TrainableVL(model, lora_r=lora_r, four_bit=four_bit)
+    template = trainable.tokenizer.chat_template or ""
+    samples = load_samples(data, tools_in_system="tools" not in template, text_mode=text_mode)
+    console.print(f"{len(samples)} samples from {data}")
+    with Progress(TextColumn("[bold]sft"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"),
+                  TimeElapsedColumn(), console=console) as progress:
+        bar = progress.add_task("sft", total=None, loss="-")
+
+        def on_step(m: dict) -> None:
+            progress.update(bar, total=m["total_steps"], completed=m["step"], loss=f"{m['loss']:.4f}")
+
+        result = train_sft(samples, cfg, model=trainable, on_step=on_step)
+    console.print(f"adapter: {result['adapter']} · {result['steps']} steps · final loss {result['final_loss']:.4f}")
+    console.print(f"use it: owrl run --policy openwebrl --model {result['adapter']} ...")
+
+
+@train_command.command("rl")
+@click.option("--config", "config_file", required=True, type=click.Path(dir_okay=False), help="The run's TOML config.")
+def rl_command(config_file: str) -> None:
+    """Online MM-GRPO on live pages; re-running the same command resumes."""
+    from rich.console import Console
+
+    from owrl_sdk.config import load_settings
+    from owrl_sdk.plugins import Plugins
+
+    from .rl import BrowserRollouts, RLConfig, RLRun
+
+    console = Console(stderr=True)
+    cfg = RLConfig.from_toml(Path(config_file))
+    settings = load_settings()
+    plugins = Plugins()
+    suite = plugins.catalogue.get("task_suites", cfg.suite)(settings)
+    rollouts = BrowserRollouts(suite, settings, plugins, workers=cfg.workers, judge=cfg.judge)
+    with console.status("loading the model…"):
+        run = RLRun(cfg, rollouts, settings=settings, plugins=plugins)
+    if run.start_iteration:
+        console.print(f"resuming at iteration {run.start_iteration + 1} of {cfg.iterations}")
+
+    def show(result) -> None:
+        m = result.metrics
+        console.print(f"iteration {result.iteration + 1}/{cfg.iterations}: reward {m['reward_mean']:.3f} · "
+                      f"success {m['success_rate']:.0%} · valid groups {m['valid_group_fraction']:.0%} · "
+                      f"steps {m['mean_steps']:.1f} · kl {m.get('kl', 0):.4f} · "
+                      f"rollout {m['time_rollout_s']:.1f}s update {m['time_update_s']:.1f}s", highlight=False)
+
+    async def go():
+        try:
+            return await run.run(on_iteration=show)
+        finally:
+            await rollouts.close()
+
+    asyncio.run(go())
+    console.print(f"checkpoints: {cfg.out / 'checkpoints'} · TensorBoard: {cfg.out / 'tensorboard'}")
+
+
+@train_command.command("export")
+@click.option("--runs", required=True, type=click.Path(exists=True), help="A runs folder or a trajectory file.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="The JSONL file to write.")
+def export_command(runs: str, out: str) -> None:
+    """Export trajectories as OpenAI-style messages JSONL (one row per turn)."""
+    from owrl_sdk.documents import load_trajectory
+
+    from .data import export_messages, find_trajectories
+
+    pairs = [(load_trajectory(p), p.parent) for p in find_trajectories(runs)]
+    n = export_messages(pairs, Path(out))
+    click.echo(f"wrote {n} rows from {len(pairs)} trajectories to {out}")

@@ -1,0 +1,118 @@
+"""A Qwen-VL checkpoint with a LoRA adapter, ready to train and to sample from.
+
+The reference model for the KL term is the same weights with the adapter disabled
+(``reference()``), so no second copy is held in memory. The model stays in train mode
+with LoRA dropout 0, so sampling and scoring see the same function (and 4-bit layers
+avoid the eval-then-train in-place error of bitsandbytes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from owrl_openwebrl.backend import VLBackend
+
+from .data import Sample
+
+LORA_TARGETS = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
+
+
+def adapter_base(path: str) -> Optional[str]:
+    """The base model of a LoRA adapter folder, or None when ``path`` is not one."""
+    cfg = Path(path) / "adapter_config.json"
+    if cfg.is_file():
+        return json.loads(cfg.read_text()).get("base_model_name_or_path")
+    return None
+
+
+class TrainableVL:
+    def __init__(self, model_id: str, *, lora_r: int = 16, lora_alpha: Optional[int] = None, four_bit: bool = False,
+                 adapter: Optional[str] = None, device: Optional[str] = None, seed: int = 0):
+        import torch
+        from peft import LoraConfig, PeftModel, get_peft_model
+
+        torch.manual_seed(seed)
+        base = adapter_base(model_id)
+        if base is not None:  # an adapter folder: train on from it
+            adapter, model_id = model_id, base
+        self.backend = VLBackend(model_id, quantize="4bit" if four_bit else "none", device=device, trainable=True)
+        model = self.backend.model
+        if adapter:
+            model = PeftModel.from_pretrained(model, adapter, is_trainable=True)
+        else:
+            config = LoraConfig(r=lora_r, lora_alpha=lora_alpha or 2 * lora_r, lora_dropout=0.0,
+                                target_modules=LORA_TARGETS, bias="none")
+            model = get_peft_model(model, config)
+        model.train()
+        self.model = model
+        self.backend.model = model
+        self.model_id = model_id
+        self.tokenizer = self.backend.tokenizer
+
+    # ------------------------------------------------------------------ batches
+
+    def encode(self, samples: list[Sample]) -> dict[str, Any]:
+        """Prompt + target token ids, right-padded, with a mask on the target tokens."""
+        import torch
+
+        tok = self.tokenizer
+        eos = tok.eos_token or ""
+        texts = [self.backend.render(s.prompt) for s in samples]
+        prompts = self.backend.encode(texts, [s.prompt.images() for s in samples])
+        rows, masks = [], []
+        for i, s in enumerate(samples):
+            p_ids = prompts["input_ids"][i][prompts["attention_mask"][i].bool()].tolist()
+            t_ids = tok(s.target + eos, add_special_tokens=False)["input_ids"]
+            rows.append(p_ids + t_ids)
+            masks.append([0] * len(p_ids) + [1] * len(t_ids))
+        width = max(len(r) for r in rows)
+        pad = tok.pad_token_id
+        input_ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows])
+        attention = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+        target_mask = torch.tensor([m + [0] * (width - len(m)) for m in masks])
+        batch = {"input_ids": input_ids, "attention_mask": attention, "target_mask": target_mask}
+        for key in ("pixel_values", "image_grid_thw"):
+            if key in prompts:
+                batch[key] = prompts[key]
+        if "pixel_values" in prompts:
+            batch["mm_token_type_ids"] = self.backend.mm_token_types(input_ids)
+        return batch
+
+    def token_logprobs(self, batch: dict[str, Any], with_entropy: bool = False) -> tuple[Any, Any, Any]:
+        """Log-probabilities of each token given the ones before, aligned so that position t
+        scores token t; the mask marks target tokens. Returns (logp, mask, entropy)."""
+        import torch
+
+        device = self.model.device
+        inputs = {k: v.to(device) for k, v in batch.items() if k != "target_mask"}
+        logits = self.model(**inputs).logits[:, :-1].float()
+        targets = inputs["input_ids"][:, 1:]
+        logsm = torch.log_softmax(logits, dim=-1)
+        logp = logsm.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        mask = batch["target_mask"][:, 1:].to(device).float()
+        entropy = -(logsm.exp() * logsm).sum(-1) if with_entropy else None
+        return logp, mask, entropy
+
+    @contextlib.contextmanager
+    def reference(self) -> Iterator[None]:
+        """The base model: the adapter disabled for the duration."""
+        with self.model.disable_adapter():
+            yield
+
+    def trainable_parameters(self) -> list[Any]:
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def save_adapter(self, out: Path) -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(out)
+        self.tokenizer.save_pretrained(out)
+        (out / "owrl_adapter.json").write_text(json.dumps({"base_model": self.model_id}))
+
+    def load_adapter_weights(self, path: Path) -> None:
+        from peft import set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        set_peft_model_state_dict(self.model, load_file(str(path / "adapter_model.safetensors")))

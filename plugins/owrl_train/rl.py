@@ -1,0 +1,374 @@
+"""Online multi-turn MM-GRPO: sample tasks, roll out groups, judge, reward, update, repeat.
+
+One iteration:
+1. the sampler picks ``tasks_per_iteration`` tasks from the pool;
+2. ``group_size`` episodes per task run on the rollout machinery with the current policy
+   (the horizon from the curriculum); every episode is judged and rewarded;
+3. group-relative advantages; infrastructure errors and zero-variance groups dropped;
+4. the optimizer (``mm-grpo`` by default) updates the LoRA adapter on every turn of the
+   kept trajectories, the trajectory's advantage broadcast to each of its tokens;
+5. a checkpoint (adapter, optimizer, RNG, sampler history, iteration) is written.
+
+The rollouts of an iteration are cached on disk before the update, so a crash loses at
+most the iteration in flight; re-running the same command resumes from the last
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Protocol
+
+from owrl_sdk.components import Optimizer
+from owrl_sdk.documents import load_trajectory
+from owrl_sdk.errors import ConfigError
+from owrl_sdk.types import Task, Trajectory
+
+from .checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
+from .data import trajectory_samples
+from .logging import Scalars
+from .objectives import group_advantages, ppo_clip_loss
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+@dataclass
+class RLConfig:
+    model: str
+    out: Path
+    suite: str = "demo-shop"
+    tasks: Optional[list[str]] = None
+    iterations: int = 3
+    tasks_per_iteration: int = 2
+    group_size: int = 5
+    workers: int = 2
+    lr: float = 1e-5
+    lora_r: int = 16
+    four_bit: bool = False
+    ppo_epochs: int = 1
+    minibatch: int = 8
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    kl_coef: float = 0.0
+    entropy_coef: float = 0.0
+    max_grad_norm: float = 1.0
+    optimizer: str = "mm-grpo"
+    sampler: str = "failure-weighted"
+    sampler_options: dict[str, Any] = field(default_factory=dict)
+    reward: str = "judged"
+    judge: str = "composite"
+    text_mode: bool = False
+    curriculum: list[dict[str, int]] = field(default_factory=lambda: [{"until_iteration": 100, "max_steps": 15},
+                                                                       {"max_steps": 30}])
+    sampling: dict[str, Any] = field(default_factory=lambda: {"temperature": 1.0, "top_p": 1.0, "top_k": 0,
+                                                              "max_new_tokens": 256})
+    seed: int = 0
+
+    @classmethod
+    def from_toml(cls, path: Path) -> "RLConfig":
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such file") from None
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"{path}: not valid TOML ({err})") from None
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}")
+        if "model" not in data:
+            raise ConfigError(f"{path}: 'model' is required (a checkpoint folder or hub id)")
+        out = Path(data.pop("out", path.with_suffix("").name + "-out"))
+        if not out.is_absolute():
+            out = (path.parent / out).resolve() if not out.exists() and (path.parent / out).parent.exists() else out
+        try:
+            return cls(out=out, **data)
+        except TypeError as err:
+            raise ConfigError(f"{path}: {err}") from None
+
+    def max_steps(self, iteration: int) -> int:
+        for stage in self.curriculum:
+            if "until_iteration" not in stage or iteration < int(stage["until_iteration"]):
+                return int(stage["max_steps"])
+        return int(self.curriculum[-1]["max_steps"])
+
+
+class Rollouts(Protocol):
+    async def collect(self, policy: Any, items: list[tuple[str, Task, int]], max_steps: int,
+                      out: Path) -> list[Trajectory]:
+        """Run one episode per (group, task, n); return the judged trajectories, each with
+        ``metadata['group']`` and ``metadata['run_dir']`` set."""
+
+
+# ============================================================================ the optimizer
+
+
+class MMGRPO(Optimizer):
+    """Token-level PPO-clip on group-relative advantages (asymmetric clip, k3 KL, entropy).
+
+    Subclass and override :meth:`loss` to change the objective."""
+
+    name = "mm-grpo"
+
+    def __init__(self, settings: Any, model: Any = None, config: Optional[RLConfig] = None,
+                 optimizer: Any = None, **options: Any):
+        super().__init__(settings, **options)
+        import torch
+
+        self.model = model
+        self.cfg = config
+        self.torch_optimizer = optimizer or torch.optim.AdamW(model.trainable_parameters(), lr=config.lr)
+
+    def loss(self, logp: Any, old_logp: Any, adv: Any, mask: Any, ref_logp: Any, entropy: Any) -> tuple[Any, dict]:
+        c = self.cfg
+        return ppo_clip_loss(logp, old_logp, adv, mask, clip_low=c.clip_low, clip_high=c.clip_high,
+                             ref_logp=ref_logp, kl_coef=c.kl_coef, entropy=entropy, entropy_coef=c.entropy_coef)
+
+    def update(self, samples: list[Any]) -> dict[str, float]:
+        import torch
+
+        if not samples:
+            return {}
+        c = self.cfg
+        model = self.model
+        batches = [samples[i:i + c.minibatch] for i in range(0, len(samples), c.minibatch)]
+        encoded = [model.encode(b) for b in batches]
+        olds, refs = [], []
+        with torch.no_grad():
+            for enc in encoded:
+                old, _, _ = model.token_logprobs(enc)
+                olds.append(old)
+                with model.reference():
+                    ref, _, _ = model.token_logprobs(enc)
+                refs.append(ref)
+        totals: dict[str, float] = {}
+        count = 0
+        tokens = 0
+        started = time.perf_counter()
+        for _ in range(c.ppo_epochs):
+            for b, enc, old, ref in zip(batches, encoded, olds, refs):
+                logp, mask, entropy = model.token_logprobs(enc, with_entropy=True)
+                adv = torch.tensor([s.advantage for s in b], dtype=logp.dtype, device=logp.device)
+                adv = adv.unsqueeze(1).expand_as(logp)
+                loss, metrics = self.loss(logp, old, adv, mask, ref, entropy)
+                self.torch_optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                metrics["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.trainable_parameters(), c.max_grad_norm))
+                self.torch_optimizer.step()
+                tokens += int(mask.sum())
+                for k, v in metrics.items():
+                    totals[k] = totals.get(k, 0.0) + v
+                count += 1
+        seconds = time.perf_counter() - started
+        out = {k: v / count for k, v in totals.items()}
+        out["update_tokens_per_s"] = tokens / seconds if seconds > 0 else 0.0
+        out["samples"] = float(len(samples))
+        return out
+
+
+# ============================================================================ the loop
+
+
+@dataclass
+class IterationResult:
+    iteration: int
+    metrics: dict[str, float]
+
+
+class RLRun:
+    def __init__(self, cfg: RLConfig, rollouts: Rollouts, settings: Any = None, plugins: Any = None,
+                 tasks: Optional[list[Task]] = None, model: Any = None):
+        from owrl_sdk.config import Settings
+        from owrl_sdk.plugins import Plugins
+
+        from .model import TrainableVL
+
+        self.cfg = cfg
+        self.rollouts = rollouts
+        self.settings = settings or Settings()
+        self.plugins = plugins or Plugins()
+        cat = self.plugins.catalogue
+        self.model = model or TrainableVL(cfg.model, lora_r=cfg.lora_r, four_bit=cfg.four_bit, seed=cfg.seed)
+        self.optimizer = cat.get("optimizers", cfg.optimizer)(self.settings, model=self.model, config=cfg)
+        self.sampler = cat.get("samplers", cfg.sampler)(self.settings, **cfg.sampler_options)
+        self.reward = cat.get("rewards", cfg.reward)(self.settings)
+        self.pool = tasks if tasks is not None else self._pool()
+        self.state: dict[str, Any] = {"iteration": 0}
+        last = latest_checkpoint(cfg.out / "checkpoints")
+        if last is not None:
+            self.state = load_checkpoint(last, self.model, self.optimizer.torch_optimizer)
+            self.sampler.load_state_dict(self.state.get("sampler", {}))
+        from owrl_openwebrl.policy import OpenWebRLPolicy
+
+        self.policy = OpenWebRLPolicy(self.settings, backend=self.model.backend, text_mode=cfg.text_mode,
+                                      **cfg.sampling)
+        template = self.model.tokenizer.chat_template or ""
+        self.tools_in_system = "tools" not in template
+
+    def _pool(self) -> list[Task]:
+        suite = self.plugins.catalogue.get("task_suites", self.cfg.suite)(self.settings)
+        tasks = suite.tasks()
+        if self.cfg.tasks:
+            wanted = set(self.cfg.tasks)
+            tasks = [t for t in tasks if t.id in wanted]
+        if not tasks:
+            raise ConfigError(f"no tasks to train on in suite '{self.cfg.suite}'")
+        return tasks
+
+    @property
+    def start_iteration(self) -> int:
+        return int(self.state["iteration"])
+
+    async def run(self, on_iteration: Any = None) -> list[IterationResult]:
+        scalars = Scalars(self.cfg.out)
+        results = []
+        try:
+            for it in range(self.start_iteration, self.cfg.iterations):
+                result = await self.iteration(it)
+                scalars.log(it, result.metrics, prefix="rl/")
+                results.append(result)
+                if on_iteration:
+                    on_iteration(result)
+        finally:
+            scalars.close()
+        return results
+
+    async def iteration(self, it: int) -> IterationResult:
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        trajectories = await self._rollouts(it)
+        t1 = time.perf_counter()
+        rewards = []
+        for traj in trajectories:
+            r = self.reward.reward(traj)
+            traj.reward = r
+            rewards.append(r)
+        groups = [traj.metadata["group"] for traj in trajectories]
+        advantages, stats = group_advantages(groups, rewards)
+        by_task: dict[str, list[bool]] = {}
+        for traj, r in zip(trajectories, rewards):
+            if r is not None:
+                by_task.setdefault(traj.task.id, []).append(bool(traj.judgements and traj.judgements[-1].success))
+        for task_id, successes in by_task.items():
+            self.sampler.update(task_id, successes)
+        samples = []
+        for traj, adv in zip(trajectories, advantages):
+            if adv is None:
+                continue
+            run_dir = Path(traj.metadata["run_dir"]) if traj.metadata.get("run_dir") else None
+            samples.extend(trajectory_samples(traj, run_dir, tools=self._tools(), advantage=adv,
+                                              tools_in_system=self.tools_in_system, text_mode=cfg.text_mode))
+        t2 = time.perf_counter()
+        update = self.optimizer.update(samples)
+        t3 = time.perf_counter()
+        judged = [r for r in rewards if r is not None]
+        successes = [s for v in by_task.values() for s in v]
+        metrics = {
+            "reward_mean": sum(judged) / len(judged) if judged else 0.0,
+            "success_rate": sum(successes) / len(successes) if successes else 0.0,
+            "valid_group_fraction": stats.valid_fraction,
+            "dropped_infra": float(stats.dropped_infra),
+            "mean_steps": sum(len(t.steps) for t in trajectories) / len(trajectories) if trajectories else 0.0,
+            "max_steps": float(cfg.max_steps(it)),
+            "time_rollout_s": t1 - t0, "time_judge_s": t2 - t1, "time_update_s": t3 - t2,
+            **update,
+        }
+        self.state = {"iteration": it + 1, "sampler": self.sampler.state_dict(), "metrics": metrics}
+        save_checkpoint(cfg.out / "checkpoints", f"iter-{it:05d}", self.model, self.optimizer.torch_optimizer, self.state)
+        shutil.rmtree(self._cache_dir(it), ignore_errors=True)  # the checkpoint now holds what it taught
+        return IterationResult(it, metrics)
+
+    def _tools(self) -> list[Any]:
+        return list(self.plugins.catalogue.items["tools"].values())
+
+    def _cache_dir(self, it: int) -> Path:
+        return self.cfg.out / "rollouts" / f"iter-{it:05d}"
+
+    async def _rollouts(self, it: int) -> list[Trajectory]:
+        cache = self._cache_dir(it)
+        index = cache / "index.json"
+        if index.exists():  # a crash after rollouts, before the checkpoint: reuse them
+            entries = json.loads(index.read_text())
+            out = []
+            for e in entries:
+                traj = load_trajectory(e["trajectory"])
+                traj.metadata.update(group=e["group"], run_dir=str(Path(e["trajectory"]).parent))
+                out.append(traj)
+            return out
+        shutil.rmtree(cache, ignore_errors=True)
+        cache.mkdir(parents=True)
+        rng = random.Random(self.cfg.seed * 100003 + it)
+        tasks = self.sampler.sample(self.pool, self.cfg.tasks_per_iteration, rng)
+        items = [(f"{t.id}@{it}.{k}", t, n) for k, t in enumerate(tasks) for n in range(self.cfg.group_size)]
+        trajectories = await self.rollouts.collect(self.policy, items, self.cfg.max_steps(it), cache)
+        entries = [{"group": t.metadata["group"], "trajectory": str(Path(t.metadata["run_dir"]) / "trajectory.json")}
+                   for t in trajectories if t.metadata.get("run_dir")]
+        if len(entries) == len(trajectories):
+            tmp = index.with_suffix(".tmp")
+            tmp.write_text(json.dumps(entries))
+            tmp.replace(index)
+        return trajectories
+
+
+class BrowserRollouts:
+    """Episodes on the evaluation machinery: one browser, W contexts, the suite's checks."""
+
+    def __init__(self, suite: Any, settings: Any, plugins: Any, workers: int = 2, judge: str = "composite"):
+        self.suite = suite
+        self.settings = settings
+        self.plugins = plugins
+        self.workers = workers
+        self.judge = judge
+        self._ready = False
+
+    async def collect(self, policy: Any, items: list[tuple[str, Task, int]], max_steps: int,
+                      out: Path) -> list[Trajectory]:
+        from owrl_sdk.browser import BrowserHost
+        from owrl_sdk.evaluation import EvalPlan, Evaluation
+
+        if not self._ready:
+            await self.suite.setup()
+            self._ready = True
+        settings = self.settings.with_overrides(max_steps=max_steps)
+        plan = EvalPlan(suite=self.suite, tasks=[], workers=self.workers, judge=self.judge, out=out)
+        evaluation = Evaluation(plan, settings, self.plugins)
+        judge = self.plugins.catalogue.get("judges", self.judge)(settings)
+        host = BrowserHost(settings, launch_hook=self.plugins.browser_launch_options)
+        await host.start()
+        queue: asyncio.Queue = asyncio.Queue()
+        for item in items:
+            queue.put_nowait(item)
+        results: list[Trajectory] = []
+
+        async def worker() -> None:
+            while True:
+                try:
+                    group, task, n = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                await host.ensure_running()  # one relaunch even when several workers notice
+                _, traj = await evaluation.episode(host, policy, judge, task, n)
+                traj.metadata["group"] = group
+                results.append(traj)
+
+        try:
+            await asyncio.gather(*[worker() for _ in range(max(1, self.workers))])
+        finally:
+            await host.close()
+        order = {g: i for i, (g, _, _) in enumerate(items)}
+        results.sort(key=lambda t: (order[t.metadata["group"]], t.task.metadata.get("episode", 0)))
+        return results
+
+    async def close(self) -> None:
+        if self._ready:
+            await self.suite.teardown()

@@ -1,0 +1,88 @@
+"""Supervised fine-tuning with LoRA (QLoRA with 4-bit), loss on target tokens only."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from .checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
+from .data import Sample
+from .logging import Scalars
+from .model import TrainableVL
+
+
+@dataclass
+class SFTConfig:
+    model: str
+    out: Path
+    lora_r: int = 16
+    epochs: int = 3
+    lr: float = 1e-5
+    four_bit: bool = False
+    batch_size: int = 1
+    grad_accum: int = 4
+    max_grad_norm: float = 1.0
+    save_every: int = 50
+    seed: int = 0
+    resume: bool = False
+
+
+def sft_loss(model: TrainableVL, samples: list[Sample]) -> Any:
+    batch = model.encode(samples)
+    logp, mask, _ = model.token_logprobs(batch)
+    return -(logp * mask).sum() / mask.sum().clamp(min=1.0), int(mask.sum())
+
+
+def train_sft(samples: list[Sample], cfg: SFTConfig, model: Optional[TrainableVL] = None,
+              on_step: Optional[Callable[[dict[str, Any]], None]] = None) -> dict[str, Any]:
+    import torch
+
+    if not samples:
+        raise ValueError("no samples to train on")
+    model = model or TrainableVL(cfg.model, lora_r=cfg.lora_r, four_bit=cfg.four_bit, seed=cfg.seed)
+    params = model.trainable_parameters()
+    opt = torch.optim.AdamW(params, lr=cfg.lr)
+    ckpt_root = cfg.out / "checkpoints"
+    state = {"epoch": 0, "batch": 0, "step": 0}
+    if cfg.resume and (last := latest_checkpoint(ckpt_root)) is not None:
+        state = load_checkpoint(last, model, opt)
+    scalars = Scalars(cfg.out)
+    batches_per_epoch = (len(samples) + cfg.batch_size - 1) // cfg.batch_size
+    total_steps = cfg.epochs * ((batches_per_epoch + cfg.grad_accum - 1) // cfg.grad_accum)
+    last_loss = float("nan")
+    try:
+        for epoch in range(state["epoch"], cfg.epochs):
+            order = list(range(len(samples)))
+            random.Random(cfg.seed + epoch).shuffle(order)
+            batches = [order[i:i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
+            start = state["batch"] if epoch == state["epoch"] else 0
+            accum_loss, accum_tokens = 0.0, 0
+            for b in range(start, len(batches)):
+                loss, tokens = sft_loss(model, [samples[i] for i in batches[b]])
+                (loss / cfg.grad_accum).backward()
+                accum_loss += float(loss.detach())
+                accum_tokens += tokens
+                boundary = (b + 1) % cfg.grad_accum == 0 or b == len(batches) - 1
+                if not boundary:
+                    continue
+                norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                state.update(epoch=epoch, batch=b + 1, step=state["step"] + 1)
+                n_micro = (b % cfg.grad_accum) + 1
+                last_loss = accum_loss / n_micro
+                metrics = {"loss": last_loss, "grad_norm": float(norm), "tokens": accum_tokens, "epoch": epoch}
+                scalars.log(state["step"], metrics, prefix="sft/")
+                if on_step:
+                    on_step({**metrics, "step": state["step"], "total_steps": total_steps})
+                accum_loss, accum_tokens = 0.0, 0
+                if state["step"] % cfg.save_every == 0:
+                    save_checkpoint(ckpt_root, f"step-{state['step']:07d}", model, opt, state)
+            state.update(epoch=epoch + 1, batch=0)
+        save_checkpoint(ckpt_root, f"step-{state['step']:07d}", model, opt, state)
+        model.save_adapter(cfg.out / "adapter")
+    finally:
+        scalars.close()
+    return {"steps": state["step"], "final_loss": last_loss, "adapter": str(cfg.out / "adapter")}

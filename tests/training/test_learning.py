@@ -1,0 +1,93 @@
+"""MM-GRPO teaches the tiny model on the trivial environment, and resuming is exact.
+
+The tiny model starts from an SFT warm start on all four buttons equally (chance: 25%
+success), as OpenWebRL starts RL from SFT; GRPO must then raise the success rate well
+above chance with a bounded number of seeded updates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+
+import pytest
+
+pytest.importorskip("peft")
+
+from owrl_openwebrl.backend import Sampling  # noqa: E402
+from owrl_openwebrl.prompt import build_prompt  # noqa: E402
+from owrl_sdk.memory import Context  # noqa: E402
+from owrl_train.data import Sample  # noqa: E402
+from owrl_train.model import TrainableVL  # noqa: E402
+from owrl_train.rl import RLConfig, RLRun  # noqa: E402
+from owrl_train.sft import SFTConfig, train_sft  # noqa: E402
+
+from trivial import COLOURS, TASK, TOOLS, ButtonsEnv, InMemoryRollouts  # noqa: E402
+
+SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 24}
+
+
+def warm_start(ckpt, out):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = TrainableVL(str(ckpt), lora_r=16, seed=0)
+    ctx = Context(task=TASK, observation=asyncio.run(ButtonsEnv().observe()), tools=TOOLS)
+    prompt = build_prompt(ctx, text_mode=True, tools_in_system=False)
+    samples = [Sample(prompt=prompt, target=f'<tool_call>{{"name": "press_{c}", "arguments": {{}}}}</tool_call>')
+               for c in COLOURS]
+    train_sft(samples * 4, SFTConfig(model=str(ckpt), out=out, epochs=12, lr=1e-2, batch_size=4, grad_accum=1,
+                                     save_every=10 ** 6), model=model)
+    return model, prompt
+
+
+def success_rate(model, prompt, n=48) -> float:
+    import torch
+
+    torch.manual_seed(123)
+    gens = model.backend.generate([prompt] * n, Sampling(**SAMPLING))
+    return sum('"press_green"' in g.text for g in gens) / n
+
+
+def rl_config(ckpt, out, iterations):
+    return RLConfig(model=str(ckpt), out=out, iterations=iterations, tasks_per_iteration=1, group_size=16, lr=2e-3,
+                    minibatch=16, text_mode=True, curriculum=[{"max_steps": 1}], sampling=dict(SAMPLING),
+                    sampler="uniform", seed=0)
+
+
+def test_grpo_raises_success_well_above_chance(tiny_qwen3, tmp_path, plugins, settings):
+    model, prompt = warm_start(tiny_qwen3, tmp_path / "sft")
+    before = success_rate(model, prompt)
+    assert 0.05 < before < 0.5  # near chance: all four buttons are valid answers
+    run = RLRun(rl_config(tiny_qwen3, tmp_path / "rl", 12), InMemoryRollouts(plugins, settings),
+                settings=settings, plugins=plugins, tasks=[TASK], model=model)
+    results = asyncio.run(run.run())
+    after = success_rate(model, prompt)
+    print(f"success before {before:.2f}, after {after:.2f}; per iteration "
+          f"{[round(r.metrics['success_rate'], 2) for r in results]}")
+    assert after >= 0.5 and after > before + 0.25
+    assert (tmp_path / "rl" / "metrics.jsonl").exists() and (tmp_path / "rl" / "tensorboard").is_dir()
+
+
+def test_resume_gives_the_same_next_loss(tiny_qwen3, tmp_path, plugins, settings):
+    model, _ = warm_start(tiny_qwen3, tmp_path / "sft")
+    sft_adapter = tmp_path / "sft" / "adapter"
+
+    def fresh(out, iterations):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = TrainableVL(str(sft_adapter), seed=0)
+        return RLRun(rl_config(tiny_qwen3, out, iterations), InMemoryRollouts(plugins, settings),
+                     settings=settings, plugins=plugins, tasks=[TASK], model=m)
+
+    import torch
+
+    torch.manual_seed(7)
+    straight = asyncio.run(fresh(tmp_path / "a", 3).run())
+    torch.manual_seed(7)
+    asyncio.run(fresh(tmp_path / "b", 2).run())  # stops after 2 iterations ("the crash")
+    resumed = fresh(tmp_path / "b", 3)
+    assert resumed.start_iteration == 2
+    again = asyncio.run(resumed.run())
+    assert [r.iteration for r in again] == [2]
+    assert again[0].metrics["loss"] == pytest.approx(straight[2].metrics["loss"], rel=1e-5, abs=1e-7)
+    assert again[0].metrics["success_rate"] == straight[2].metrics["success_rate"]

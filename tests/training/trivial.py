@@ -1,0 +1,87 @@
+"""A trivial one-step environment for learning tests: four buttons, one of them right.
+
+In memory on purpose: the learning test measures the optimizer, and must run in seconds
+on a CPU; the browser path of RL is tested separately on the demo shop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from builtin_judges.rules import BenchmarkJudge
+from owrl_sdk.loop import Episode, EpisodeLimits
+from owrl_sdk.memory import Memory
+from owrl_sdk.runstore import RunStore
+from owrl_sdk.tools import Tool
+from owrl_sdk.types import Check, Observation, Task, ToolResult, Trajectory, Verdict
+
+COLOURS = ("red", "green", "blue", "yellow")
+TASK = Task(id="press", intent="Press the green button.", start_url="mem://buttons", answer="green", answer_match="exact")
+
+
+class NoArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def press_tool(colour: str) -> Tool:
+    class Press(Tool):
+        name = f"press_{colour}"
+        description = f"press the {colour} button"
+        Args = NoArgs
+
+        async def run(self, env, args):
+            return ToolResult(feedback=f"pressed {colour}", answer=colour, ends_episode=True)
+
+    return Press()
+
+
+TOOLS = [press_tool(c) for c in COLOURS]
+
+
+class ButtonsEnv:
+    warnings: list[str] = []
+
+    async def reset(self, task):
+        pass
+
+    async def observe(self):
+        return Observation(url="mem://buttons", title="Buttons", aria='- button "red"\n- button "green"\n- button "blue"\n- button "yellow"')
+
+    async def execute(self, tool, args, call):
+        return await tool.run(self, args)
+
+    async def verify(self, expect):
+        return Verdict(ok=True, checks=[Check(key="none", ok=True)])
+
+    async def close(self):
+        pass
+
+
+class InMemoryRollouts:
+    """Runs the real episode loop, policy, memory and judge on ButtonsEnv."""
+
+    def __init__(self, plugins, settings):
+        self.plugins = plugins
+        self.settings = settings
+
+    async def collect(self, policy, items, max_steps, out: Path) -> list[Trajectory]:
+        store = RunStore(out)
+        judge = BenchmarkJudge(self.settings)
+
+        async def one(group, task, n):
+            run = store.new_run(f"{task.id}-{n}")
+            memory: Memory = self.plugins.catalogue.get("memories", "default")(self.settings)
+            ep = Episode(task=task.model_copy(deep=True), env=ButtonsEnv(), policy=policy, memory=memory, tools=TOOLS,
+                         hooks=self.plugins.for_task(task), limits=EpisodeLimits(max_steps=max_steps), sinks=[run])
+            traj = await ep.run()
+            traj.judgements.append(await judge.judge(traj))
+            traj.metadata.update(group=group, run_dir=str(run.path))
+            run(traj, None)
+            return traj
+
+        # concurrently, so the policy's batcher generates for the whole group at once
+        return list(await asyncio.gather(*(one(g, t, n) for g, t, n in items)))
