@@ -25,6 +25,8 @@ from owrl_sdk.errors import UsageError
 from .prompt import Prompt
 
 IMAGE_PAD = "<|image_pad|>"
+#: Template markers a sampled answer must not carry into the next prompt.
+CONTROL_TOKENS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>", "<|im_start|>", "<|im_end|>")
 
 
 class WeightsUnavailable(UsageError):
@@ -164,6 +166,10 @@ class VLBackend:
             batch["pixel_values"] = vision["pixel_values"]
             batch["image_grid_thw"] = vision["image_grid_thw"]
             counts = [int(g.prod()) // (self.merge ** 2) for g in vision["image_grid_thw"]]
+            placeholders = sum(t.count(IMAGE_PAD) for t in texts)
+            if placeholders != len(counts):
+                # never let a StopIteration escape into asyncio (it would hang the awaiting task)
+                raise ValueError(f"the prompt marks {placeholders} images but {len(counts)} were given")
             it = iter(counts)
             expanded = []
             for text in texts:
@@ -172,6 +178,8 @@ class VLBackend:
                 for part in parts[1:]:
                     out += "<|placeholder|>" * next(it) + part
                 expanded.append(out.replace("<|placeholder|>", IMAGE_PAD))
+        elif any(IMAGE_PAD in t for t in texts):
+            raise ValueError("the prompt marks images but none were given")
         enc = self.tokenizer(expanded, return_tensors="pt", padding=True, add_special_tokens=False)
         batch.update(enc)
         if flat:
@@ -214,6 +222,8 @@ class VLBackend:
                 n = int((new == eos).nonzero()[0]) + 1
             text = self.tokenizer.decode(new[:n], skip_special_tokens=False)
             text = text.replace(self.tokenizer.eos_token or "", "").replace(self.tokenizer.pad_token or "", "")
+            for token in CONTROL_TOKENS:  # they would be read as real markers in the next prompt
+                text = text.replace(token, "")
             results.append(Generation(text=text, prompt_tokens=int(batch["attention_mask"][i].sum()),
                                       completion_tokens=n, seconds=seconds, image_tokens=int(image_tokens[i])))
         return results

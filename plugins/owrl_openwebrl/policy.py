@@ -29,6 +29,13 @@ def shared_backend(model_id: str, quantize: str = "auto", adapter: Optional[str]
         return _CACHE[key]
 
 
+def _generate(backend: Any, prompts: list[Any], sampling: Sampling) -> Any:
+    try:
+        return backend.generate(prompts, sampling)
+    except StopIteration as err:  # cannot cross into an asyncio future: it would hang the waiter
+        raise RuntimeError(f"generation failed: {err!r}") from None
+
+
 class Batcher:
     """Gathers concurrent requests (one per worker) into one batched generate call."""
 
@@ -52,7 +59,7 @@ class Batcher:
                 for item in batch:
                     self.pending.remove(item)
                 try:
-                    results = await asyncio.to_thread(self.backend.generate, [b[0] for b in batch], sampling)
+                    results = await asyncio.to_thread(_generate, self.backend, [b[0] for b in batch], sampling)
                 except Exception as err:
                     for _, _, f in batch:
                         if not f.done():

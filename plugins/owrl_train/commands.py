@@ -85,7 +85,7 @@ def rl_command(config_file: str) -> None:
         console.print(f"iteration {result.iteration + 1}/{cfg.iterations}: reward {m['reward_mean']:.3f} · "
                       f"success {m['success_rate']:.0%} · valid groups {m['valid_group_fraction']:.0%} · "
                       f"steps {m['mean_steps']:.1f} · kl {m.get('kl', 0):.4f} · "
-                      f"rollout {m['time_rollout_s']:.1f}s update {m['time_update_s']:.1f}s", highlight=False)
+                      f"rollout {m['time_rollout_s']:.1f}s update {m['time_update_s']:.1f}s", highlight=False, soft_wrap=True)
 
     async def go():
         try:

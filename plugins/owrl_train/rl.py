@@ -88,9 +88,9 @@ class RLConfig:
             raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}")
         if "model" not in data:
             raise ConfigError(f"{path}: 'model' is required (a checkpoint folder or hub id)")
+        # relative paths (out, a local model folder) are relative to the working directory,
+        # like every other owrl path
         out = Path(data.pop("out", path.with_suffix("").name + "-out"))
-        if not out.is_absolute():
-            out = (path.parent / out).resolve() if not out.exists() and (path.parent / out).parent.exists() else out
         try:
             return cls(out=out, **data)
         except TypeError as err:
