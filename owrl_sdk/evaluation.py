@@ -77,6 +77,8 @@ class EvalPlan:
     policy_options: dict[str, Any] = field(default_factory=dict)
     judge: str = "composite"
     out: Path = Path("eval")
+    #: One Chromium per worker instead of one shared by all workers' contexts.
+    browser_per_worker: bool = False
 
 
 def summarise(records: list[EpisodeRecord]) -> dict[str, Any]:
@@ -142,13 +144,17 @@ class Evaluation:
             queue.put_nowait(item)
         suite = self.plan.suite
         await suite.setup()
-        host = BrowserHost(self.settings, launch_hook=self.plugins.browser_launch_options)
-        await host.start()
+        n_workers = max(1, self.plan.workers)
+        hosts = [BrowserHost(self.settings, launch_hook=self.plugins.browser_launch_options)
+                 for _ in range(n_workers if self.plan.browser_per_worker else 1)]
         try:
-            workers = [asyncio.create_task(self._worker(host, queue)) for _ in range(max(1, self.plan.workers))]
+            for host in hosts:
+                await host.start()
+            workers = [asyncio.create_task(self._worker(hosts[i % len(hosts)], queue)) for i in range(n_workers)]
             await asyncio.gather(*workers)
         finally:
-            await host.close()
+            for host in hosts:
+                await host.close()
             await suite.teardown()
         summary = summarise([r for r in read_records(self.episodes_file)
                              if any(r.task_id == t.id for t in self.plan.tasks)])

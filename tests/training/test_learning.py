@@ -22,7 +22,7 @@ from owrl_train.model import TrainableVL  # noqa: E402
 from owrl_train.rl import RLConfig, RLRun  # noqa: E402
 from owrl_train.sft import SFTConfig, train_sft  # noqa: E402
 
-from trivial import COLOURS, TASK, TOOLS, ButtonsEnv, InMemoryRollouts  # noqa: E402
+from owrl_train.toy import COLOURS, TASK, TOOLS, ButtonsEnv, InMemoryRollouts  # noqa: E402
 
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 24}
 

@@ -1,7 +1,8 @@
-"""A trivial one-step environment for learning tests: four buttons, one of them right.
+"""A toy one-step environment: four buttons, one of them right.
 
-In memory on purpose: the learning test measures the optimizer, and must run in seconds
-on a CPU; the browser path of RL is tested separately on the demo shop.
+In memory on purpose: it checks that the optimizer learns, in seconds on a CPU, apart
+from browsers and sites (the learning test and bench/bench_train.py use it). The
+browser path of RL runs on the demo shop.
 """
 
 from __future__ import annotations
