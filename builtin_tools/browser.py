@@ -13,6 +13,7 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from owrl_sdk import secrets
 from owrl_sdk.browser.env import BrowserEnv
 from owrl_sdk.browser.errors import ActionError
 from owrl_sdk.browser.feedback import short
@@ -281,6 +282,12 @@ class Write(BrowserTool):
     Args = WriteArgs
 
     async def run(self, env: BrowserEnv, args: WriteArgs) -> ToolResult:
+        if secrets.has_placeholder(args.message):
+            # the value exists only here, for the keystrokes; everything else sees the placeholder
+            try:
+                args = args.model_copy(update={"message": secrets.resolve(args.message, env.secret_lookup)})
+            except secrets.SecretMissing as err:
+                return ToolResult.failure(str(err))
         page = env.page
         target = args.target
         if target is not None and target.point_2d is None:
@@ -457,6 +464,9 @@ class GotoUrl(BrowserTool):
     Args = GotoUrlArgs
 
     async def run(self, env: BrowserEnv, args: GotoUrlArgs) -> ToolResult:
+        refused = env.domains.refusal(args.url)
+        if refused:
+            return ToolResult.failure(f"cannot open {args.url}: {refused}")
         page = env.page
         previous = page.url
         try:

@@ -96,6 +96,8 @@ class Agent:
         run = RunStore(out or self.settings.runs_dir).new_run(task.intent) if store else None
         factory = self._env_factory or self._browser_env
         env = await factory(run, trace)
+        if hasattr(env, "secret_lookup"):
+            env.secret_lookup = self.plugins.resolve_secret
         sinks: list[StepSink] = [s for s in (run, on_step) if s is not None]
         s = self.settings
         episode = Episode(

@@ -48,6 +48,8 @@ class Settings(BaseModel):
     screenshot_quality: int = Field(85, ge=1, le=100)
     navigation_timeout: float = Field(30.0, gt=0)
     action_timeout: float = Field(5.0, gt=0)
+    allowed_domains: list[str] = Field(default_factory=list, description="hosts an episode may visit (empty: any)")
+    blocked_domains: list[str] = Field(default_factory=list, description="hosts an episode may never visit")
     runs_dir: str = "runs"
     plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
@@ -75,7 +77,11 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
             continue
         name = key[len(ENV_PREFIX):].lower()
         if name in known:
-            out[name] = value
+            field = Settings.model_fields[name]
+            if getattr(field.annotation, "__origin__", None) is list:
+                out[name] = [v.strip() for v in value.split(",") if v.strip()]
+            else:
+                out[name] = value
     return out
 
 

@@ -84,7 +84,10 @@ def load_trajectory(path: Union[str, Path]) -> Trajectory:
 def save_trajectory(traj: Trajectory, path: Union[str, Path]) -> None:
     p = Path(path)
     tmp = p.with_suffix(p.suffix + ".tmp")
-    tmp.write_text(trajectory_to_json(traj), encoding="utf-8")
+    from .secrets import redact
+
+    # the last line of defence: no secret value reaches a file, whatever put it in the trajectory
+    tmp.write_text(redact(trajectory_to_json(traj)) or "", encoding="utf-8")
     tmp.replace(p)  # atomic: a crash never leaves half a trajectory
 
 

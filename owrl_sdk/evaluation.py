@@ -188,6 +188,7 @@ class Evaluation:
         run = self.store.new_run(f"{task.id}-{n}")
         started = time.perf_counter()
         env = await host.new_env(run_dir=run.path)
+        env.secret_lookup = self.plugins.resolve_secret
         episode = Episode(
             task=task, env=env, policy=policy,
             memory=self.plugins.catalogue.get("memories", s.memory)(s),

@@ -143,6 +143,17 @@ def resolve_url(url: str) -> Optional[str]:
     """
 
 
+@hookspec(firstresult=True)
+def resolve_secret(name: str) -> Optional[str]:
+    """Give the value of secret ``name`` (a secret-store plugin).
+
+    Called when a tool types a ``{{secret:NAME}}`` placeholder, at that moment only.
+    Return the value, or None to let the next plugin (and finally the environment
+    variable ``OWRL_SECRET_NAME``) answer. Stops at the first non-None result. The value
+    is redacted from everything owrl records.
+    """
+
+
 # ============================================================================ episode
 
 

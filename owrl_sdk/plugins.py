@@ -318,6 +318,9 @@ class Plugins:
                     merged[key] = value
         return merged
 
+    def resolve_secret(self, name: str) -> Optional[str]:
+        return self.pm.hook.resolve_secret(name=name)
+
     def resolve_url(self, url: str) -> str:
         """A plugin's own URL scheme resolved (``demo:shop`` -> the served shop), else ``url``."""
         return self.pm.hook.resolve_url(url=url) or url

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Optional, Sequence
 from urllib.parse import urldefrag
 
+from .. import secrets
+from ..domains import DomainPolicy
 from ..errors import InfraError
 from ..types import Expectation, Observation, Tab, Target, Task, ToolCall, ToolResult, Verdict
 from . import expect as expectations
@@ -103,6 +105,9 @@ class BrowserEnv:
         self._snapshot: Optional[_Snapshot] = None
         self._last_screenshot: Optional[bytes] = None
         self._crashed: set[int] = set()
+        self.domains = DomainPolicy()
+        #: Where secrets come from besides OWRL_SECRET_* (the resolve_secret hook, set by the runner).
+        self.secret_lookup: Optional[Any] = None
         self._background: set[asyncio.Task] = set()
         self._closing = False
         self._traces = 0
@@ -135,6 +140,10 @@ class BrowserEnv:
         context.set_default_navigation_timeout(self.settings.navigation_timeout * 1000)
         context.on("page", self._on_page)
         context.on("dialog", self._dialogs.on_dialog)
+        s = self.settings
+        self.domains = DomainPolicy.for_task(task.allowed_domains, s.allowed_domains, s.blocked_domains, task.start_url)
+        if self.domains.active:
+            await context.route("**/*", self._guard)
         if self.trace:
             await context.tracing.start(screenshots=True, snapshots=True, sources=False)
         try:
@@ -195,9 +204,9 @@ class BrowserEnv:
         self._snapshot = _Snapshot(page, page.url, aria, time.monotonic())
         return Observation(
             url=page.url,
-            title=self._titles.get(id(page), ""),
+            title=secrets.redact(self._titles.get(id(page), "")) or "",
             tabs=self._tab_list(),
-            aria=aria,
+            aria=secrets.redact(aria),
             screenshot=shot,
         )
 
@@ -231,6 +240,8 @@ class BrowserEnv:
         elif not result.ends_episode:
             result.feedback = await self._describe_change(before, result.feedback)
         self._events = []
+        result.feedback = secrets.redact(result.feedback) or ""
+        result.error = secrets.redact(result.error)
         return result
 
     async def verify(self, expect: Expectation) -> Verdict:
@@ -371,6 +382,35 @@ class BrowserEnv:
         page.on("close", self._on_close)
         page.on("crash", lambda p=page: self._crashed.add(id(p)))
         page.on("download", self._on_download)
+        page.on("framenavigated", self._on_navigated)
+
+    async def _guard(self, route: Any) -> None:
+        """Refuse navigations (any tab, any frame, redirects included) outside the domain policy."""
+        request = route.request
+        reason = self.domains.refusal(request.url) if request.is_navigation_request() else None
+        try:
+            if reason is None:
+                await route.continue_()
+                return
+            self._events.append(("blocked", f"navigation to {short(request.url, 80)} blocked: {reason}"))
+            # 204 No Content: the browser stays on the page it was on (an abort would put an
+            # error page in its place)
+            await route.fulfill(status=204, body="")
+        except Exception:  # noqa: BLE001 - the page or context closed meanwhile
+            pass
+
+    def _on_navigated(self, frame: Any) -> None:
+        # data:, blob: and javascript: navigations never reach the network, so routing cannot
+        # see them: catch them here, report them and leave the page.
+        reason = self.domains.refusal(frame.url) if self.domains.active else None
+        if reason is None:
+            return
+        self._events.append(("blocked", f"navigation to {short(frame.url, 80)} blocked: {reason}"))
+        target = frame.page if frame.parent_frame is None else None
+        if target is not None:
+            self._spawn(target.goto("about:blank"))
+        else:
+            self._spawn(frame.evaluate("() => { window.location.replace('about:blank'); }"))
 
     def _on_close(self, page: "Page") -> None:
         if page not in self.pages:

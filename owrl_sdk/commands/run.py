@@ -67,13 +67,15 @@ class LiveView:
 @click.option("--replay", type=click.Path(), help="Replay the calls of a recorded trajectory (file or run folder).")
 @click.option("--heal-with", "healer", help="With --flow: hand over to this policy when the flow's expectations fail; "
               "a repaired run is saved as a new flow version next to the flow.")
+@click.option("--allow-domain", "allow_domains", multiple=True,
+              help="Only these hosts (and their subdomains) may be visited; repeat for more.")
 @click.option("--max-steps", type=int, help="Steps before the episode ends as failed (default 30).")
 @click.option("--headed", is_flag=True, help="Show the browser window.")
 @click.option("--out", type=click.Path(file_okay=False), help="Folder for run folders (default: runs).")
 @click.option("--trace", is_flag=True, help="Record a Playwright trace (trace.zip) in the run folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON result to stdout instead of the live view.")
 def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str], model: Optional[str],
-                flow_file: Optional[str], replay: Optional[str], healer: Optional[str], max_steps: Optional[int], headed: bool,
+                flow_file: Optional[str], replay: Optional[str], healer: Optional[str], allow_domains: tuple[str, ...], max_steps: Optional[int], headed: bool,
                 out: Optional[str], trace: bool, as_json: bool) -> None:
     """Run one task in a real Chromium and show each step."""
     from owrl_sdk.agent import Agent
@@ -103,7 +105,8 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
     url = resolve_url(url)
 
     settings = load_settings({"policy": policy, "model": model, "max_steps": max_steps,
-                              "headless": False if headed else None})
+                              "headless": False if headed else None,
+                              "allowed_domains": list(allow_domains) or None})
     if healer:
         from owrl_scripted import HealingPolicy
         from owrl_sdk.plugins import Plugins
