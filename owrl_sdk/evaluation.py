@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from .blocklist import Blocklist, host_of
 from .components import TaskSuite
 from .config import Settings
 from .loop import Episode, EpisodeLimits
@@ -79,6 +80,8 @@ class EvalPlan:
     out: Path = Path("eval")
     #: One Chromium per worker instead of one shared by all workers' contexts.
     browser_per_worker: bool = False
+    #: Record hosts that fail with network errors in the blocklist.
+    record_blocklist: bool = True
 
 
 def summarise(records: list[EpisodeRecord]) -> dict[str, Any]:
@@ -129,6 +132,8 @@ class Evaluation:
         self.plugins = plugins
         self.on_record = on_record
         self.episodes_file = plan.out / "episodes.jsonl"
+        #: Hosts whose network failed are recorded here (training skips them).
+        self.blocklist: Optional[Blocklist] = Blocklist() if plan.record_blocklist else None
         self.store = RunStore(plan.out / "runs")
 
     def pending(self) -> list[tuple[Task, int]]:
@@ -213,6 +218,9 @@ class Evaluation:
             await asyncio.shield(env.close())
         traj.judgements.append(await judge.judge(traj))
         traj.metadata["run_dir"] = str(run.path)
+        failure = traj.outcome.failure if traj.outcome else None
+        if failure is not None and failure.category == "network" and self.blocklist is not None:
+            self.blocklist.add(host_of(task.start_url), failure.kind)
         run(traj, None)
         return _record(task, n, traj, time.perf_counter() - started, str(run.path)), traj
 

@@ -35,6 +35,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "owrl_sdk.commands.run",
     "owrl_sdk.commands.eval",
     "owrl_sdk.commands.judge",
+    "owrl_sdk.commands.blocklist",
     "builtin_tools",
     "builtin_judges",
 )

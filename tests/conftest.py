@@ -1,6 +1,12 @@
 from __future__ import annotations
 
+import os
+import tempfile
+
 import pytest
+
+# Persistent state (the host blocklist) goes to a throwaway folder, for subprocesses too.
+os.environ["OWRL_STATE_DIR"] = tempfile.mkdtemp(prefix="owrl-state-")
 
 from owrl_sdk.config import Settings
 from owrl_sdk.plugins import Plugins, build_plugin_manager

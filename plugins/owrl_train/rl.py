@@ -308,7 +308,13 @@ class RLRun:
         shutil.rmtree(cache, ignore_errors=True)
         cache.mkdir(parents=True)
         rng = random.Random(self.cfg.seed * 100003 + it)
-        tasks = self.sampler.sample(self.pool, self.cfg.tasks_per_iteration, rng)
+        from owrl_sdk.blocklist import Blocklist, host_of
+
+        blocklist = Blocklist()
+        pool = [t for t in self.pool if not blocklist.blocked(host_of(t.start_url))]
+        if not pool:
+            raise ConfigError("every task's host is blocked after network failures: see `owrl blocklist list`")
+        tasks = self.sampler.sample(pool, self.cfg.tasks_per_iteration, rng)
         items = [(f"{t.id}@{it}.{k}", t, n) for k, t in enumerate(tasks) for n in range(self.cfg.group_size)]
         trajectories = await self.rollouts.collect(self.policy, items, self.cfg.max_steps(it), cache)
         entries = [{"group": t.metadata["group"], "trajectory": str(Path(t.metadata["run_dir"]) / "trajectory.json")}

@@ -1,0 +1,40 @@
+"""The host blocklist: TTL, the CLI, and network failures in an evaluation recorded in it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from owrl_sdk.blocklist import Blocklist
+
+
+def test_entries_expire(tmp_path):
+    bl = Blocklist(tmp_path / "b.sqlite", ttl=100)
+    bl.add("Shop.Example.com", "network.dns", now=1000)
+    bl.add("shop.example.com", "network.refused", now=1010)
+    assert bl.blocked("shop.example.com", now=1100)
+    assert not bl.blocked("shop.example.com", now=1111)
+    assert bl.entries(now=1050) == [("shop.example.com", 1110, "network.refused", 2)]
+    assert bl.clear() == 1 and not bl.blocked("shop.example.com", now=1050)
+
+
+def test_network_failures_in_an_eval_block_the_host(tmp_path):
+    tasks = tmp_path / "tasks.jsonl"
+    # nothing listens on port 9 of 127.0.0.2: the connection is refused at once
+    tasks.write_text(json.dumps({"id": "dead", "intent": "x", "start_url": "http://127.0.0.2:9/"}) + "\n")
+    env = dict(os.environ)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "owrl_sdk", *a], capture_output=True, text=True,
+                                    cwd=tmp_path, env=env, timeout=300)
+    out = run("eval", "--suite", str(tasks), "--policy", "random", "--out", "ev", "--json")
+    assert out.returncode == 0, out.stderr[-1500:]
+    summary = json.loads(out.stdout)
+    assert summary["infra_errors"] == 0 or summary["episodes"] == 1
+    record = json.loads((tmp_path / "ev" / "episodes.jsonl").read_text().splitlines()[0])
+    assert record["failure"].startswith("network."), record
+    assert record["success"] is None  # a site's fault is not the policy's failure
+    listed = run("blocklist", "list")
+    assert "127.0.0.2" in listed.stdout and "network." in listed.stdout
+    assert run("blocklist", "clear").stdout.strip() == "unblocked 1 host"
+    assert "no blocked hosts" in run("blocklist", "list").stdout
