@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Optional, Sequence
 from urllib.parse import urldefrag
 
+import re
+
 from .. import secrets
 from ..domains import DomainPolicy
 from ..errors import InfraError
@@ -69,6 +71,9 @@ class _Before:
     page: Optional["Page"]
     url: str
     aria: Optional[str]
+
+
+_ROLE_NAME = re.compile(r'\s*-\s+([a-z]+)\s+"((?:[^"\\]|\\.)*)"')
 
 
 class BrowserEnv:
@@ -202,6 +207,7 @@ class BrowserEnv:
             self._titles[id(p)] = name
         self._last_screenshot = shot
         self._snapshot = _Snapshot(page, page.url, aria, time.monotonic())
+        self._observed = self._snapshot  # what the policy saw: its refs resolve stale ones again
         return Observation(
             url=page.url,
             title=secrets.redact(self._titles.get(id(page), "")) or "",
@@ -293,6 +299,9 @@ class BrowserEnv:
             ref = ref.strip().removeprefix("ref=").strip("[]")
             snap = self._snapshot
             if snap is not None and snap.page is page and f"[ref={ref}]" not in snap.text:
+                again = self._by_role_and_name(ref)
+                if again is not None:
+                    return again
                 raise ActionError(
                     f"ref {ref} is not in the latest page snapshot; use a ref from the current snapshot "
                     "(refs change when the page changes), or a point_2d or selector"
@@ -305,6 +314,21 @@ class BrowserEnv:
         for frame in frames:
             scope = scope.frame_locator(frame)
         return scope.locator(inner)
+
+    def _by_role_and_name(self, ref: str) -> Optional["Locator"]:
+        """A stale ref found again, once: by the role and name it had in the snapshot the
+        policy saw, on the current page. None when it cannot be named that way."""
+        observed = getattr(self, "_observed", None)
+        if observed is None or observed.page is not self.page:
+            return None
+        for line in observed.text.splitlines():
+            if f"[ref={ref}]" in line:
+                m = _ROLE_NAME.match(line)
+                if m is None or not m.group(2):
+                    return None
+                name = m.group(2).replace('\\"', '"')
+                return self.page.get_by_role(m.group(1), name=name, exact=True)  # type: ignore[arg-type]
+        return None
 
     async def point_of(self, located: Located) -> tuple[float, float]:
         """The viewport point of a target (the middle of an element, scrolled into view)."""
