@@ -41,10 +41,10 @@ def image_tokens(jpeg: bytes, patch: int) -> int:
     from PIL import Image
     from transformers import Qwen2VLImageProcessorPil
 
-    # the released checkpoints' defaults: min 56*56... max 28*28*1280 (2.5-VL) / 32*32*... (3-VL)
-    unit = patch * 2
+    # the released processors' pixel bounds: Qwen2.5-VL 3136..12845056, Qwen3-VL 65536..16777216
+    bounds = {14: (3136, 12845056), 16: (65536, 16777216)}[patch]
     proc = Qwen2VLImageProcessorPil(patch_size=patch, temporal_patch_size=2, merge_size=2,
-                                    size={"shortest_edge": 56 * 56, "longest_edge": unit * unit * 1280})
+                                    size={"shortest_edge": bounds[0], "longest_edge": bounds[1]})
     grid = proc(images=[Image.open(io.BytesIO(jpeg)).convert("RGB")], return_tensors="pt")["image_grid_thw"][0]
     return int(grid.prod()) // 4
 
