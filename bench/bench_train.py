@@ -53,11 +53,12 @@ def main() -> None:
                        sampling=dict(sampling), sampler="uniform")
         run = RLRun(cfg, InMemoryRollouts(plugins, settings), settings=settings, plugins=plugins, tasks=[TASK],
                     model=model)
-        print("toy env, G=16:   rollout  judge  update  update tok/s  success")
+        print("toy env, G=16:   rollout  judge  update  target tok/s  all tok/s  success")
         for r in asyncio.run(run.run()):
             m = r.metrics
             print(f"  iteration {r.iteration + 1:>2}  {m['time_rollout_s']:6.2f}s {m['time_judge_s']:5.2f}s "
-                  f"{m['time_update_s']:6.2f}s {m.get('update_tokens_per_s', 0):12.0f}  {m['success_rate']:6.0%}")
+                  f"{m['time_update_s']:6.2f}s {m.get('update_tokens_per_s', 0):12.0f} {m.get('update_all_tokens_per_s', 0):10.0f}"
+                  f"  {m['success_rate']:6.0%}")
         suite = plugins.catalogue.get("task_suites", "demo-shop")(settings)
         cfg2 = RLConfig(model=str(ckpt), out=d / "rl-shop", iterations=1, tasks_per_iteration=1, group_size=4,
                         workers=2, tasks=["shop-027"], curriculum=[{"max_steps": 3}],

@@ -153,7 +153,7 @@ class MMGRPO(Optimizer):
                 refs.append(ref)
         totals: dict[str, float] = {}
         count = 0
-        tokens = 0
+        tokens = seen = 0
         started = time.perf_counter()
         for _ in range(c.ppo_epochs):
             for b, enc, old, ref in zip(batches, encoded, olds, refs):
@@ -166,12 +166,15 @@ class MMGRPO(Optimizer):
                 metrics["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.trainable_parameters(), c.max_grad_norm))
                 self.torch_optimizer.step()
                 tokens += int(mask.sum())
+                seen += int(enc["attention_mask"].sum())
                 for k, v in metrics.items():
                     totals[k] = totals.get(k, 0.0) + v
                 count += 1
         seconds = time.perf_counter() - started
         out = {k: v / count for k, v in totals.items()}
+        # target tokens (the ones trained) and all tokens through the model, per second of update
         out["update_tokens_per_s"] = tokens / seconds if seconds > 0 else 0.0
+        out["update_all_tokens_per_s"] = seen / seconds if seconds > 0 else 0.0
         out["samples"] = float(len(samples))
         return out
 
