@@ -109,7 +109,7 @@ class Agent:
             hooks=self.plugins.for_task(task),
             limits=EpisodeLimits(
                 max_steps=s.max_steps, max_parse_errors=s.max_parse_errors, step_timeout=s.step_timeout,
-                episode_timeout=s.episode_timeout, feedback_chars=s.feedback_chars,
+                episode_timeout=s.episode_timeout, feedback_chars=s.feedback_chars, max_unchanged_repeats=s.max_unchanged_repeats,
             ),
             sinks=sinks,
         )

@@ -39,6 +39,7 @@ class Settings(BaseModel):
     step_timeout: float = Field(300.0, gt=0, description="seconds one step (policy and calls) may take")
     episode_timeout: float = Field(1800.0, gt=0, description="seconds one episode may take")
     max_parse_errors: int = Field(3, ge=1, description="consecutive unreadable turns before abort")
+    max_unchanged_repeats: int = Field(3, ge=0, description="same call with no visible change before fail (0: off)")
     expect_timeout: float = Field(2.0, ge=0, description="seconds an expectation is polled for")
     feedback_chars: int = Field(512, ge=32, description="longest feedback per call")
     headless: bool = True

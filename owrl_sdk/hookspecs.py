@@ -210,8 +210,9 @@ def classify_failure(error: BaseException, stage: str, task: "Task") -> Optional
 
     Called when an exception escapes a stage of the episode (``stage`` is one of
     ``reset``, ``observe``, ``policy``, ``tool``, ``verify``, ``hook``).
-    Return a :class:`Failure` or None; stops at the first non-None result. When none
-    answers, owrl classifies it as ``infra.<exception name>``.
+    Return a :class:`Failure` or None; stops at the first non-None result. owrl's own
+    classifier (``owrl_sdk.failures``, a ``trylast`` default plugin) answers when no other
+    plugin does: network, page, policy and infra kinds, and a ``SiteFault`` carries its own.
     """
 
 

@@ -9,10 +9,12 @@ after the trajectory has been closed as ``aborted``.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from .browser.feedback import NO_CHANGE
 from .env import Environment
 from .errors import InfraError
 from .memory import Memory
@@ -44,6 +46,9 @@ class EpisodeLimits:
     step_timeout: float = 300.0
     episode_timeout: float = 1800.0
     feedback_chars: int = 512
+    #: The same call (name and arguments) made this many times in a row, each answered with
+    #: "no visible change", ends the episode as ``policy.repeated_without_change``; 0: never.
+    max_unchanged_repeats: int = 3
 
 
 class _Stage(Exception):
@@ -69,6 +74,7 @@ class Episode:
     def __post_init__(self) -> None:
         self.tool_index = {t.name: t for t in self.tools}
         self.trajectory = Trajectory(task=self.task, policy=self.policy.info())
+        self._unchanged: tuple[Optional[str], int] = (None, 0)  # the call repeated, how often
 
     # ------------------------------------------------------------------ driver
 
@@ -150,6 +156,9 @@ class Episode:
             except asyncio.TimeoutError:
                 self._remember(step)
                 return _infra("step_timeout", f"step {index} took over {self.limits.step_timeout:g} s")
+            except _Stage:
+                self._remember(step)  # the calls that ran before the failure stay on disk
+                raise
             step.timings = {
                 "observe_ms": (observed - step_started) * 1000,
                 "policy_ms": (decided - observed) * 1000,
@@ -193,6 +202,10 @@ class Episode:
                 continue
             record, outcome = await self._call(call)
             step.calls.append(record)
+            if outcome is None and self._repeated_without_change(record):
+                outcome = Outcome(status="fail", failure=Failure(
+                    category="policy", code="repeated_without_change",
+                    detail=f"{call.describe()} made {self._unchanged[1]} times in a row, each with {NO_CHANGE}"[:1000]))
             if outcome is not None:
                 stop_reason = "episode ended"
                 final = outcome
@@ -205,6 +218,17 @@ class Episode:
         if turn.end:
             return Outcome(status="fail", failure=Failure(category="policy", code="gave_up", detail=turn.end))
         return None
+
+    def _repeated_without_change(self, record: CallRecord) -> bool:
+        """Count the same call made again with no visible change; True at the limit."""
+        result, limit = record.result, self.limits.max_unchanged_repeats
+        if not limit or result is None or not result.ok or result.feedback.strip() != NO_CHANGE:
+            self._unchanged = (None, 0)
+            return False
+        key = record.call.name + json.dumps(record.call.arguments, sort_keys=True, default=str)
+        count = self._unchanged[1] + 1 if self._unchanged[0] == key else 1
+        self._unchanged = (key, count)
+        return count >= limit
 
     async def _call(self, call: ToolCall) -> tuple[CallRecord, Optional[Outcome]]:
         started = time.perf_counter()

@@ -38,6 +38,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "owrl_sdk.commands.blocklist",
     "builtin_tools",
     "builtin_judges",
+    "owrl_sdk.failures",
 )
 
 
