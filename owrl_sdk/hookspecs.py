@@ -187,6 +187,17 @@ def before_tool_call(call: "ToolCall", env: Any, task: "Task") -> Optional[Any]:
 
 
 @hookspec
+def dismiss_overlays(env: Any, task: "Task") -> Optional[Any]:
+    """Dismiss what covers the page (cookie banners, pop-ups, chat widgets).
+
+    Called when a call failed because another element covered its target; site adapters
+    know their sites' overlays. Async-capable. Return a short description of what was
+    dismissed (a string), or None when nothing was. When any plugin dismissed something,
+    the call is retried once.
+    """
+
+
+@hookspec
 def after_tool_call(call: "ToolCall", result: "ToolResult", env: Any, task: "Task") -> Optional[Any]:
     """See a call's result; may add to its feedback by mutating ``result.feedback``.
 

@@ -230,6 +230,20 @@ class Episode:
         self._unchanged = (key, count)
         return count >= limit
 
+    async def _retry_if_covered(self, tool: Tool, args: Any, call: ToolCall, result: ToolResult) -> ToolResult:
+        """A target covered by another element: let plugins dismiss overlays, then retry once."""
+        if not _is_covered(result):
+            return result
+        dismissed = await self._stage("hook", self.hooks.dismiss_overlays(self.env))
+        if not dismissed:
+            return result
+        again = await self._stage("tool", self.env.execute(tool, args, call))
+        note = f"an overlay covered the target and was dismissed ({', '.join(dismissed)}); the call was retried"
+        again.feedback = f"{note}. {again.feedback}".strip() if again.ok else again.feedback
+        if not again.ok:
+            again.error = f"{again.error} ({note})"
+        return again
+
     async def _call(self, call: ToolCall) -> tuple[CallRecord, Optional[Outcome]]:
         started = time.perf_counter()
         record = CallRecord(call=call)
@@ -248,6 +262,7 @@ class Episode:
                     record.result = vetoed
                 else:
                     record.result = await self._stage("tool", self.env.execute(tool, args, call))
+                    record.result = await self._retry_if_covered(tool, args, call, record.result)
         await self._stage("hook", self.hooks.after_tool_call(call, record.result, self.env))
         record.result.feedback = record.result.feedback[: self.limits.feedback_chars]
         if call.expect is not None and record.result.ok:
@@ -256,6 +271,12 @@ class Episode:
         if record.result.ends_episode and record.result.ok:
             return record, Outcome(status="success", answer=record.result.answer)
         return record, None
+
+
+def _is_covered(result: ToolResult) -> bool:
+    from .failures import classify_call_error
+
+    return not result.ok and bool(result.error) and classify_call_error(result.error).kind == "action.covered"
 
 
 def _describe(record: CallRecord) -> str:

@@ -371,6 +371,16 @@ class EpisodeHooks:
                 return r
         return await _settle(self.pm.hook.before_tool_call(call=call, env=env, task=self.task))
 
+    async def dismiss_overlays(self, env: Any) -> list[str]:
+        """What each plugin (site adapters first) dismissed; empty when nothing was."""
+        kw = dict(env=env, task=self.task)
+        done = []
+        for r in self._adapter_calls("dismiss_overlays", **kw) + list(self.pm.hook.dismiss_overlays(**kw)):
+            said = await _settle(r)
+            if said:
+                done.append(str(said))
+        return done
+
     async def after_tool_call(self, call: Any, result: Any, env: Any) -> None:
         kw = dict(call=call, result=result, env=env, task=self.task)
         for r in self._adapter_calls("after_tool_call", **kw) + list(self.pm.hook.after_tool_call(**kw)):
