@@ -1,0 +1,15 @@
+"""The hook reference and the CLI help in docs/ are generated from the code and must match it."""
+
+from __future__ import annotations
+
+from owrl_sdk import docgen
+
+
+def test_every_hook_has_a_section_headed_by_its_exact_signature():
+    text = (docgen.DOCS / "hooks.md").read_text()
+    for name in docgen.hook_names():
+        assert f"## `{docgen.hook_signature(name)}`" in text, f"{name} is missing or its signature drifted"
+
+
+def test_generated_docs_are_current():
+    assert docgen.main(["--check"]) == 0, "run: python -m owrl_sdk.docgen"
