@@ -1,0 +1,99 @@
+"""pytest fixtures for plugin authors (registered under ``pytest11``, so installed with owrl).
+
+- ``owrl_plugins``: a fresh :class:`owrl_sdk.plugins.Plugins` (defaults and installed plugins);
+- ``owrl_register_plugin(obj, name=None)``: register a plugin for the duration of a test;
+- ``owrl_page_server(pages)``: serve ``{"/path": "<html>..."}`` on 127.0.0.1, returns the base URL;
+- ``owrl_run_flow(flow_or_turns, url, **settings)``: run a scripted episode in a real
+  Chromium with the plugins above and return the trajectory (no event loop needed).
+
+Example, in a site adapter's tests::
+
+    def test_banner_is_dismissed(owrl_register_plugin, owrl_page_server, owrl_run_flow):
+        owrl_register_plugin(my_adapter_module)
+        url = owrl_page_server({"/": "<button>Accept cookies</button><h1>Shop</h1>"})
+        traj = owrl_run_flow([{"calls": [{"name": "done", "arguments": {"response": "ok"}}]}], url)
+        assert traj.outcome.status == "success"
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Union
+
+import pytest
+
+
+@pytest.fixture
+def owrl_plugins():
+    from .plugins import Plugins
+
+    return Plugins()
+
+
+@pytest.fixture
+def owrl_register_plugin(owrl_plugins):
+    added: list[Any] = []
+
+    def register(plugin: Any, name: Union[str, None] = None) -> Any:
+        owrl_plugins.pm.register(plugin, name=name)
+        owrl_plugins.refresh()
+        added.append(plugin)
+        return plugin
+
+    yield register
+    for plugin in added:
+        owrl_plugins.pm.unregister(plugin)
+    owrl_plugins.refresh()
+
+
+@pytest.fixture
+def owrl_page_server():
+    servers: list[ThreadingHTTPServer] = []
+
+    def serve(pages: dict[str, str]) -> str:
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                body = pages.get(self.path.split("?")[0])
+                data = (body if body is not None else "<h1>Not found</h1>").encode()
+                self.send_response(200 if body is not None else 404)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}/"
+
+    yield serve
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def owrl_run_flow(owrl_plugins, tmp_path) -> Callable[..., Any]:
+    from .agent import Agent
+    from .config import Settings
+    from .documents import Flow
+
+    def run(flow: Union[Flow, list[dict[str, Any]], dict[str, Any]], url: str, **settings: Any) -> Any:
+        if isinstance(flow, list):
+            flow = {"turns": flow}
+        if isinstance(flow, dict):
+            flow = Flow.model_validate({"task": "test", "start_url": url, **flow})
+        s = Settings(runs_dir=str(tmp_path / "runs"), **settings)
+
+        async def go() -> Any:
+            async with Agent(policy="scripted", flow=flow, settings=s, plugins=owrl_plugins) as agent:
+                return await agent.run(flow.task or "test", url)
+
+        return asyncio.run(go())
+
+    return run
