@@ -36,6 +36,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "owrl_sdk.commands.eval",
     "owrl_sdk.commands.judge",
     "owrl_sdk.commands.blocklist",
+    "owrl_sdk.commands.new",
     "builtin_tools",
     "builtin_judges",
     "owrl_sdk.failures",
