@@ -70,9 +70,3 @@ def main(argv: Optional[list[str]] = None) -> Any:
     except KeyboardInterrupt:
         click.echo("Interrupted.", err=True)
         sys.exit(130)
-
-
-def exit_with(code: int) -> None:
-    """End a command with an exit code (0 ends normally)."""
-    if code:
-        sys.exit(code)

@@ -13,7 +13,7 @@ from typing import Any, Optional, TypeVar, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import DocumentError
-from .types import Expectation, ToolCall, Trajectory, Turn
+from .types import ToolCall, Trajectory
 
 FLOW_SCHEMA = "owrl.flow/1"
 
@@ -139,10 +139,8 @@ def load_flow(path: Union[str, Path]) -> Flow:
 
 
 __all__ = [
-    "Expectation",
     "Flow",
     "FlowTurn",
-    "Turn",
     "load_flow",
     "load_trajectory",
     "save_trajectory",

@@ -24,7 +24,6 @@ from .tools import Tool, ToolArgumentError
 from .types import (
     CallRecord,
     Failure,
-    Observation,
     Outcome,
     Step,
     Task,
@@ -295,4 +294,4 @@ def _infra(code: str, detail: str) -> Outcome:
     return Outcome(status="infra_error", failure=Failure(category="infra", code=code, detail=detail))
 
 
-__all__ = ["Episode", "EpisodeLimits", "Observation", "StepSink"]
+__all__ = ["Episode", "EpisodeLimits", "StepSink"]

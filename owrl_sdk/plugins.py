@@ -17,7 +17,7 @@ import importlib
 import inspect
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Callable, Iterable, Optional
 

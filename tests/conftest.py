@@ -9,7 +9,7 @@ import pytest
 os.environ["OWRL_STATE_DIR"] = tempfile.mkdtemp(prefix="owrl-state-")
 
 from owrl_sdk.config import Settings
-from owrl_sdk.plugins import Plugins, build_plugin_manager
+from owrl_sdk.plugins import Plugins
 
 
 @pytest.fixture
@@ -18,23 +18,12 @@ def settings() -> Settings:
 
 
 @pytest.fixture
-def plugins() -> Plugins:
-    """A fresh plugin manager per test (defaults and installed entry points)."""
-    return Plugins(build_plugin_manager(environ={}))
+def plugins(owrl_plugins) -> Plugins:
+    """A fresh plugin manager per test: owrl's own fixture (owrl_sdk.testing), by a shorter name."""
+    return owrl_plugins
 
 
 @pytest.fixture
-def register_plugin(plugins: Plugins):
+def register_plugin(owrl_register_plugin):
     """Register a throwaway plugin for one test; it is unregistered afterwards."""
-    added = []
-
-    def add(plugin, name: str | None = None):
-        plugins.pm.register(plugin, name=name)
-        plugins.refresh()
-        added.append(plugin)
-        return plugin
-
-    yield add
-    for plugin in added:
-        plugins.pm.unregister(plugin)
-    plugins.refresh()
+    return owrl_register_plugin

@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 from owrl_sdk import __version__
 
+from owrl_cli import owrl
 
-def owrl(*args: str, env: dict | None = None, cwd=None) -> subprocess.CompletedProcess:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("OWRL_")}
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "owrl_sdk", *args], capture_output=True, text=True,
-                          env=full_env, cwd=cwd, timeout=120)
 
 
 def test_help_imports_no_torch():

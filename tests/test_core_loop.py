@@ -8,7 +8,7 @@ import pytest
 
 from owrl_sdk import hookimpl
 from owrl_sdk.loop import Episode, EpisodeLimits
-from owrl_sdk.types import Failure, Task, ToolResult, Turn
+from owrl_sdk.types import Failure, Task, Turn
 
 from fakes import FakeEnv, FakePage, Go, ListPolicy, call
 

@@ -16,7 +16,6 @@ from owrl_sdk.components import SiteAdapter
 from owrl_sdk.errors import PluginError
 from owrl_sdk.loop import Episode
 from owrl_sdk.plugins import DEFAULT_PLUGINS, Plugins, build_plugin_manager, plugin_infos
-from owrl_sdk.tools import Tool
 from owrl_sdk.types import Task, ToolResult, Turn
 
 from fakes import FakeEnv, FakePage, Go, ListPolicy, call

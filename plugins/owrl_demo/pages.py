@@ -353,7 +353,7 @@ def totals_html(totals: dict[str, float], coupon: Optional[str]) -> str:
 
 def cart_page(session: Session, coupon_error: Optional[str] = None) -> str:
     if not session.cart:
-        return f"""<h1>Your cart</h1>
+        return """<h1>Your cart</h1>
 <p>Your cart is empty.</p>
 <p><a href="/products">Continue shopping</a></p>"""
     rows = []

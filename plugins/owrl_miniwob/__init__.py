@@ -11,7 +11,6 @@ Settings (``[plugins.miniwob]``): ``time_limit`` (seconds per MiniWoB episode, d
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any, Optional
 

@@ -13,7 +13,6 @@ reasoning ("success") never does. No readable verdict: score 0, success unknown.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from pathlib import Path
 from typing import Any, Optional

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from typing import Any, Optional
+from typing import Any
 
 from owrl_sdk.types import Expectation, ToolCall, Turn
 
@@ -123,7 +123,3 @@ def render_turn(thought: str, calls: list[ToolCall]) -> str:
             payload["expect"] = c.expect.model_dump(exclude_none=True)
         parts.append(f"{CALL_OPEN}\n{json.dumps(payload, ensure_ascii=False)}\n{CALL_CLOSE}")
     return "\n".join(parts)
-
-
-def first_error_line(turn: Turn) -> Optional[str]:
-    return turn.parse_error

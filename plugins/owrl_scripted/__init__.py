@@ -8,6 +8,7 @@ of turns without ``done`` ends the episode as failed.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Optional, Union
 
 from owrl_sdk import hookimpl
@@ -94,10 +95,9 @@ class HealingPolicy(Policy):
         await self.healer.close()
 
 
-def next_flow_version(path: Union[str, "Path"]) -> "Path":
+def next_flow_version(path: Union[str, Path]) -> Path:
     """``flow.json`` -> ``flow.v2.json`` -> ``flow.v3.json``: the first that does not exist."""
     import re
-    from pathlib import Path
 
     p = Path(path)
     stem = re.sub(r"\.v\d+$", "", p.stem)

@@ -6,8 +6,6 @@ trainer's checkpoint (``state_dict`` / ``load_state_dict``).
 
 from __future__ import annotations
 
-from typing import Any
-
 from owrl_sdk.components import TaskSampler
 from owrl_sdk.types import Task
 

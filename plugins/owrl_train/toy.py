@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -44,7 +43,8 @@ TOOLS = [press_tool(c) for c in COLOURS]
 
 
 class ButtonsEnv:
-    warnings: list[str] = []
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
 
     async def reset(self, task):
         pass

@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pytest
+from owrl_cli import owrl
 
 
-def owrl(*args, cwd, timeout=600):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OWRL_")}
-    return subprocess.run([sys.executable, "-m", "owrl_sdk", *args], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=timeout)
 
 
 def summary(path: Path) -> dict:

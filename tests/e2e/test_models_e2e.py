@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -12,16 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from owrl_cli import owrl as run_owrl
+
 pytest.importorskip("peft")
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def owrl(*args, cwd, timeout=600):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OWRL_")}
-    env["HF_HUB_OFFLINE"] = "1"
-    return subprocess.run([sys.executable, "-m", "owrl_sdk", *args], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=timeout)
+    return run_owrl(*args, cwd=cwd, env={"HF_HUB_OFFLINE": "1"}, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
 
 from owrl_sdk.documents import Flow, load_flow, load_trajectory
+
+from owrl_cli import owrl
 
 ROOT = Path(__file__).resolve().parents[2]
 FLOW = ROOT / "examples" / "flows" / "add-oxford-shirts.json"
 
-
-def owrl(*args, cwd, timeout=240):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OWRL_")}
-    return subprocess.run([sys.executable, "-m", "owrl_sdk", *args], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=timeout)
 
 
 def test_flow_with_expectations_runs_to_success(tmp_path):
@@ -92,7 +85,7 @@ async def test_healing_hands_over_when_the_flow_breaks(tmp_path, settings):
     from owrl_scripted import HealingPolicy, next_flow_version
     from owrl_sdk import Agent
     from owrl_sdk.policy import Policy
-    from owrl_sdk.types import ToolCall, Turn
+    from owrl_sdk.types import Turn
 
     flow = load_flow(FLOW)
     flow.turns[2].calls[0].arguments["selector"] = 'role=link[name="Oxford Shirt Deluxe"]'  # the site changed

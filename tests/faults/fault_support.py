@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 from owrl_scripted import ScriptedPolicy
 from owrl_sdk.browser import BrowserHost, processes
