@@ -256,7 +256,11 @@ class BrowserEnv:
         deadline = started + self.settings.expect_timeout
         while True:
             self._check_alive()
-            checks = await expectations.evaluate(self, expect)
+            # page reads stall while a JavaScript dialog is open: a dialog that opens mid-check
+            # cancels the check, and the next one knows about the dialog and reads around it
+            done, checks = await self._dialogs.until(expectations.evaluate(self, expect), keep=False)
+            if not done:
+                checks = await expectations.evaluate(self, expect)
             if all(c.ok for c in checks) or time.monotonic() >= deadline:
                 break
             await asyncio.sleep(min(POLL_S, max(deadline - time.monotonic(), 0)))
