@@ -90,6 +90,9 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
 
         summary = asyncio.run(Evaluation(plan, settings, plugins, on_record=on_record).run())
 
+    from owrl_sdk.report import write_eval_report
+
+    console.print(f"report: {write_eval_report(out_dir)}", highlight=False, soft_wrap=True)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return

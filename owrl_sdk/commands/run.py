@@ -153,6 +153,10 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
                       + (f" · answer: {outcome.answer}" if outcome.answer else "")
                       + (f" · {outcome.failure.kind}: {outcome.failure.detail}" if outcome.failure else ""))
         console.print(f"run folder: {run_dir}")
+        if run_dir:
+            from owrl_sdk.report import write_run_report
+
+            console.print(f"report: {write_run_report(run_dir)}", highlight=False, soft_wrap=True)
     code = STATUS_EXIT[outcome.status]
     if code:
         sys.exit(code)
