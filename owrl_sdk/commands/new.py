@@ -1,7 +1,8 @@
 """``owrl new KIND NAME``: a plugin package from a template (rendered with cookiecutter).
 
-The templates live in ``templates/`` and are plain cookiecutter templates, so
-``cookiecutter templates/site-adapter`` renders them the same way.
+The templates are the folders of ``templates/`` that hold a ``cookiecutter.json``; the
+wheel ships that folder as the package ``owrl_templates``. They are plain cookiecutter
+templates, so ``cookiecutter templates/tool`` renders them the same way.
 """
 
 from __future__ import annotations
@@ -13,25 +14,44 @@ import click
 
 from owrl_sdk.plugins import hookimpl
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+#: The templates folder of a source checkout, used when ``owrl_templates`` is not importable
+#: (an editable install made before the templates became a package).
+CHECKOUT_TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+
+
+def templates_dir() -> Optional[Path]:
+    """Where the templates are: the installed ``owrl_templates`` package, else a checkout's ``templates/``."""
+    try:
+        from importlib.resources import files
+
+        root = Path(str(files("owrl_templates")))
+    except (ModuleNotFoundError, TypeError):
+        root = None
+    if root is not None and root.is_dir():
+        return root
+    if (CHECKOUT_TEMPLATES.parent / "pyproject.toml").is_file() and CHECKOUT_TEMPLATES.is_dir():
+        return CHECKOUT_TEMPLATES
+    return None
 
 
 def kinds() -> list[str]:
-    return sorted(p.name for p in TEMPLATES.iterdir() if (p / "cookiecutter.json").exists()) if TEMPLATES.is_dir() else []
+    root = templates_dir()
+    return sorted(p.name for p in root.iterdir() if (p / "cookiecutter.json").is_file()) if root else []
 
 
 def render(kind: str, name: str, out: Path, extra: Optional[dict] = None) -> Path:
     from owrl_sdk.errors import UsageError
 
-    if kind not in kinds():
-        raise UsageError(f"no template '{kind}' (available: {', '.join(kinds()) or 'none'})")
+    available = kinds()
+    if kind not in available:
+        raise UsageError(f"no template '{kind}' (available: {', '.join(available) or 'none'})")
     try:
         from cookiecutter.main import cookiecutter
     except ImportError:
         raise UsageError("owrl new needs cookiecutter: pip install cookiecutter") from None
     out.mkdir(parents=True, exist_ok=True)
     try:
-        made = cookiecutter(str(TEMPLATES / kind), no_input=True, output_dir=str(out),
+        made = cookiecutter(str(templates_dir() / kind), no_input=True, output_dir=str(out),
                             extra_context={"name": name, **(extra or {})})
     except Exception as err:  # cookiecutter's own errors: an existing folder, a bad name
         raise UsageError(f"cannot render the {kind} template: {err}") from None
@@ -41,10 +61,19 @@ def render(kind: str, name: str, out: Path, extra: Optional[dict] = None) -> Pat
 @click.command("new")
 @click.argument("kind")
 @click.argument("name")
-@click.option("--out", type=click.Path(file_okay=False), default=".", show_default=True)
-@click.option("--domain", help="For a site adapter: the domain it serves.")
+@click.option("--out", type=click.Path(file_okay=False), default=".", show_default=True,
+              help="Folder to create the package in.")
+@click.option("--domain", help="Site adapters only: the domain the adapter serves.")
 def new_command(kind: str, name: str, out: str, domain: Optional[str]) -> None:
-    """Create a plugin package from a template: owrl new site-adapter NAME."""
+    """Create a plugin package from a template.
+
+    KIND is site-adapter, tool or judge (the folders of owrl's templates); NAME is the
+    plugin's entry-point name, e.g. owrl new tool read-prices.
+    """
+    from owrl_sdk.errors import UsageError
+
+    if domain is not None and kind != "site-adapter" and kind in kinds():  # an unknown kind: render says so
+        raise UsageError(f"--domain is for site adapters only, not for a {kind}")
     extra = {"domain": domain} if domain else {}
     path = render(kind, name, Path(out), extra)
     click.echo(f"created {path}\nnext: pip install -e {path} && owrl plugins")
