@@ -15,8 +15,9 @@ import os
 import sys
 from pathlib import Path
 from typing import Any, Mapping, Optional
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from .errors import ConfigError
 
@@ -44,6 +45,14 @@ class Settings(BaseModel):
     feedback_chars: int = Field(512, ge=32, description="longest feedback per call")
     headless: bool = True
     chromium: Optional[str] = Field(None, description="path of the Chromium executable")
+    browser_endpoint: Optional[str] = Field(
+        None, description="ws:// address of a Playwright browser server (playwright run-server) to connect to "
+        "instead of launching Chromium")
+    cdp_endpoint: Optional[str] = Field(
+        None, description="http:// (or ws://) DevTools address of a running Chromium to connect to over CDP")
+    remote_chromium: Optional[str] = Field(
+        None, description="Chromium path on the browser server, sent with browser_endpoint (the server needs "
+        "--unsafe); empty: the server's own browser")
     viewport_width: int = Field(1280, ge=100)
     viewport_height: int = Field(1000, ge=100)
     screenshot_quality: int = Field(85, ge=1, le=100)
@@ -53,6 +62,15 @@ class Settings(BaseModel):
     blocked_domains: list[str] = Field(default_factory=list, description="hosts an episode may never visit")
     runs_dir: str = "runs"
     plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("browser_endpoint", "cdp_endpoint", "remote_chromium")
+    @classmethod
+    def _remote_address(cls, value: Optional[str], info: ValidationInfo) -> Optional[str]:
+        value = (value or "").strip() or None  # an empty OWRL_BROWSER_ENDPOINT means 'not set'
+        schemes = {"browser_endpoint": ("ws", "wss"), "cdp_endpoint": ("http", "https", "ws", "wss")}.get(info.field_name)
+        if value is not None and schemes and urlsplit(value).scheme not in schemes:
+            raise ValueError(f"'{value}' is not a {' or '.join(s + '://' for s in schemes)} address")
+        return value
 
     def plugin(self, name: str) -> dict[str, Any]:
         """The ``[plugins.NAME]`` table (empty when absent)."""

@@ -105,6 +105,7 @@ KINDS: dict[str, str] = {
     "infra.browser_crash": "the browser process died",
     "infra.browser_disconnected": "the connection to the browser was lost",
     "infra.browser_launch_failed": "the browser would not start",
+    "infra.browser_connect_failed": "the remote browser (browser_endpoint, cdp_endpoint) could not be reached",
     "infra.no_browser": "no browser is installed",
     "infra.browser_error": "the browser refused to open a context or page",
     "infra.observe_failed": "the page could not be observed",

@@ -9,20 +9,32 @@ No Chromium may outlive its host. ``close()`` closes the browser and the driver,
 whatever is left of the browser's process tree; an ``atexit`` handler does the same for a
 host that was never closed; and when Python dies outright, Playwright's driver sees its
 pipe close and kills the browser it launched.
+
+A remote browser (the ``browser_endpoint`` or ``cdp_endpoint`` setting) is connected to
+instead of launched: ``browser_endpoint`` is a Playwright browser server
+(``playwright run-server``), which launches a Chromium for each connection with the launch
+options this host sends in the ``x-playwright-launch-options`` header; ``cdp_endpoint`` is
+a Chromium already running with ``--remote-debugging-port``. Its process is not this
+host's: it is never killed, only disconnected from. A lost connection is made again the
+way a crashed browser is relaunched (:meth:`ensure_running`), retried for
+:data:`RECONNECT_WINDOW` seconds so that a restarting browser pod is waited for; an
+endpoint that cannot be reached is an ``InfraError`` ``browser_connect_failed`` naming it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import json
 import os
+import time
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..chromium import BASE_ARGS, REMEDY, find_chromium
 from ..config import Settings
-from ..errors import InfraError
+from ..errors import ConfigError, InfraError
 from . import processes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,6 +54,11 @@ UNSAFE_ARGS = (
 )
 
 CLOSE_TIMEOUT = 10.0
+
+#: Seconds one attempt to connect to a remote browser may take.
+CONNECT_TIMEOUT = 30.0
+#: Seconds a lost remote browser is tried again for before the reconnection fails.
+RECONNECT_WINDOW = 15.0
 
 # pid -> start time of every browser a live host launched, for the atexit guard.
 _LIVE_BROWSERS: dict[int, Optional[int]] = {}
@@ -146,7 +163,19 @@ class BrowserHost:
 
     @property
     def connected(self) -> bool:
-        return self._browser is not None and self._browser.is_connected()
+        return self._browser is not None and self._browser.is_connected() and not _link_closed(self._browser)
+
+    @property
+    def endpoint(self) -> Optional[str]:
+        """The remote browser's address (``browser_endpoint`` or ``cdp_endpoint``); None: launched here."""
+        if self.settings.browser_endpoint and self.settings.cdp_endpoint:
+            raise ConfigError("give browser_endpoint or cdp_endpoint, not both")
+        return self.settings.browser_endpoint or self.settings.cdp_endpoint
+
+    @property
+    def remote(self) -> bool:
+        """Whether the browser is connected to rather than launched (its process is not ours)."""
+        return self.endpoint is not None
 
     @property
     def closed(self) -> bool:
@@ -224,7 +253,8 @@ class BrowserHost:
 
     def _options(self, playwright: "Playwright") -> dict[str, Any]:
         options: dict[str, Any] = {"headless": self.settings.headless, "args": list(BASE_ARGS)}
-        executable = self._choose_executable(playwright)
+        # a browser server launches its own Chromium: only a path on its machine means anything there
+        executable = self.settings.remote_chromium if self.remote else self._choose_executable(playwright)
         if executable:
             options["executable_path"] = executable
         if self.launch_hook is not None:
@@ -237,13 +267,12 @@ class BrowserHost:
 
         if self._playwright is None:
             self._playwright = await async_playwright().start()
+        if self.remote:
+            await self._connect()
+            return
         options = self._options(self._playwright)
         self.launch_options = options
-        self.warnings = [
-            f"the browser was launched with {arg}, which lowers its safety"
-            for arg in options.get("args", [])
-            if str(arg).split("=")[0] in UNSAFE_ARGS
-        ]
+        self.warnings = _unsafe_warnings(options)
         before = set(processes.descendants(os.getpid()))
         try:
             try:
@@ -265,6 +294,45 @@ class BrowserHost:
         self._pid_started = processes.start_time(self._pid) if self._pid else None
         if self._pid is not None:
             _LIVE_BROWSERS[self._pid] = self._pid_started
+        await self._watch_targets(browser)
+
+    async def _connect(self) -> None:
+        """Connect to the remote browser; a reconnection is tried again for :data:`RECONNECT_WINDOW` s."""
+        from playwright.async_api import Error as PlaywrightError
+
+        assert self._playwright is not None
+        endpoint = self.endpoint
+        over_cdp = not self.settings.browser_endpoint
+        options: dict[str, Any] = {} if over_cdp else self._options(self._playwright)
+        self.launch_options = options
+        self.warnings = _unsafe_warnings(options)
+        deadline = time.monotonic() + (RECONNECT_WINDOW if self.generation else 0.0)
+        pause = 0.25
+        while True:
+            try:
+                if over_cdp:
+                    browser = await self._playwright.chromium.connect_over_cdp(
+                        endpoint, timeout=CONNECT_TIMEOUT * 1000)
+                else:
+                    header = json.dumps(launch_options_header(options))
+                    browser = await self._playwright.chromium.connect(
+                        endpoint, timeout=CONNECT_TIMEOUT * 1000, headers={"x-playwright-launch-options": header})
+                break
+            except PlaywrightError as err:
+                if time.monotonic() < deadline:
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, 2.0)
+                    continue
+                text = str(err).strip()
+                first = text.splitlines()[0] if text else type(err).__name__
+                how = "over CDP" if over_cdp else "to the browser server"
+                raise InfraError(
+                    f"could not connect {how} at {endpoint} ({first}); check that it runs and that the address "
+                    f"is right", code="browser_connect_failed",
+                ) from None
+        self._browser = browser
+        self.generation += 1
+        self._pid = self._pid_started = None  # the remote browser's process is not ours to watch or kill
         await self._watch_targets(browser)
 
     def pages_created(self, context_id: Optional[str]) -> int:
@@ -318,3 +386,33 @@ class BrowserHost:
             _LIVE_BROWSERS.pop(self._pid, None)
         self._pid = None
         self._pid_started = None
+
+
+def _link_closed(browser: "Browser") -> bool:
+    """Whether the connection under ``browser`` has closed (a remote browser server went away).
+
+    Playwright rejects the calls in flight at once but marks the browser disconnected only on
+    the next turn of the event loop, so an action that failed because the link dropped would
+    otherwise look like an action error (and the episode like the policy's failure). The
+    connection's own state is read where this Playwright has it; elsewhere the browser's
+    ``is_connected()`` alone decides."""
+    connection = getattr(getattr(browser, "_impl_obj", None), "_connection", None)
+    return getattr(connection, "_closed_error", None) is not None
+
+
+def _unsafe_warnings(options: dict[str, Any]) -> list[str]:
+    return [
+        f"the browser was launched with {arg}, which lowers its safety"
+        for arg in options.get("args", [])
+        if str(arg).split("=")[0] in UNSAFE_ARGS
+    ]
+
+
+def launch_options_header(options: dict[str, Any]) -> dict[str, Any]:
+    """Launch keyword arguments as a browser server reads them (``executable_path`` -> ``executablePath``)."""
+
+    def camel(name: str) -> str:
+        head, *rest = name.split("_")
+        return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+    return {camel(key): value for key, value in options.items() if value is not None}

@@ -26,10 +26,15 @@ def _fmt_rate(block: dict) -> str:
 @click.option("--model", help="Model id or local path for model policies.")
 @click.option("--judge", default="composite", show_default=True, help="Judge plugin that scores each episode.")
 @click.option("--max-steps", type=int, help="Steps per episode (default: the task's, else 30).")
+@click.option("--browser-endpoint", metavar="WS_URL", help="Connect to a Playwright browser server "
+              "(playwright run-server) at this ws:// address instead of launching Chromium.")
+@click.option("--cdp-endpoint", metavar="URL", help="Connect over CDP to a running Chromium at this http:// "
+              "(or ws://) DevTools address instead of launching one.")
 @click.option("--out", type=click.Path(file_okay=False), help="Output folder (default: eval/<suite>-<policy>).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of the table.")
 def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: int, policy: Optional[str],
-                 model: Optional[str], judge: str, max_steps: Optional[int], out: Optional[str], as_json: bool) -> None:
+                 model: Optional[str], judge: str, max_steps: Optional[int], browser_endpoint: Optional[str],
+                 cdp_endpoint: Optional[str], out: Optional[str], as_json: bool) -> None:
     """Evaluate a policy on a task suite; re-running the same command resumes."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -40,7 +45,12 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
     from owrl_sdk.plugins import Plugins
     from owrl_sdk.taskfiles import load_tasks
 
-    settings = load_settings({"policy": policy, "model": model, "max_steps": max_steps})
+    from owrl_sdk.commands.run import remote_browser
+
+    if browser_endpoint and cdp_endpoint:
+        raise UsageError("give --browser-endpoint or --cdp-endpoint, not both")
+    settings = load_settings({"policy": policy, "model": model, "max_steps": max_steps,
+                              **remote_browser(browser_endpoint, cdp_endpoint)})
     plugins = Plugins()
     console = Console(stderr=True)
     if Path(suite).is_file():

@@ -71,11 +71,16 @@ class LiveView:
               help="Only these hosts (and their subdomains) may be visited; repeat for more.")
 @click.option("--max-steps", type=int, help="Steps before the episode ends as failed (default 30).")
 @click.option("--headed", is_flag=True, help="Show the browser window.")
+@click.option("--browser-endpoint", metavar="WS_URL", help="Connect to a Playwright browser server "
+              "(playwright run-server) at this ws:// address instead of launching Chromium.")
+@click.option("--cdp-endpoint", metavar="URL", help="Connect over CDP to a running Chromium at this http:// "
+              "(or ws://) DevTools address instead of launching one.")
 @click.option("--out", type=click.Path(file_okay=False), help="Folder for run folders (default: runs).")
 @click.option("--trace", is_flag=True, help="Record a Playwright trace (trace.zip) in the run folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON result to stdout instead of the live view.")
 def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str], model: Optional[str],
                 flow_file: Optional[str], replay: Optional[str], healer: Optional[str], allow_domains: tuple[str, ...], max_steps: Optional[int], headed: bool,
+                browser_endpoint: Optional[str], cdp_endpoint: Optional[str],
                 out: Optional[str], trace: bool, as_json: bool) -> None:
     """Run one task in a real Chromium and show each step."""
     from owrl_sdk.agent import Agent
@@ -87,6 +92,8 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
         raise UsageError("give --flow or --replay, not both")
     if healer and not flow_file:
         raise UsageError("--heal-with repairs a flow: give --flow FILE too")
+    if browser_endpoint and cdp_endpoint:
+        raise UsageError("give --browser-endpoint or --cdp-endpoint, not both")
     flow: Optional[Flow] = None
     if flow_file:
         flow = load_flow(flow_file)
@@ -106,7 +113,8 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
 
     settings = load_settings({"policy": policy, "model": model, "max_steps": max_steps,
                               "headless": False if headed else None,
-                              "allowed_domains": list(allow_domains) or None})
+                              "allowed_domains": list(allow_domains) or None,
+                              **remote_browser(browser_endpoint, cdp_endpoint)})
     if healer:
         from owrl_scripted import HealingPolicy
         from owrl_sdk.plugins import Plugins
@@ -160,6 +168,14 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
     code = STATUS_EXIT[outcome.status]
     if code:
         sys.exit(code)
+
+
+def remote_browser(browser_endpoint: Optional[str], cdp_endpoint: Optional[str]) -> dict[str, Optional[str]]:
+    """Settings overrides for --browser-endpoint / --cdp-endpoint: one given on the command line replaces
+    both settings, so that an endpoint from the environment or owrl.toml does not join it."""
+    if not (browser_endpoint or cdp_endpoint):
+        return {}
+    return {"browser_endpoint": browser_endpoint or "", "cdp_endpoint": cdp_endpoint or ""}
 
 
 def next_flow_version(path):
