@@ -161,11 +161,22 @@ class Evaluation:
             for host in hosts:
                 await host.close()
             await suite.teardown()
-        summary = summarise([r for r in read_records(self.episodes_file)
-                             if any(r.task_id == t.id for t in self.plan.tasks)])
-        summary.update(suite=suite.name, policy=self.plan.policy, judge=self.plan.judge)
+        return self.write_summary()
+
+    def write_summary(self, **extra: Any) -> dict[str, Any]:
+        """Totals over the plan's tasks in ``episodes.jsonl``, written to ``summary.json``."""
+        wanted = {t.id for t in self.plan.tasks}
+        summary = summarise([r for r in read_records(self.episodes_file) if r.task_id in wanted])
+        summary.update(suite=self.plan.suite.name, policy=self.plan.policy, judge=self.plan.judge, **extra)
         (self.plan.out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
         return summary
+
+    def add_record(self, record: EpisodeRecord) -> None:
+        """Append one finished episode to ``episodes.jsonl`` and report it."""
+        with self.episodes_file.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record.__dict__) + "\n")
+        if self.on_record:
+            self.on_record(record)
 
     async def _worker(self, host: Any, queue: "asyncio.Queue[tuple[Task, int]]") -> None:
         catalogue = self.plugins.catalogue
@@ -179,10 +190,7 @@ class Evaluation:
                     return
                 await host.ensure_running()  # one relaunch even when several workers notice
                 record, _ = await self.episode(host, policy, judge, task, n)
-                with self.episodes_file.open("a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(record.__dict__) + "\n")
-                if self.on_record:
-                    self.on_record(record)
+                self.add_record(record)
         finally:
             await policy.close()
 

@@ -117,6 +117,7 @@ KINDS: dict[str, str] = {
     "infra.endpoint_error": "the model server answered with an error",
     "infra.endpoint_unreachable": "the model server could not be reached",
     "infra.cancelled": "the episode was cancelled",
+    "infra.worker_lost": "the worker running the episode died (a Ray actor or its node) and retries ran out",
     # task: the episode ran its course without success
     "task.max_steps": "the step limit was reached",
     "task.invalid_start_url": "the start URL is not a valid address",
