@@ -21,7 +21,7 @@ def _fmt_rate(block: dict) -> str:
 @click.option("--suite", required=True, help="A task suite name (owrl plugins lists them) or a task file (.jsonl/.json).")
 @click.option("--tasks", "task_ids", help="Comma-separated task ids to run (default: all).")
 @click.option("--episodes", type=click.IntRange(min=1), default=1, show_default=True, help="Episodes per task.")
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Browser contexts in parallel.")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Episodes in parallel: browser contexts (local backend) or Ray actors (ray).")
 @click.option("--policy", help="Policy plugin (default: the 'policy' setting).")
 @click.option("--model", help="Model id or local path for model policies.")
 @click.option("--judge", default="composite", show_default=True, help="Judge plugin that scores each episode.")
@@ -30,11 +30,17 @@ def _fmt_rate(block: dict) -> str:
               "(playwright run-server) at this ws:// address instead of launching Chromium.")
 @click.option("--cdp-endpoint", metavar="URL", help="Connect over CDP to a running Chromium at this http:// "
               "(or ws://) DevTools address instead of launching one.")
+@click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where episodes run: this process, or Ray actors each owning one browser.")
+@click.option("--ray-address", metavar="ADDR", help="(ray) A running Ray cluster to join (default: start a local Ray).")
+@click.option("--contexts", type=click.IntRange(min=1), default=1, show_default=True,
+              help="(ray) Browser contexts, i.e. episodes in flight, per worker.")
 @click.option("--out", type=click.Path(file_okay=False), help="Output folder (default: eval/<suite>-<policy>).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of the table.")
 def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: int, policy: Optional[str],
                  model: Optional[str], judge: str, max_steps: Optional[int], browser_endpoint: Optional[str],
-                 cdp_endpoint: Optional[str], out: Optional[str], as_json: bool) -> None:
+                 cdp_endpoint: Optional[str], backend: str, ray_address: Optional[str], contexts: int,
+                 out: Optional[str], as_json: bool) -> None:
     """Evaluate a policy on a task suite; re-running the same command resumes."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -47,6 +53,8 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
 
     from owrl_sdk.commands.run import remote_browser
 
+    if ray_address and backend != "ray":
+        raise UsageError("--ray-address needs --backend ray")
     if browser_endpoint and cdp_endpoint:
         raise UsageError("give --browser-endpoint or --cdp-endpoint, not both")
     settings = load_settings({"policy": policy, "model": model, "max_steps": max_steps,
@@ -98,7 +106,14 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
             rate = f"success {wins['ok'] / wins['judged']:.0%}" if wins["judged"] else ""
             progress.update(bar, advance=1, rate=rate)
 
-        summary = asyncio.run(Evaluation(plan, settings, plugins, on_record=on_record).run())
+        if backend == "ray":
+            from owrl_sdk.raybackend import RayEvaluation, RayOptions
+
+            evaluation = RayEvaluation(plan, settings, plugins, on_record=on_record,
+                                       options=RayOptions(address=ray_address, contexts=contexts))
+        else:
+            evaluation = Evaluation(plan, settings, plugins, on_record=on_record)
+        summary = asyncio.run(evaluation.run())
 
     from owrl_sdk.report import write_eval_report
 
@@ -118,6 +133,8 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
     table.add_row("[bold]overall[/bold]", str(summary["episodes"]), _fmt_rate(summary), f"{summary['mean_steps']:.1f}",
                   f"{summary['mean_seconds']:.1f}s", str(summary["infra_errors"]))
     Console().print(table)
+    if backend == "ray":
+        Console().print(f"ray: {summary['workers_lost']} worker(s) lost, {summary['episodes_retried']} episode(s) retried")
     Console().print(f"results: {out_dir / 'summary.json'} · episodes: {out_dir / 'episodes.jsonl'}")
 
 
