@@ -25,6 +25,13 @@ from .state import Session, Sessions, check_login, valid_email, validate_checkou
 COOKIE = "demo_shop_session"
 STATIC = {"/static/shop.css": ("shop.css", "text/css"), "/static/shop.js": ("shop.js", "text/javascript")}
 
+_serving: set[str] = set()
+
+
+def serving() -> frozenset[str]:
+    """Base URLs of the demo shops running in this process (a site adapter knows the shop by them)."""
+    return frozenset(_serving)
+
 
 def search_products(query: str) -> list[Product]:
     """Products whose name, category or colours contain every word of the query."""
@@ -88,9 +95,12 @@ class DemoShop:
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="owrl-demo-shop", daemon=True)
         self._thread.start()
+        _serving.add(self.base_url)
         return self.base_url
 
     def stop(self) -> None:
+        if self._server is not None:
+            _serving.discard(self.base_url)
         server, self._server = self._server, None
         if server is None:
             return
