@@ -36,7 +36,7 @@ from .config import Settings
 from .errors import InfraError, UsageError
 from .evaluation import EpisodeRecord, EvalPlan, Evaluation, TaskFileSuite
 from .plugins import Plugins
-from .types import Task, Trajectory
+from .types import Task
 
 
 @dataclass
@@ -92,11 +92,30 @@ class EpisodeWorker:
         self.local_tasks = {t.id: t for t in suite.tasks()}
         self.host = BrowserHost(settings, launch_hook=plugins.browser_launch_options)
         await self.host.start()
-        self.policies = asyncio.Queue()
-        for _ in range(max(1, spec["contexts"])):
-            self.policies.put_nowait(plugins.catalogue.get("policies", spec["policy"])(settings, **spec["policy_options"]))
         self.judge = plugins.catalogue.get("judges", spec["judge"])(settings)
+        await self.configure(spec["policy"], spec["policy_options"])
         return os.getpid()
+
+    async def configure(self, policy: str, policy_options: dict[str, Any], max_steps: Optional[int] = None) -> None:
+        """Use a new policy (and step limit) from now on: RL rollouts name each new adapter."""
+        assert self.evaluation is not None, "start() first"
+        ev = self.evaluation
+        if max_steps is not None:
+            ev.settings = ev.settings.with_overrides(max_steps=max_steps)
+        old, self.policies = self.policies, asyncio.Queue()
+        make = ev.plugins.catalogue.get("policies", policy)
+        for _ in range(max(1, self.spec["contexts"])):
+            self.policies.put_nowait(make(ev.settings, **policy_options))
+        while old is not None and not old.empty():
+            await old.get_nowait().close()
+
+    async def set_out(self, out: str) -> None:
+        """Write the next episodes' run folders under ``out`` (each RL iteration has its own)."""
+        assert self.evaluation is not None, "start() first"
+        from .runstore import RunStore
+
+        self.evaluation.plan.out = Path(out)
+        self.evaluation.store = RunStore(Path(out) / "runs")
 
     async def episode(self, task: dict[str, Any], n: int, with_trajectory: bool = False) -> dict[str, Any]:
         assert self.evaluation is not None and self.policies is not None, "start() first"
@@ -152,6 +171,7 @@ class WorkerPool:
                 kwargs["address"] = self.options.address
             else:
                 # A local Ray for this run only: on loopback, with room for every worker.
+                kwargs["address"] = "local"  # never an unrelated cluster that happens to run here
                 kwargs["num_cpus"] = max(os.cpu_count() or 1, int(self.size * self.options.worker_cpus + 0.999))
                 kwargs["_node_ip_address"] = "127.0.0.1"
             try:
@@ -172,6 +192,13 @@ class WorkerPool:
             raise InfraError(f"a Ray worker could not start: {_cause(err)}", code="worker_start_failed") from None
         self.busy[actor] = 0
         self.pids[actor] = pid
+
+    async def configure(self, policy: str, policy_options: dict[str, Any], max_steps: Optional[int] = None) -> None:
+        """Switch every worker (and the workers started later) to ``policy``."""
+        self.spec = {**self.spec, "policy": policy, "policy_options": policy_options}
+        if max_steps is not None:
+            self.spec["settings"] = {**self.spec["settings"], "max_steps": max_steps}
+        await asyncio.gather(*[_awaited(a.configure.remote(policy, policy_options, max_steps)) for a in self.busy])
 
     def free_worker(self) -> Any:
         live = [a for a, n in self.busy.items() if n < max(1, self.options.contexts)]
@@ -238,40 +265,40 @@ def worker_spec(plan: EvalPlan, settings: Settings, contexts: int) -> dict[str, 
     }
 
 
-async def run_on_pool(pool: WorkerPool, items: list[tuple[Task, int]], max_attempts: int, with_trajectory: bool,
-                      on_result: Callable[[Task, int, Optional[dict[str, Any]]], None]) -> int:
-    """Run ``items`` on ``pool``; ``on_result(task, n, result)`` gets each result, or None for
-    an episode whose attempts ran out. Returns how many episodes were retried."""
+async def run_on_pool(pool: WorkerPool, items: list[tuple[Any, Task, int]], max_attempts: int, with_trajectory: bool,
+                      on_result: Callable[[Any, Task, int, Optional[dict[str, Any]]], None]) -> int:
+    """Run ``items`` (key, task, seed) on ``pool``; ``on_result(key, task, n, result)`` gets each
+    result, or None for an episode whose attempts ran out. Returns how many episodes were retried."""
     ray = pool.ray
     pending = deque(items)
     attempts: Counter = Counter()
-    inflight: dict[asyncio.Future, tuple[Any, Task, int]] = {}
+    inflight: dict[asyncio.Future, tuple[Any, Any, Task, int]] = {}
     retried = 0
     while pending or inflight:
         while pending:
             actor = pool.free_worker()
             if actor is None:
                 break
-            task, n = pending.popleft()
-            inflight[pool.run(actor, task, n, with_trajectory)] = (actor, task, n)
+            key, task, n = pending.popleft()
+            inflight[pool.run(actor, task, n, with_trajectory)] = (actor, key, task, n)
         if not inflight:
             raise InfraError("every Ray worker died and none could be replaced", code="worker_lost")
         done, _ = await asyncio.wait(list(inflight), return_when=asyncio.FIRST_COMPLETED)
         for fut in done:
-            actor, task, n = inflight.pop(fut)
+            actor, key, task, n = inflight.pop(fut)
             pool.finished(actor)
             err = fut.exception()
             if err is None:
-                on_result(task, n, fut.result())
+                on_result(key, task, n, fut.result())
                 continue
             if _is_actor_death(ray, err):
                 await pool.lose(actor)
-            attempts[(task.id, n)] += 1
-            if attempts[(task.id, n)] < max_attempts:
+            attempts[key] += 1
+            if attempts[key] < max_attempts:
                 retried += 1
-                pending.appendleft((task, n))
+                pending.appendleft((key, task, n))
             else:
-                on_result(task, n, None)
+                on_result(key, task, n, None)
     return retried
 
 
@@ -294,14 +321,11 @@ class RayEvaluation(Evaluation):
             try:
                 await self.pool.start()
 
-                def on_result(task: Task, n: int, result: Optional[dict[str, Any]]) -> None:
+                def on_result(key: Any, task: Task, n: int, result: Optional[dict[str, Any]]) -> None:
                     self.add_record(EpisodeRecord(**result["record"]) if result else lost_record(task, n))
 
-                retried = await run_on_pool(self.pool, items, self.options.max_attempts, False, on_result)
+                retried = await run_on_pool(self.pool, [(f"{t.id}#{n}", t, n) for t, n in items],
+                                            self.options.max_attempts, False, on_result)
             finally:
                 await self.pool.close()
         return self.write_summary(backend="ray", workers_lost=self.pool.workers_lost, episodes_retried=retried)
-
-
-def trajectories_from(results: list[dict[str, Any]]) -> list[Trajectory]:
-    return [Trajectory.model_validate(r["trajectory"]) for r in results if r and r.get("trajectory")]

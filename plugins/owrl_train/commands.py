@@ -73,7 +73,12 @@ def rl_command(config_file: str) -> None:
     settings = load_settings()
     plugins = Plugins()
     suite = plugins.catalogue.get("task_suites", cfg.suite)(settings)
-    rollouts = BrowserRollouts(suite, settings, plugins, workers=cfg.workers, judge=cfg.judge)
+    if cfg.rollout_backend == "ray":
+        from .serving import RayRollouts
+
+        rollouts = RayRollouts(suite, settings, workers=cfg.workers, judge=cfg.judge, address=cfg.ray_address)
+    else:
+        rollouts = BrowserRollouts(suite, settings, plugins, workers=cfg.workers, judge=cfg.judge)
     with console.status("loading the model…"):
         run = RLRun(cfg, rollouts, settings=settings, plugins=plugins)
     if run.start_iteration:

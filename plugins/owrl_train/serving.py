@@ -1,0 +1,180 @@
+"""Rollouts from a served model: the trainer publishes each adapter, the rollouts name it.
+
+With ``serve_base_url`` set in the RL config, rollouts do not generate with the trainer's
+in-process model. Before each iteration the trainer writes the current LoRA adapter to
+``publish_dir/vNNNNN`` and asks the inference server to load it under the name
+``<adapter_name>-vN`` (vLLM's dynamic LoRA endpoints, ``POST {base}/load_lora_adapter`` and
+``POST {base}/unload_lora_adapter``, enabled on the server with
+``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``; SGLang serves the same pair). Rollouts then run
+the ``openai`` policy against ``serve_base_url`` with that model name, so every trajectory
+records which adapter version produced it (``trajectory.policy.model``).
+
+Trajectories more than ``max_staleness`` versions older than the adapter being trained are
+discarded before the update (counted as ``dropped_stale``): with the synchronous loop this
+only happens to rollouts reused across a restart or gathered by an asynchronous collector,
+but the check holds the update to on-policy-enough data whatever produced it. Adapters the
+rollouts can no longer use are unloaded from the server and deleted.
+
+The adapter folder must be readable by the server at the same path (a shared volume).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from owrl_sdk.errors import InfraError
+from owrl_sdk.types import Trajectory
+
+
+@dataclass
+class PolicySpec:
+    """A policy by plugin name and options: what rollouts on other processes can rebuild."""
+
+    name: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+class AdapterPublisher:
+    def __init__(self, base_url: str, root: Path, name: str = "owrl", api_key: Optional[str] = None,
+                 keep: int = 1, timeout: float = 120.0):
+        self.base_url = base_url.rstrip("/")
+        self.root = Path(root)
+        self.name = name
+        self.api_key = api_key or os.environ.get("OWRL_OPENAI_API_KEY") or os.environ.get("OPENAI_API_KEY") or "none"
+        self.keep = keep
+        self.timeout = timeout
+        self.loaded: list[int] = []
+
+    def model_name(self, version: int) -> str:
+        return f"{self.name}-v{version}"
+
+    def publish(self, model: Any, version: int) -> str:
+        """Save ``model``'s adapter as ``version``, load it on the server, retire old ones."""
+        path = self.root / f"v{version:05d}"
+        if not (path / "adapter_config.json").exists():
+            tmp = self.root / f".v{version:05d}.tmp"
+            shutil.rmtree(tmp, ignore_errors=True)
+            model.save_adapter(tmp)
+            shutil.rmtree(path, ignore_errors=True)
+            tmp.rename(path)
+        self._post("load_lora_adapter", {"lora_name": self.model_name(version), "lora_path": str(path.resolve())},
+                   ok_if="already been loaded")
+        if version not in self.loaded:
+            self.loaded.append(version)
+        for old in [v for v in self.loaded if v < version - self.keep]:
+            self._post("unload_lora_adapter", {"lora_name": self.model_name(old)}, ok_if="not found")
+            self.loaded.remove(old)
+            shutil.rmtree(self.root / f"v{old:05d}", ignore_errors=True)
+        return self.model_name(version)
+
+    def _post(self, endpoint: str, payload: dict[str, Any], ok_if: str = "") -> None:
+        req = urllib.request.Request(f"{self.base_url}/{endpoint}", data=json.dumps(payload).encode(), method="POST",
+                                     headers={"Content-Type": "application/json",
+                                              "Authorization": f"Bearer {self.api_key}"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                resp.read()
+        except urllib.error.HTTPError as err:
+            body = err.read()[:300].decode(errors="replace")
+            if ok_if and ok_if in body:
+                return
+            raise InfraError(f"the inference server refused {endpoint} for {payload.get('lora_name')}: "
+                             f"HTTP {err.code} {body}", code="endpoint_error") from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as err:
+            raise InfraError(f"cannot reach the inference server at {self.base_url} to {endpoint}: "
+                             f"{getattr(err, 'reason', err)}", code="endpoint_unreachable") from None
+
+
+def adapter_version(traj: Trajectory, name: str) -> Optional[int]:
+    """The adapter version a served rollout used, from the model name it recorded."""
+    match = re.fullmatch(re.escape(name) + r"-v(\d+)", traj.policy.model or "") if traj.policy else None
+    return int(match.group(1)) if match else None
+
+
+def drop_stale(trajectories: list[Trajectory], name: str, current: int,
+               max_staleness: int) -> tuple[list[Trajectory], int]:
+    """Keep the trajectories produced by an adapter at most ``max_staleness`` versions old."""
+    kept = []
+    for traj in trajectories:
+        version = adapter_version(traj, name)
+        if version is not None:
+            traj.metadata["adapter_version"] = version
+        if version is None or current - version <= max_staleness:
+            kept.append(traj)
+    return kept, len(trajectories) - len(kept)
+
+
+class RayRollouts:
+    """Rollouts on Ray actors (see :mod:`owrl_sdk.raybackend`), each owning one browser.
+
+    The actors cannot share the trainer's in-process model, so the policy must be a
+    :class:`PolicySpec` (the ``openai`` policy naming the published adapter). The actors
+    live across iterations; each ``collect`` switches them to the iteration's adapter.
+    Trajectories come back to the driver; their run folders (screenshots for the update)
+    are written under ``out``, which must be on a volume the trainer can read.
+    """
+
+    def __init__(self, suite: Any, settings: Any, workers: int = 2, judge: str = "composite",
+                 address: Optional[str] = None, contexts: int = 1, max_attempts: int = 3):
+        self.suite = suite
+        self.settings = settings
+        self.workers = workers
+        self.judge = judge
+        self.options_ = dict(address=address, contexts=contexts, max_attempts=max_attempts)
+        self.pool: Any = None
+        self.retried = 0
+
+    async def collect(self, policy: Any, items: list[tuple[str, Any, int]], max_steps: int,
+                      out: Path) -> list[Trajectory]:
+        from owrl_sdk.errors import ConfigError
+        from owrl_sdk.evaluation import EvalPlan
+        from owrl_sdk.raybackend import RayOptions, WorkerPool, run_on_pool, worker_spec
+
+        if not isinstance(policy, PolicySpec):
+            raise ConfigError("Ray rollouts need a served policy: set serve_base_url in the RL config "
+                              "(the workers cannot share the trainer's in-process model)")
+        if self.pool is None:
+            plan = EvalPlan(suite=self.suite, tasks=[], policy=policy.name, policy_options=policy.options,
+                            judge=self.judge, out=out)
+            spec = worker_spec(plan, self.settings.with_overrides(max_steps=max_steps), self.options_["contexts"])
+            self.pool = WorkerPool(spec, self.workers, RayOptions(**self.options_))
+            await self.pool.start()
+        else:
+            await self.pool.configure(policy.name, policy.options, max_steps)
+        self.pool.spec["out"] = str(out)
+        await asyncio.gather(*[_set_out(a, str(out)) for a in self.pool.busy])
+        results: list[Trajectory] = []
+
+        def on_result(group: str, task: Any, n: int, result: Optional[dict[str, Any]]) -> None:
+            if result is None:  # the workers running it kept dying: an infra failure, as the loop would record
+                traj = Trajectory(task=task, policy={"name": policy.name, "model": policy.options.get("model")},
+                                  outcome={"status": "infra_error", "failure": {
+                                      "category": "infra", "code": "worker_lost", "detail": "retries ran out"}})
+                traj.metadata["group"] = group
+            else:
+                traj = Trajectory.model_validate(result["trajectory"])
+                traj.metadata["group"] = group
+            results.append(traj)
+
+        self.retried += await run_on_pool(self.pool, list(items), self.options_["max_attempts"], True, on_result)
+        order = {g: i for i, (g, _, _) in enumerate(items)}
+        results.sort(key=lambda t: (order[t.metadata["group"]], t.task.metadata.get("episode", 0)))
+        return results
+
+    async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
+            self.pool = None
+
+
+async def _set_out(actor: Any, out: str) -> None:
+    await actor.set_out.remote(out)

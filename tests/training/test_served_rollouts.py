@@ -1,0 +1,155 @@
+"""Served rollouts: the trainer publishes each adapter to an inference server and rollouts name it.
+
+The inference server is a stand-in written here (vLLM cannot run on this machine): an HTTP
+server on 127.0.0.1 that records the dynamic-LoRA calls (``/v1/load_lora_adapter``,
+``/v1/unload_lora_adapter``) and answers ``/v1/chat/completions`` with a ``done`` call whose
+answer is right for every other request, so that groups have rewards to compare. The
+browser, the demo shop, the trainer (a tiny Qwen3-VL built by the tests) and Ray are real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("peft")
+
+from owrl_sdk.config import Settings  # noqa: E402
+from owrl_sdk.errors import ConfigError  # noqa: E402
+from owrl_sdk.plugins import Plugins  # noqa: E402
+from owrl_sdk.types import Trajectory  # noqa: E402
+from owrl_train.rl import BrowserRollouts, RLConfig, RLRun  # noqa: E402
+from owrl_train.serving import drop_stale  # noqa: E402
+
+RIGHT = "The Leather Chelsea Boots cost $129.00."
+
+
+class StandIn:
+    def __init__(self):
+        self.calls: list[tuple[str, dict]] = []
+        self.adapters_seen: list[bool] = []
+        stand_in = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                stand_in.calls.append((self.path, body))
+                if self.path == "/v1/load_lora_adapter":
+                    stand_in.adapters_seen.append((Path(body["lora_path"]) / "adapter_config.json").exists())
+                    reply = {"ok": True}
+                elif self.path == "/v1/unload_lora_adapter":
+                    reply = {"ok": True}
+                else:
+                    n = sum(1 for p, _ in stand_in.calls if p == "/v1/chat/completions")
+                    answer = RIGHT if n % 2 else "I could not find it."
+                    text = '<tool_call>{"name": "done", "arguments": {"response": "%s"}}</tool_call>' % answer
+                    reply = {"choices": [{"message": {"role": "assistant", "content": text}}],
+                             "usage": {"prompt_tokens": 10, "completion_tokens": 12}}
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def paths(self, path: str) -> list[dict]:
+        return [body for p, body in self.calls if p == path]
+
+
+@pytest.fixture
+def stand_in():
+    server = StandIn()
+    yield server
+    server.server.shutdown()
+
+
+def config(tiny, tmp_path, stand_in, **extra) -> RLConfig:
+    return RLConfig(model=str(tiny), out=tmp_path / "rl", suite="demo-shop", tasks=["shop-002"], iterations=2,
+                    tasks_per_iteration=1, group_size=4, workers=2, lora_r=8, lr=1e-3, max_staleness=0,
+                    serve_base_url=stand_in.base_url, sampling={"temperature": 1.0, "max_new_tokens": 32},
+                    curriculum=[{"max_steps": 3}], **extra)
+
+
+def check_served_run(stand_in, cfg, results):
+    loads = stand_in.paths("/v1/load_lora_adapter")
+    assert [b["lora_name"] for b in loads] == ["owrl-v0", "owrl-v1"]
+    assert all(stand_in.adapters_seen), "the adapter folder must exist when the server is asked to load it"
+    # with max_staleness 0 the rollouts of iteration 1 can no longer use v0: unloaded and deleted
+    assert [b["lora_name"] for b in stand_in.paths("/v1/unload_lora_adapter")] == ["owrl-v0"]
+    assert not (cfg.out / "published" / "v00000").exists() and (cfg.out / "published" / "v00001").exists()
+    models = [b["model"] for b in stand_in.paths("/v1/chat/completions")]
+    assert models == ["owrl-v0"] * 4 + ["owrl-v1"] * 4
+    assert [r.metrics["dropped_stale"] for r in results] == [0.0, 0.0]
+    # the groups had rewards to compare, so the update trained on them
+    assert all(r.metrics["valid_group_fraction"] == 1.0 for r in results)
+    assert all(r.metrics["success_rate"] == 0.5 for r in results)
+
+
+def test_trainer_publishes_each_adapter_and_rollouts_use_it(tiny_qwen3, tmp_path, stand_in):
+    cfg = config(tiny_qwen3, tmp_path, stand_in)
+    settings, plugins = Settings(), Plugins()
+    suite = plugins.catalogue.get("task_suites", "demo-shop")(settings)
+    rollouts = BrowserRollouts(suite, settings, plugins, workers=2, judge="composite")
+    run = RLRun(cfg, rollouts, settings=settings, plugins=plugins)
+
+    async def go():
+        try:
+            return await run.run()
+        finally:
+            await rollouts.close()
+
+    check_served_run(stand_in, cfg, asyncio.run(go()))
+
+
+def test_ray_rollouts_with_a_served_adapter(tiny_qwen3, tmp_path, stand_in):
+    ray = pytest.importorskip("ray")
+    from owrl_train.serving import RayRollouts
+
+    cfg = config(tiny_qwen3, tmp_path, stand_in, rollout_backend="ray")
+    settings, plugins = Settings(), Plugins()
+    suite = plugins.catalogue.get("task_suites", "demo-shop")(settings)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    rollouts = RayRollouts(suite, settings, workers=2, judge="composite")
+    try:
+        run = RLRun(cfg, rollouts, settings=settings, plugins=plugins)
+
+        async def go():
+            try:
+                return await run.run()
+            finally:
+                await rollouts.close()
+
+        results = asyncio.run(go())
+    finally:
+        ray.shutdown()
+    check_served_run(stand_in, cfg, results)
+    assert rollouts.retried == 0
+
+
+def test_stale_rollouts_are_dropped():
+    def traj(model):
+        return Trajectory.model_validate({"task": {"id": "t", "intent": "x", "start_url": "http://127.0.0.1/"},
+                                          "policy": {"name": "openai", "model": model}})
+
+    kept, dropped = drop_stale([traj("owrl-v0"), traj("owrl-v1"), traj("owrl-v2"), traj("other")], "owrl", 2, 1)
+    assert dropped == 1
+    assert [t.policy.model for t in kept] == ["owrl-v1", "owrl-v2", "other"]
+    assert [t.metadata.get("adapter_version") for t in kept] == [1, 2, None]
+
+
+def test_ray_rollouts_need_a_served_policy(tmp_path):
+    (tmp_path / "rl.toml").write_text('model = "m"\nrollout_backend = "ray"\n')
+    with pytest.raises(ConfigError, match="needs serve_base_url"):
+        RLConfig.from_toml(tmp_path / "rl.toml")
