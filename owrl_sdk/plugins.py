@@ -37,6 +37,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "owrl_sdk.commands.judge",
     "owrl_sdk.commands.blocklist",
     "owrl_sdk.commands.new",
+    "owrl_sdk.commands.serve",
     "owrl_sdk.commands.report",
     "builtin_tools",
     "builtin_judges",

@@ -1,0 +1,67 @@
+"""``owrl serve``: an HTTP API that runs tasks and flows as jobs (owrl as an RPA executor)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from owrl_sdk.plugins import hookimpl
+
+TOKEN_ENV = "OWRL_SERVE_TOKEN"
+INSTALL_HINT = "pip install 'openwebrl-sdk[serve]'"
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(1, 65535), help="Port to bind.")
+@click.option("--data-dir", default="owrl-serve", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for the job store (jobs.sqlite3) and the jobs' run folders (runs/).")
+@click.option("--max-concurrent", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="Jobs that run at the same time; the others wait in the queue.")
+@click.option("--no-auth", is_flag=True, help="Serve without a token (only with --host 127.0.0.1).")
+def serve_command(host: str, port: int, data_dir: str, max_concurrent: int, no_auth: bool) -> None:
+    """Serve an HTTP API that runs tasks and flows as jobs.
+
+    Clients send 'Authorization: Bearer TOKEN' with the token from the OWRL_SERVE_TOKEN
+    environment variable; /health and /openapi.json need none. Jobs and their run folders
+    live in --data-dir and survive a restart. The API is described in docs/serve.md.
+    """
+    from owrl_sdk.errors import UsageError
+
+    token = os.environ.get(TOKEN_ENV, "").strip() or None
+    if no_auth:
+        if host != "127.0.0.1":
+            raise UsageError(f"--no-auth serves anyone who can reach {host}: use it only with --host 127.0.0.1, "
+                             f"or set {TOKEN_ENV} instead")
+        token = None
+    elif token is None:
+        raise UsageError(f"set {TOKEN_ENV} to the bearer token clients must send "
+                         "(or, on 127.0.0.1 only, pass --no-auth)")
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn
+    except ImportError as err:
+        raise UsageError(f"owrl serve needs FastAPI and uvicorn ({err.name} is missing): {INSTALL_HINT}") from None
+
+    from owrl_sdk.server.app import create_app
+    from owrl_sdk.server.jobs import lock_data_dir
+
+    folder = Path(data_dir)
+    lock = lock_data_dir(folder)
+    app = create_app(folder, token, max_concurrent=max_concurrent)
+    auth = "bearer token" if token else "none (--no-auth)"
+    click.echo(f"owrl serve: http://{host}:{port}  data: {folder.resolve()}  auth: {auth}  "
+               f"jobs at a time: {max_concurrent}", err=True)
+    config: Any = uvicorn.Config(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=3)
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        lock.close()
+
+
+@hookimpl
+def register_commands(register):
+    register(serve_command)

@@ -1,0 +1,11 @@
+"""``owrl serve``: an HTTP API that runs tasks and flows as jobs, for embedding owrl as an
+RPA executor.
+
+- :mod:`.jobs`: the SQLite job store (stdlib only), so jobs survive a restart;
+- :mod:`.runner`: runs queued jobs through :class:`owrl_sdk.Agent`, a few at a time, one
+  shared browser, each job in its own run folder;
+- :mod:`.app`: the FastAPI application (imported only by ``owrl serve`` and its tests:
+  FastAPI is an optional dependency, the ``serve`` extra).
+
+The API is described in docs/serve.md and served as ``/openapi.json``.
+"""

@@ -1,0 +1,283 @@
+"""The FastAPI application of ``owrl serve``.
+
+Every route under ``/v1`` needs ``Authorization: Bearer TOKEN`` (checked in constant time
+by :class:`BearerAuth`, before the request is read); ``/health`` and ``/openapi.json`` are
+public: they hold no job data. Bad input is a 4xx with a ``detail`` that says what is
+wrong: 422 for a body, query or path value that does not validate (FastAPI's shape,
+``[{"loc": [...], "msg": "..."}]``), 404 for an unknown job or file, 409 for cancelling a
+job that already ended.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException, Path as PathParam, Query, Request
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.security import HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .. import __version__
+from ..config import Settings, load_settings
+from ..documents import FLOW_SCHEMA, Flow
+from ..plugins import Plugins
+from .jobs import Job, JobStatus, JobStore
+from .runner import RESERVED_OPTIONS, JobEnded, JobNotFound, JobRunner, SpecError
+
+PUBLIC_PATHS = frozenset({"/health", "/openapi.json"})
+
+Domain = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")]
+JobId = Annotated[str, PathParam(description="the job's id", max_length=64)]
+
+#: The flow the OpenAPI document shows (and test tools send): a one-page walk on the demo shop.
+FLOW_EXAMPLE = {
+    "schema": FLOW_SCHEMA, "task": "List the demo shop's shirts", "start_url": "demo:shop/",
+    "turns": [
+        {"thought": "Answer the cookie banner, then open the Shirts category.",
+         "calls": [{"name": "click", "arguments": {"selector": "role=button[name=\"Accept cookies\"]"}},
+                   {"name": "click", "arguments": {"selector": "role=link[name=\"Shirts\"]"},
+                    "expect": {"url_contains": "category=shirts"}}]},
+        {"thought": "The shirts are listed.", "calls": [{"name": "done", "arguments": {"response": "shirts listed"}}]},
+    ],
+}
+
+
+# ---------------------------------------------------------------------------- bodies
+
+
+class TaskJobRequest(BaseModel):
+    """A task for a policy (a model, or a baseline) to carry out from a start page."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"task": "What does the Canvas Tote Bag cost?", "start_url": "demo:shop/", "max_steps": 3}]})
+
+    task: str = Field(min_length=1, max_length=20_000, description="what the agent should do")
+    start_url: str = Field(min_length=1, max_length=8_192,
+                           description="http(s) URL, or a plugin scheme such as demo:shop")
+    policy: Optional[str] = Field(None, min_length=1, max_length=200,
+                                  description="policy plugin (default: the server's 'policy' setting)")
+    policy_options: dict[str, Any] = Field(default_factory=dict,
+                                           description="keyword options for the policy; kept out of the job's public view")
+    model: Optional[str] = Field(None, min_length=1, max_length=4_096, description="model id or local path, for model policies")
+    max_steps: Optional[int] = Field(None, ge=1, le=1_000, description="steps before the episode ends as failed")
+    allowed_domains: list[Domain] = Field(default_factory=list, max_length=100,
+                                          description="hosts the episode may visit (within the server's own list)")
+
+
+class JobList(BaseModel):
+    jobs: list[Job]
+
+
+class StepsPage(BaseModel):
+    job_id: str
+    status: JobStatus
+    start: int = Field(description="index of the first step in steps")
+    steps: list[dict[str, Any]] = Field(description="steps as in the trajectory file (owrl.trajectory/1), secrets redacted")
+    next: int = Field(description="the start to ask for next time")
+
+
+class Health(BaseModel):
+    status: str
+    version: str
+
+
+class ErrorDetail(BaseModel):
+    detail: Any
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorDetail, "description": "missing or wrong bearer token"},
+    404: {"model": ErrorDetail, "description": "no such job (or no such file yet)"},
+    422: {"model": ErrorDetail, "description": "a value that does not validate"},
+}
+
+
+# ---------------------------------------------------------------------------- auth
+
+
+class BearerAuth:
+    """ASGI middleware: every path but the public ones needs the bearer token."""
+
+    def __init__(self, app: Any, token: str):
+        self.app = app
+        self.token = token.encode("utf-8")
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS or self._authorised(scope):
+            await self.app(scope, receive, send)
+            return
+        body = json.dumps({"detail": "missing or wrong bearer token: send 'Authorization: Bearer TOKEN'"}).encode()
+        await send({"type": "http.response.start", "status": 401,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"www-authenticate", b"Bearer")]})
+        await send({"type": "http.response.body", "body": body})
+
+    def _authorised(self, scope: dict) -> bool:
+        given = b""
+        for name, value in scope.get("headers", []):
+            if name == b"authorization":
+                given = value
+        scheme, _, credentials = given.partition(b" ")
+        # compare_digest takes as long whatever the token's content: nothing to learn by timing
+        return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), self.token)
+
+
+# ---------------------------------------------------------------------------- app
+
+
+def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
+               settings: Optional[Settings] = None, plugins: Optional[Plugins] = None) -> FastAPI:
+    """The application; ``token`` None serves without authentication (loopback only, checked by
+    the command)."""
+    data_dir = Path(data_dir)
+    settings = settings or load_settings()
+    plugins = plugins or Plugins()
+    store = JobStore(data_dir / "jobs.sqlite3")
+    runner = JobRunner(store, data_dir, settings, plugins, max_concurrent=max_concurrent)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        await runner.start()
+        try:
+            yield
+        finally:
+            await runner.stop()
+            store.close()
+
+    app = FastAPI(title="owrl serve", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
+                  description="Runs owrl tasks and flows as jobs. See docs/serve.md.")
+    app.state.runner = runner
+    # the bearer scheme, declared so the OpenAPI document shows it; BearerAuth enforces it
+    security = [Depends(HTTPBearer(auto_error=False, description="the server's OWRL_SERVE_TOKEN"))] if token else []
+    v1 = APIRouter(prefix="/v1", dependencies=security, responses=ERRORS)
+
+    @app.exception_handler(SpecError)
+    async def spec_error(request: Request, err: SpecError) -> JSONResponse:
+        return JSONResponse({"detail": [{"loc": list(err.loc), "msg": err.message, "type": "value_error"}]}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, err: StarletteHTTPException) -> Response:
+        if err.status_code == 400:  # a body FastAPI could not even decode: as bad as invalid JSON
+            return JSONResponse({"detail": [{"loc": ["body"], "msg": "the body is not JSON in UTF-8",
+                                             "type": "json_invalid"}]}, status_code=422)
+        return await http_exception_handler(request, err)
+
+    def job_or_404(job_id: str) -> Job:
+        job = store.get(job_id)
+        if job is None:
+            raise HTTPException(404, f"no job {job_id}")
+        return job
+
+    @app.get("/health", response_model=Health, tags=["server"])
+    async def health() -> Health:
+        """Liveness; needs no token."""
+        return Health(status="ok", version=__version__)
+
+    @v1.post("/jobs/task", response_model=Job, status_code=201, tags=["jobs"])
+    async def submit_task(body: TaskJobRequest) -> Job:
+        """Queue a task for a policy. Answers at once; poll the job or stream its steps."""
+        policy = body.policy or runner.settings.policy
+        runner.check_policy(policy)
+        reserved = [k for k in body.policy_options if k in RESERVED_OPTIONS]
+        if reserved:
+            raise SpecError(("body", "policy_options", reserved[0]), f"'{reserved[0]}' is not a policy option here")
+        allowed = runner.check_domains(list(body.allowed_domains), ("body", "allowed_domains"))
+        runner.check_start_url(body.start_url, allowed, ("body", "start_url"))
+        spec = {"task": body.task, "start_url": body.start_url, "policy": policy, "policy_options": body.policy_options,
+                "model": body.model, "max_steps": body.max_steps, "allowed_domains": allowed}
+        return runner.submit("task", spec)
+
+    @v1.post("/jobs/flow", response_model=Job, status_code=201, tags=["jobs"])
+    async def submit_flow(
+        flow: Annotated[Flow, Body(openapi_examples={"demo": {"summary": "a one-turn flow on the demo shop",
+                                                              "value": FLOW_EXAMPLE}})],
+        start_url: Annotated[Optional[str], Query(min_length=1, max_length=8_192,
+                                                  description="start URL (default: the flow's start_url)")] = None,
+        task: Annotated[Optional[str], Query(min_length=1, max_length=20_000,
+                                             description="task text (default: the flow's task)")] = None,
+        max_steps: Annotated[Optional[int], Query(ge=1, le=1_000,
+                                                  description="steps before the episode ends (default: enough for the flow)")] = None,
+        allowed_domains: Annotated[list[Domain], Query(max_length=100, description="hosts the episode may visit; repeat")] = [],  # noqa: B006
+    ) -> Job:
+        """Queue a flow (the body is an owrl.flow/1 document) for the scripted policy."""
+        if flow.schema_ != FLOW_SCHEMA:
+            raise SpecError(("body", "schema"), f"schema {flow.schema_!r} is not {FLOW_SCHEMA}")
+        url = start_url or flow.start_url
+        if not url:
+            raise SpecError(("query", "start_url"), "the flow has no start_url: put one in the flow or pass ?start_url=")
+        allowed = runner.check_domains(list(allowed_domains), ("query", "allowed_domains"))
+        runner.check_start_url(url, allowed, ("query" if start_url else "body", "start_url"))
+        steps = max_steps or max(runner.settings.max_steps, len(flow.turns))
+        spec = {"task": task or flow.task or "play the flow", "start_url": url, "policy": "scripted",
+                "max_steps": steps, "allowed_domains": allowed,
+                "flow": flow.model_dump(mode="json", by_alias=True, exclude_none=True)}
+        return runner.submit("flow", spec)
+
+    @v1.get("/jobs", response_model=JobList, tags=["jobs"])
+    async def list_jobs(status: Optional[JobStatus] = None,
+                        limit: Annotated[int, Query(ge=1, le=1_000)] = 100) -> JobList:
+        """Jobs, newest first."""
+        return JobList(jobs=store.list(status, limit))
+
+    @v1.get("/jobs/{job_id}", response_model=Job, tags=["jobs"])
+    async def get_job(job_id: JobId) -> Job:
+        return job_or_404(job_id)
+
+    @v1.post("/jobs/{job_id}/cancel", response_model=Job, tags=["jobs"],
+             responses={409: {"model": ErrorDetail, "description": "the job already ended"}})
+    async def cancel_job(job_id: JobId) -> Job:
+        """Cancel a queued or running job. A running episode closes as aborted (infra.cancelled)."""
+        try:
+            return await runner.cancel(job_id)
+        except JobNotFound:
+            raise HTTPException(404, f"no job {job_id}") from None
+        except JobEnded as err:
+            raise HTTPException(409, f"job {job_id} already ended ({err.job.status}): nothing to cancel") from None
+
+    @v1.get("/jobs/{job_id}/steps", response_model=StepsPage, tags=["steps"])
+    async def get_steps(job_id: JobId, start: Annotated[int, Query(ge=0, description="first step index")] = 0) -> StepsPage:
+        """The steps written so far (all of them once the job ended)."""
+        job = job_or_404(job_id)
+        steps = runner.steps(job_id)
+        return StepsPage(job_id=job_id, status=job.status, start=start, steps=steps[start:], next=max(start, len(steps)))
+
+    @v1.get("/jobs/{job_id}/steps/stream", tags=["steps"], response_class=StreamingResponse,
+            responses={200: {"content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+                             "description": "one JSON object a line: {event: step, index, step}, "
+                                            "{event: heartbeat} after 15 s of quiet, and last {event: end, job}"}})
+    async def stream_steps(job_id: JobId, start: Annotated[int, Query(ge=0, description="first step index")] = 0):
+        """Each step as it is written, then the ended job (NDJSON)."""
+        job_or_404(job_id)
+        return StreamingResponse(runner.follow(job_id, start), media_type="application/x-ndjson",
+                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    @v1.get("/jobs/{job_id}/trajectory", tags=["files"],
+            responses={200: {"content": {"application/json": {"schema": {"type": "object"}}},
+                             "description": "the run folder's trajectory.json (owrl.trajectory/1), as written so far"}})
+    async def get_trajectory(job_id: JobId) -> Response:
+        job = job_or_404(job_id)
+        data = runner.trajectory_bytes(job)
+        if data is None:
+            raise HTTPException(404, f"job {job_id} has no trajectory yet ({job.status})")
+        return Response(data, media_type="application/json")
+
+    @v1.get("/jobs/{job_id}/screenshots/{index}", tags=["files"],
+            responses={200: {"content": {"image/jpeg": {"schema": {"type": "string", "format": "binary"}}},
+                             "description": "the screenshot of step INDEX"}})
+    async def get_screenshot(job_id: JobId, index: Annotated[int, PathParam(ge=0, le=99_999)]) -> Response:
+        job = job_or_404(job_id)
+        data = runner.screenshot(job, index)
+        if data is None:
+            raise HTTPException(404, f"job {job_id} has no screenshot for step {index}")
+        return Response(data, media_type="image/jpeg")
+
+    app.include_router(v1)
+    if token:
+        app.add_middleware(BearerAuth, token=token)
+    return app

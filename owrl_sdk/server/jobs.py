@@ -1,0 +1,186 @@
+"""The job store of ``owrl serve``: one SQLite file (WAL), so jobs outlive the server.
+
+A job is ``queued`` until a slot is free, then ``running``; it ends ``finished`` (the
+episode ran to an outcome, whatever that outcome is), ``failed`` (the job could not run or
+was interrupted) or ``cancelled``. A server that starts on a store whose jobs were
+``running`` marks them ``failed`` with an "interrupted" error: a half-run episode is not
+replayed behind the client's back. ``queued`` jobs are simply run again.
+
+Stdlib and pydantic only: this module is imported without FastAPI.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import uuid
+from pathlib import Path
+from typing import IO, Any, Literal, Optional
+
+from pydantic import BaseModel, Field
+
+from ..types import Outcome, utc_now
+
+JobStatus = Literal["queued", "running", "finished", "failed", "cancelled"]
+JobKind = Literal["task", "flow"]
+ENDED: tuple[str, ...] = ("finished", "failed", "cancelled")
+
+INTERRUPTED = "interrupted: the server stopped while this job was running (its run folder keeps the steps taken)"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    id         TEXT NOT NULL UNIQUE,
+    kind       TEXT NOT NULL,
+    status     TEXT NOT NULL,
+    spec       TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    started_at TEXT,
+    ended_at   TEXT,
+    run        TEXT,
+    steps      INTEGER NOT NULL DEFAULT 0,
+    outcome    TEXT,
+    error      TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status);
+"""
+
+
+class Job(BaseModel):
+    """A job as the API shows it. ``spec`` (the request, flow and policy options included)
+    stays in the store: policy options may hold credentials."""
+
+    id: str
+    kind: JobKind
+    status: JobStatus
+    task: str = Field(description="the task text (a flow's own task when none was given)")
+    start_url: str = Field(description="the start URL as submitted (plugin schemes such as demo:shop unresolved)")
+    policy: str
+    max_steps: Optional[int] = None
+    allowed_domains: list[str] = Field(default_factory=list)
+    created_at: str
+    started_at: Optional[str] = None
+    ended_at: Optional[str] = None
+    steps: int = Field(0, description="steps written so far")
+    outcome: Optional[Outcome] = Field(None, description="the episode's outcome once it ended (also for a cancelled run: aborted)")
+    error: Optional[str] = Field(None, description="why a job failed (or was cancelled before it ran)")
+    run: Optional[str] = Field(None, description="the job's run folder, under the server's data dir/runs")
+
+
+class JobStore:
+    """Jobs in ``path`` (SQLite). Safe to call from several threads; every call is short."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA busy_timeout=5000")
+            self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _query(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def _write(self, sql: str, args: tuple = ()) -> int:
+        with self._lock:
+            return self._db.execute(sql, args).rowcount
+
+    # ------------------------------------------------------------------ reading
+
+    def get(self, job_id: str) -> Optional[Job]:
+        rows = self._query("SELECT * FROM jobs WHERE id = ?", (job_id,))
+        return _job(rows[0]) if rows else None
+
+    def spec(self, job_id: str) -> dict[str, Any]:
+        rows = self._query("SELECT spec FROM jobs WHERE id = ?", (job_id,))
+        if not rows:
+            raise KeyError(job_id)
+        return json.loads(rows[0]["spec"])
+
+    def list(self, status: Optional[str] = None, limit: int = 100) -> list[Job]:
+        """Newest first."""
+        if status:
+            rows = self._query("SELECT * FROM jobs WHERE status = ? ORDER BY seq DESC LIMIT ?", (status, limit))
+        else:
+            rows = self._query("SELECT * FROM jobs ORDER BY seq DESC LIMIT ?", (limit,))
+        return [_job(r) for r in rows]
+
+    def queued(self) -> list[str]:
+        """Ids of queued jobs, oldest first."""
+        rows = self._query("SELECT id FROM jobs WHERE status = 'queued' ORDER BY seq")
+        return [r["id"] for r in rows]
+
+    # ------------------------------------------------------------------ writing
+
+    def add(self, kind: str, spec: dict[str, Any]) -> Job:
+        job_id = uuid.uuid4().hex[:16]
+        self._write("INSERT INTO jobs (id, kind, status, spec, created_at) VALUES (?, ?, 'queued', ?, ?)",
+                   (job_id, kind, json.dumps(spec), utc_now()))
+        job = self.get(job_id)
+        assert job is not None
+        return job
+
+    def started(self, job_id: str) -> None:
+        self._write("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ? AND status = 'queued'",
+                   (utc_now(), job_id))
+
+    def set_run(self, job_id: str, run: str) -> None:
+        self._write("UPDATE jobs SET run = ? WHERE id = ?", (run, job_id))
+
+    def set_steps(self, job_id: str, steps: int) -> None:
+        self._write("UPDATE jobs SET steps = ? WHERE id = ?", (steps, job_id))
+
+    def end(self, job_id: str, status: str, *, outcome: Optional[Outcome] = None, steps: Optional[int] = None,
+            error: Optional[str] = None) -> None:
+        assert status in ENDED, status
+        self._write(
+            "UPDATE jobs SET status = ?, ended_at = ?, outcome = ?, error = ?, steps = COALESCE(?, steps) "
+            "WHERE id = ? AND status NOT IN ('finished', 'failed', 'cancelled')",
+            (status, utc_now(), outcome.model_dump_json() if outcome else None, error, steps, job_id),
+        )
+
+    def recover(self) -> int:
+        """Mark the jobs that were running when the last server stopped as failed (interrupted)."""
+        return self._write("UPDATE jobs SET status = 'failed', ended_at = ?, error = ? WHERE status = 'running'",
+                           (utc_now(), INTERRUPTED))
+
+
+def lock_data_dir(folder: Path) -> IO[str]:
+    """Hold ``folder/serve.lock`` for as long as the returned file is open: two servers on one
+    data dir would both run its queued jobs."""
+    from ..errors import UsageError
+
+    folder.mkdir(parents=True, exist_ok=True)
+    handle = open(folder / "serve.lock", "a+", encoding="utf-8")
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on POSIX: no lock
+        return handle
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise UsageError(f"another owrl serve is using {folder}: stop it or pass another --data-dir") from None
+    return handle
+
+
+def _job(row: sqlite3.Row) -> Job:
+    spec = json.loads(row["spec"])
+    return Job(
+        id=row["id"], kind=row["kind"], status=row["status"],
+        task=spec.get("task", ""), start_url=spec.get("start_url", ""), policy=spec.get("policy", ""),
+        max_steps=spec.get("max_steps"), allowed_domains=spec.get("allowed_domains") or [],
+        created_at=row["created_at"], started_at=row["started_at"], ended_at=row["ended_at"],
+        steps=row["steps"], outcome=Outcome.model_validate_json(row["outcome"]) if row["outcome"] else None,
+        error=row["error"], run=row["run"],
+    )

@@ -1,0 +1,343 @@
+"""Running the jobs of ``owrl serve``: a few at a time, in one shared browser.
+
+Each job is one :class:`owrl_sdk.Agent` run with its own policy instance and its own run
+folder under ``DATA/runs`` (the layout of :mod:`owrl_sdk.runstore`); the browser is
+launched once for the server and every episode gets a fresh context of it. While a job
+runs, its steps are kept in memory as they are written, so streams can follow them;
+once it ended, they are read back from its ``trajectory.json``.
+
+Cancelling a running job cancels its asyncio task: the episode closes its trajectory as
+``aborted`` (``infra.cancelled``) and the job ends ``cancelled``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from functools import partial
+from pathlib import Path
+from typing import Any, AsyncIterator, Optional
+
+from ..config import Settings
+from ..documents import flow_from_data
+from ..domains import DomainPolicy
+from ..errors import OwrlError
+from ..plugins import Plugins
+from ..runstore import RunDir
+from ..secrets import redact
+from ..types import Step, Task, Trajectory
+from .jobs import ENDED, INTERRUPTED, Job, JobStore
+
+#: A stream with nothing new sends a heartbeat line this often (seconds).
+HEARTBEAT = 15.0
+#: How long a cancel request waits for the episode to close before answering.
+CANCEL_WAIT = 20.0
+#: Keys of policy_options that would clash with the Agent's own arguments.
+RESERVED_OPTIONS = ("settings", "plugins", "memory", "env_factory", "flow")
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+class SpecError(Exception):
+    """A submitted job the server refuses; ``loc`` names the field as FastAPI does."""
+
+    def __init__(self, loc: tuple[str, ...], message: str):
+        super().__init__(message)
+        self.loc = loc
+        self.message = message
+
+
+class JobNotFound(KeyError):
+    pass
+
+
+class JobEnded(Exception):
+    """Cancelling a job that already ended."""
+
+    def __init__(self, job: Job):
+        super().__init__(f"job {job.id} already ended ({job.status})")
+        self.job = job
+
+
+def step_data(step: Step) -> dict[str, Any]:
+    """A step as the API shows it: the trajectory file's form, secrets redacted."""
+    return json.loads(redact(json.dumps(step.model_dump(mode="json", by_alias=True), ensure_ascii=False)) or "{}")
+
+
+class LiveJob:
+    """The steps of a running job, and an event that fires when one is added."""
+
+    def __init__(self, store: JobStore, job_id: str):
+        self.store = store
+        self.job_id = job_id
+        self.steps: list[dict[str, Any]] = []
+        self.trajectory: Optional[Trajectory] = None
+        self.event = asyncio.Event()
+
+    def notify(self) -> None:
+        event, self.event = self.event, asyncio.Event()
+        event.set()
+
+    def __call__(self, trajectory: Trajectory, step: Optional[Step]) -> None:
+        """The episode's step sink (after the run folder's, so the screenshot file is named)."""
+        self.trajectory = trajectory
+        if step is not None:
+            self.steps.append(step_data(step))
+            self.store.set_steps(self.job_id, len(self.steps))
+        self.notify()
+
+
+class JobRunner:
+    def __init__(self, store: JobStore, data_dir: Path, settings: Settings, plugins: Plugins, max_concurrent: int = 1):
+        self.store = store
+        self.runs_dir = Path(data_dir) / "runs"
+        self.plugins = plugins
+        #: The server's allowlist: a job may narrow it, never widen it. Each job's task carries
+        #: its own list, so the browser's settings carry none.
+        self.allowed = list(settings.allowed_domains)
+        self.settings = settings.model_copy(update={"allowed_domains": [], "runs_dir": str(self.runs_dir)})
+        self.max_concurrent = max_concurrent
+        self.stopping = False
+        self._slots: Optional[asyncio.Semaphore] = None
+        self._tasks: dict[str, asyncio.Task] = {}
+        self._live: dict[str, LiveJob] = {}
+        self._cancel_requested: set[str] = set()
+        self._host: Any = None
+        self._host_lock: Optional[asyncio.Lock] = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> int:
+        """Mark jobs a dead server left running as interrupted; queue the queued ones again."""
+        self._slots = asyncio.Semaphore(self.max_concurrent)
+        self._host_lock = asyncio.Lock()
+        interrupted = self.store.recover()
+        for job_id in self.store.queued():
+            self._schedule(job_id)
+        return interrupted
+
+    async def stop(self) -> None:
+        """Running jobs end as failed (interrupted); queued ones stay queued for the next start."""
+        self.stopping = True
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._host is not None:
+            host, self._host = self._host, None
+            await host.close()
+
+    # ------------------------------------------------------------------ submitting
+
+    def check_policy(self, name: str) -> None:
+        if name == "scripted":
+            raise SpecError(("body", "policy"), "the scripted policy plays flows: submit the flow to POST /v1/jobs/flow")
+        try:
+            self.plugins.catalogue.get("policies", name)
+        except OwrlError as err:
+            raise SpecError(("body", "policy"), str(err)) from None
+
+    def check_domains(self, domains: list[str], loc: tuple[str, ...]) -> list[str]:
+        """The job's allowlist: its own (inside the server's), else the server's."""
+        if not domains:
+            return list(self.allowed)
+        if self.allowed:
+            server = DomainPolicy(allowed=self.allowed)
+            outside = [d for d in domains if server.refusal(f"http://{d}/")]
+            if outside:
+                raise SpecError(loc, f"{outside[0]} is outside the server's allowed domains ({', '.join(self.allowed)})")
+        return list(domains)
+
+    def check_start_url(self, url: str, allowed: list[str], loc: tuple[str, ...]) -> None:
+        """http(s), or a scheme a plugin resolves to http(s) (demo:shop); inside the allowlist."""
+        if not _SCHEME.match(url):
+            raise SpecError(loc, "the start URL needs a scheme: http://, https:// or a plugin's (demo:shop)")
+        try:
+            resolved = self.plugins.resolve_url(url)
+        except OwrlError as err:
+            raise SpecError(loc, str(err)) from None
+        except Exception as err:  # noqa: BLE001 - a plugin's bug is still the caller's bad URL here
+            raise SpecError(loc, f"cannot resolve the start URL: {type(err).__name__}: {err}") from None
+        if not resolved.lower().startswith(("http://", "https://")):
+            raise SpecError(loc, "the start URL must be http(s) or a scheme a plugin resolves (demo:shop); "
+                                 "file: and other schemes are not served")
+        if allowed:
+            reason = DomainPolicy(allowed=allowed).refusal(resolved)
+            if reason:
+                raise SpecError(loc, f"the start URL is refused: {reason}")
+
+    def submit(self, kind: str, spec: dict[str, Any]) -> Job:
+        job = self.store.add(kind, spec)
+        self._schedule(job.id)
+        return job
+
+    def _schedule(self, job_id: str) -> None:
+        self._tasks[job_id] = asyncio.create_task(self._run(job_id), name=f"owrl-job-{job_id}")
+
+    # ------------------------------------------------------------------ cancelling
+
+    async def cancel(self, job_id: str) -> Job:
+        job = self.store.get(job_id)
+        if job is None:
+            raise JobNotFound(job_id)
+        if job.status in ENDED:
+            raise JobEnded(job)
+        self._cancel_requested.add(job_id)
+        task = self._tasks.get(job_id)
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task}, timeout=CANCEL_WAIT)
+        else:  # no task holds it (cannot normally happen): end it in the store all the same
+            self.store.end(job_id, "cancelled", error="cancelled before it ran")
+        found = self.store.get(job_id)
+        assert found is not None
+        return found
+
+    # ------------------------------------------------------------------ running
+
+    async def _run(self, job_id: str) -> None:
+        assert self._slots is not None
+        try:
+            async with self._slots:
+                if self.stopping:
+                    return
+                self.store.started(job_id)
+                live = self._live[job_id] = LiveJob(self.store, job_id)
+                await self._execute(job_id, live)
+        except asyncio.CancelledError:
+            self._ended_by_cancel(job_id)
+        except Exception as err:  # noqa: BLE001 - the job fails, the server goes on
+            live = self._live.get(job_id)
+            self.store.end(job_id, "failed", error=_one_line(err), steps=len(live.steps) if live else None,
+                           outcome=live.trajectory.outcome if live and live.trajectory else None)
+        finally:
+            self._tasks.pop(job_id, None)
+            self._cancel_requested.discard(job_id)
+            live = self._live.pop(job_id, None)
+            if live is not None:
+                live.notify()  # followers read the ended job from the store and the run folder
+
+    def _ended_by_cancel(self, job_id: str) -> None:
+        job = self.store.get(job_id)
+        if job is None:
+            return
+        live = self._live.get(job_id)
+        outcome = live.trajectory.outcome if live is not None and live.trajectory is not None else None
+        steps = len(live.steps) if live is not None else None
+        if job_id in self._cancel_requested:
+            error = ("cancelled before it ran" if job.status == "queued"
+                     else None if outcome is not None else "cancelled before its episode began")
+            self.store.end(job_id, "cancelled", outcome=outcome, steps=steps, error=error)
+        elif job.status == "running":  # the server is stopping
+            self.store.end(job_id, "failed", outcome=outcome, steps=steps, error=INTERRUPTED)
+        # a queued job stays queued: it runs when the server starts again
+
+    async def _execute(self, job_id: str, live: LiveJob) -> None:
+        from ..agent import Agent
+
+        spec = self.store.spec(job_id)
+        settings = self.settings.with_overrides(policy=spec["policy"], model=spec.get("model"),
+                                                max_steps=spec.get("max_steps"))
+        options = dict(spec.get("policy_options") or {})
+        if spec.get("flow") is not None:
+            options["flow"] = flow_from_data(spec["flow"], "flow")
+        # building a policy may load a model: not on the event loop
+        agent = await asyncio.to_thread(
+            partial(Agent, spec["policy"], settings=settings, plugins=self.plugins,
+                    env_factory=partial(self._env, job_id), **options))
+        task = Task(intent=spec["task"], start_url=spec["start_url"], allowed_domains=spec.get("allowed_domains") or [],
+                    max_steps=spec.get("max_steps"), metadata={"serve_job": job_id})
+        try:
+            trajectory = await agent.run(task, out=self.runs_dir, on_step=live)
+        finally:
+            await asyncio.shield(agent.close())
+        self.store.end(job_id, "finished", outcome=trajectory.outcome, steps=len(trajectory.steps))
+
+    async def _env(self, job_id: str, run: Optional[RunDir], trace: bool) -> Any:
+        if run is not None:
+            self.store.set_run(job_id, run.path.name)
+        assert self._host_lock is not None
+        async with self._host_lock:
+            if self._host is None:
+                from ..browser import BrowserHost
+
+                self._host = BrowserHost(self.settings, launch_hook=self.plugins.browser_launch_options)
+                await self._host.start()
+            else:
+                await self._host.ensure_running()
+        return await self._host.new_env(run_dir=run.path if run is not None else None, trace=trace)
+
+    # ------------------------------------------------------------------ reading
+
+    def run_dir(self, job: Job) -> Optional[Path]:
+        return self.runs_dir / job.run if job.run else None
+
+    def trajectory_bytes(self, job: Job) -> Optional[bytes]:
+        folder = self.run_dir(job)
+        try:
+            return (folder / "trajectory.json").read_bytes() if folder else None
+        except FileNotFoundError:
+            return None
+
+    def screenshot(self, job: Job, index: int) -> Optional[bytes]:
+        folder = self.run_dir(job)
+        try:
+            return (folder / "screenshots" / f"{index:04d}.jpg").read_bytes() if folder else None
+        except FileNotFoundError:
+            return None
+
+    def steps(self, job_id: str) -> list[dict[str, Any]]:
+        """The steps written so far: live ones while the job runs, else the run folder's."""
+        live = self._live.get(job_id)
+        if live is not None:
+            return list(live.steps)
+        job = self.store.get(job_id)
+        data = self.trajectory_bytes(job) if job is not None else None
+        if not data:
+            return []
+        try:
+            return list(json.loads(data).get("steps") or [])
+        except (ValueError, AttributeError):
+            return []
+
+    async def follow(self, job_id: str, start: int = 0) -> AsyncIterator[str]:
+        """NDJSON lines: each step from ``start`` on as it is written, then the ended job."""
+        index = start
+        loop = asyncio.get_running_loop()
+        last_sent = loop.time()
+        while not self.stopping:
+            live = self._live.get(job_id)
+            event = live.event if live is not None else None
+            steps = live.steps if live is not None else self.steps(job_id)
+            while index < len(steps):
+                yield _line({"event": "step", "index": index, "step": steps[index]})
+                index += 1
+                last_sent = loop.time()
+            if live is None:
+                job = self.store.get(job_id)
+                if job is None or job.status in ENDED:
+                    yield _line({"event": "end", "job": job.model_dump(mode="json") if job else None})
+                    return
+            if loop.time() - last_sent >= HEARTBEAT:
+                yield _line({"event": "heartbeat"})
+                last_sent = loop.time()
+            if event is None:  # queued: looked at again every half second
+                await asyncio.sleep(0.5)
+            else:
+                try:
+                    await asyncio.wait_for(event.wait(), 1.0)
+                except asyncio.TimeoutError:
+                    pass
+
+
+def _line(data: dict[str, Any]) -> str:
+    return json.dumps(data, ensure_ascii=False) + "\n"
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    message = text[0] if text else ""
+    if isinstance(err, OwrlError):
+        return message or type(err).__name__
+    return f"{type(err).__name__}: {message}" if message else type(err).__name__
