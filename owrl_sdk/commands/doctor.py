@@ -57,6 +57,37 @@ def _chromium() -> list[Check]:
         return [found, Check("chromium launch", "fail", first[:160], "check the executable runs: CHROMIUM --headless --version")]
 
 
+def _remote_browser() -> list[Check]:
+    """The browser_endpoint / cdp_endpoint setting, when one is set: connected to and asked its version."""
+    import asyncio
+
+    from owrl_sdk.browser import BrowserHost
+    from owrl_sdk.config import load_settings
+    from owrl_sdk.errors import OwrlError
+
+    try:
+        settings = load_settings()
+    except OwrlError as err:
+        return [Check("settings", "fail", str(err), "fix the setting in owrl.toml or the OWRL_* variable")]
+    endpoint = settings.browser_endpoint or settings.cdp_endpoint
+    if not endpoint:
+        return []
+
+    async def version() -> str:
+        host = BrowserHost(settings)
+        try:
+            await host.start()
+            return host.browser.version
+        finally:
+            await host.close()
+
+    try:
+        return [Check("browser endpoint", "ok", f"{endpoint}: Chromium {asyncio.run(version())}")]
+    except OwrlError as err:
+        return [Check("browser endpoint", "fail", str(err)[:300],
+                      "start the browser server (python -m playwright run-server --port PORT) or fix the address")]
+
+
 def _torch() -> list[Check]:
     if importlib.util.find_spec("torch") is None:
         return [Check("torch", "warn", "not installed", "needed for model policies and training: pip install 'openwebrl-sdk[models]'")]
@@ -92,7 +123,7 @@ def _plugins() -> list[Check]:
     return checks
 
 
-CHECKS: tuple[Callable[[], object], ...] = (_python, _playwright, _chromium, _torch, _plugins)
+CHECKS: tuple[Callable[[], object], ...] = (_python, _playwright, _chromium, _remote_browser, _torch, _plugins)
 
 
 def run_checks() -> list[Check]:

@@ -62,8 +62,8 @@ def stop(proc: subprocess.Popen) -> None:
     proc.wait(timeout=10)
 
 
-def chromium_pids(root: int) -> set[int]:
-    return {p for p in processes.descendants(root) if "chrom" in processes.command_name(p)}
+def chromium_pids(root: int, tree: Any = None) -> set[int]:
+    return {p for p in processes.descendants(root, tree) if "chrom" in processes.command_name(p)}
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,8 @@ async def test_python_api_runs_in_the_servers_browser(browser_server: Any, tmp_p
     url, server = browser_server
     flow = load_flow(FLOW)
     def ours() -> set[int]:  # the server is a child of this process too: its browsers are left out
-        return chromium_pids(os.getpid()) - chromium_pids(server.pid)
+        tree = processes.children_map()  # one reading of the process table for both
+        return chromium_pids(os.getpid(), tree) - chromium_pids(server.pid, tree)
 
     ours_before = ours()
     seen: dict[str, Any] = {}
@@ -138,7 +139,7 @@ async def test_python_api_runs_in_the_servers_browser(browser_server: Any, tmp_p
     # the browser ran under the server, none was launched here
     assert seen["server"] and seen["ours"] == ours_before
     assert server.poll() is None  # closing the agent disconnected; the server lives on
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while chromium_pids(server.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not chromium_pids(server.pid)  # and it closed the browser it had launched for us
@@ -285,3 +286,26 @@ async def test_server_killed_mid_eval_is_an_infra_error_and_the_next_episode_rec
     assert killed.success is None  # not counted against the policy
     assert after.status == "success" and after.success, after
     assert summary["infra_errors"] == 1 and summary["success_rate"] == 1.0
+
+
+# ============================================================================ owrl doctor
+
+
+def test_doctor_checks_the_configured_endpoint(browser_server: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    from owrl_sdk.commands.doctor import _remote_browser
+
+    monkeypatch.chdir(tmp_path)
+    for name in [k for k in os.environ if k.startswith("OWRL_") and k != "OWRL_STATE_DIR"]:
+        monkeypatch.delenv(name)
+    assert _remote_browser() == []  # nothing configured, nothing to check
+
+    url, _ = browser_server
+    monkeypatch.setenv("OWRL_BROWSER_ENDPOINT", url)
+    monkeypatch.setenv("OWRL_REMOTE_CHROMIUM", CHROMIUM)
+    (check,) = _remote_browser()
+    assert check.status == "ok" and check.state.startswith(f"{url}: Chromium ")
+
+    closed = closed_endpoint()
+    monkeypatch.setenv("OWRL_BROWSER_ENDPOINT", closed)
+    (check,) = _remote_browser()
+    assert check.status == "fail" and closed in check.state and "run-server" in check.remedy
