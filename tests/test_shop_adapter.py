@@ -57,9 +57,18 @@ class ShopProbe:
 
 @pytest.fixture
 def enabled(monkeypatch):
+    from owrl_sdk import secrets
+
     monkeypatch.setenv("OWRL_DEMO_SHOP_ADAPTER_ENABLED", "1")
     monkeypatch.setenv("OWRL_SECRET_SHOP_USER", USER)
     monkeypatch.setenv("OWRL_SECRET_SHOP_PASSWORD", PASSWORD)
+    known = dict(secrets._known)
+    yield
+    # owrl redacts every value resolved in the process from then on: later tests that type the
+    # demo account literally should not find it redacted because these tests logged in with it
+    with secrets._lock:
+        secrets._known.clear()
+        secrets._known.update(known)
 
 
 @pytest.fixture
@@ -206,18 +215,19 @@ async def test_dismiss_overlays_answers_a_banner_left_for_later(plugins, enabled
 @pytest.mark.exercises("classify_failure")
 async def test_a_refused_or_missing_log_in_is_a_classified_failure(plugins, enabled, monkeypatch, tmp_path):
     monkeypatch.setenv("OWRL_SECRET_SHOP_PASSWORD", "not-the-password")
-    traj, policy = await run(plugins, tmp_path, "demo:shop/", [DONE])
-    assert traj.outcome.status == "infra_error" and not policy.contexts
-    failure = traj.outcome.failure
-    assert failure.kind == "infra.shop_login_failed"
-    assert "Incorrect email or password" in failure.detail and "{{secret:SHOP_USER}}" in failure.detail
-    for name, text in text_files(Path(traj.metadata["run_dir"])).items():
+    policy = Recorder(settings(tmp_path), [DONE])
+    async with Agent(policy=policy, settings=settings(tmp_path), plugins=plugins) as agent:
+        refused = await agent.run("shop", "demo:shop/")
+        monkeypatch.delenv("OWRL_SECRET_SHOP_PASSWORD")
+        missing = await agent.run("shop", "demo:shop/")
+    assert refused.outcome.status == "infra_error" and not policy.contexts  # ended before the first step
+    assert refused.outcome.failure.kind == "infra.shop_login_failed"
+    detail = refused.outcome.failure.detail
+    assert "Incorrect email or password" in detail and "{{secret:SHOP_USER}}" in detail
+    for name, text in text_files(Path(refused.metadata["run_dir"])).items():
         assert "not-the-password" not in text and USER not in text, name
-
-    monkeypatch.delenv("OWRL_SECRET_SHOP_PASSWORD")
-    traj, _ = await run(plugins, tmp_path, "demo:shop/", [DONE])
-    assert traj.outcome.failure.kind == "infra.missing_secret"
-    assert "OWRL_SECRET_SHOP_PASSWORD" in traj.outcome.failure.detail
+    assert missing.outcome.failure.kind == "infra.missing_secret"
+    assert "OWRL_SECRET_SHOP_PASSWORD" in missing.outcome.failure.detail
 
 
 @pytest.mark.exercises("resolve_secret", "browser_launch_options")
@@ -271,12 +281,18 @@ async def test_add_to_cart_is_not_offered_on_other_sites(plugins, enabled, tmp_p
     assert "hints" not in traj.steps[0].observation.extras and "demo_shop_adapter" not in traj.metadata
 
 
-def test_options_are_checked():
+def test_options_come_from_owrl_toml_then_the_environment_and_are_checked(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no user config file here
     from owrl_sdk.errors import ConfigError
-    from owrl_shop_adapter import pick_variant
+    from owrl_shop_adapter import load_options, pick_variant
     from owrl_shop_adapter.options import parse_options
 
-    assert parse_options({"enabled": "yes", "consent": "accept"}).enabled is True
+    (tmp_path / "owrl.toml").write_text('[plugins.demo-shop-adapter]\nenabled = true\nconsent = "accept"\n')
+    opts = load_options(environ={}, cwd=tmp_path)
+    assert opts.enabled and opts.consent == "accept" and opts.login
+    opts = load_options(environ={"OWRL_DEMO_SHOP_ADAPTER_ENABLED": "0", "OWRL_DEMO_SHOP_ADAPTER_LOGIN": "off"}, cwd=tmp_path)
+    assert not opts.enabled and not opts.login and opts.consent == "accept"
+    assert not load_options(environ={}, cwd=tmp_path / "elsewhere").enabled  # off by default
     for bad, words in (({"password": "demo1234"}, "must be a {{secret:NAME}} placeholder"),
                        ({"consent": "maybe"}, "is not reject or accept"),
                        ({"enabled": "perhaps"}, "is not true or false"),
