@@ -83,7 +83,12 @@ class Dialogs:
         With ``keep`` the stalled call stays pending until the dialog is answered (an action);
         without, it is cancelled (a read that can be taken again later)."""
         action = asyncio.ensure_future(awaitable)
-        await asyncio.wait({action, self._next()}, return_when=asyncio.FIRST_COMPLETED)
+        try:
+            await asyncio.wait({action, self._next()}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # the caller was cancelled: so is its call, quietly
+            action.cancel()
+            action.add_done_callback(_swallow)
+            raise
         if action.done():
             return True, action.result()
         if keep:
