@@ -14,8 +14,8 @@ An episode whose attempts run out is recorded as ``infra_error`` with the failur
 counted against the policy. ``summary.json`` adds ``backend``, ``workers_lost`` and
 ``episodes_retried``.
 
-Without ``--ray-address`` a local Ray is started for the run (and stopped after it); with
-one, the driver joins that cluster. Workers chdir to the driver's working directory when
+Without ``--ray-address`` (nor ``RAY_ADDRESS``) a local Ray is started for the run (and
+stopped after it); with one, the driver joins that cluster. Workers chdir to the driver's working directory when
 it exists on their node, so relative paths (the output folder, task and flow files) mean
 the same there: on a multi-node cluster, put the output folder on a shared volume.
 ``OWRL_*`` variables of the driver are passed to the workers, except ``OWRL_SECRET_*``:
@@ -41,7 +41,7 @@ from .types import Task
 
 @dataclass
 class RayOptions:
-    #: ``ray://`` or ``HOST:PORT`` of a running cluster; None starts a local Ray for the run.
+    #: ``ray://`` or ``HOST:PORT`` of a running cluster; None: ``RAY_ADDRESS``, else a local Ray for the run.
     address: Optional[str] = None
     #: Browser contexts (episodes in flight) per worker.
     contexts: int = 1
@@ -167,8 +167,9 @@ class WorkerPool:
             env = {k: v for k, v in os.environ.items() if k.startswith("OWRL_") and not k.startswith("OWRL_SECRET_")}
             kwargs: dict[str, Any] = dict(include_dashboard=False, logging_level=logging.WARNING,
                                           log_to_driver=False, runtime_env={"env_vars": env})
-            if self.options.address:
-                kwargs["address"] = self.options.address
+            address = self.options.address or os.environ.get("RAY_ADDRESS")
+            if address:
+                kwargs["address"] = address
             else:
                 # A local Ray for this run only: on loopback, with room for every worker.
                 kwargs["address"] = "local"  # never an unrelated cluster that happens to run here
@@ -177,7 +178,7 @@ class WorkerPool:
             try:
                 ray.init(**kwargs)
             except Exception as err:  # noqa: BLE001 - ray's own connection errors
-                raise InfraError(f"cannot start or join Ray ({self.options.address or 'local'}): {err}",
+                raise InfraError(f"cannot start or join Ray ({kwargs.get('address')}): {err}",
                                  code="ray_unavailable") from None
             self.started_ray = True
         await asyncio.gather(*[self._add_worker() for _ in range(self.size)])

@@ -200,7 +200,7 @@ def test_the_pieces_point_at_each_other():
     assert trainer["command"] == ["owrl", "train", "rl", "--config", "/etc/owrl/rl.toml", "--backend", "ray"]
     assert env(trainer)["RAY_ADDRESS"] == "ray://rollouts-head-svc.agents.svc.cluster.local:10001"
     config = objects["ConfigMap", "owrl-train-config"]["data"]["rl.toml"]
-    assert config == (ROOT / "examples" / "rl-tiny.toml").read_text() and tomllib.loads(config)["suite"]
+    assert config == (ROOT / "examples" / "rl-ray.toml").read_text() and tomllib.loads(config)["suite"]
     assert {v["configMap"]["name"] for v in trainer_pod["spec"]["volumes"] if "configMap" in v} == {"owrl-train-config"}
 
     # the browser pods take connections only from pods carrying the client label, which all clients carry
