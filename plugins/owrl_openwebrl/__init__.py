@@ -1,4 +1,5 @@
-"""OpenWebRL's model plugins: the ``openwebrl`` and ``openai`` policies, the ``openwebrl-judge`` judge.
+"""OpenWebRL's model plugins: the ``openwebrl``, ``owrl-text`` and ``openai`` policies, the
+``openwebrl-judge`` judge, ``owrl model`` (tiny checkpoints, ``fetch`` of real small weights).
 
 Nothing here imports torch at import time; the backend loads it when a model is chosen.
 """
@@ -10,9 +11,10 @@ from owrl_sdk import hookimpl
 
 @hookimpl
 def register_policies(register):
-    from .policy import OpenAIPolicy, OpenWebRLPolicy
+    from .policy import OpenAIPolicy, OpenWebRLPolicy, TextPolicy
 
     register(OpenWebRLPolicy)
+    register(TextPolicy)
     register(OpenAIPolicy)
 
 

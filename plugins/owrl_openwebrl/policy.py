@@ -1,18 +1,21 @@
-"""The ``openwebrl`` policy (a local Qwen-VL checkpoint) and the ``openai`` policy (an endpoint)."""
+"""The ``openwebrl`` policy (a local Qwen-VL checkpoint), the ``owrl-text`` policy (a local
+text-only model reading the accessibility tree) and the ``openai`` policy (an endpoint)."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from typing import Any, Optional
 
+from owrl_sdk.errors import UsageError
 from owrl_sdk.memory import Context
 from owrl_sdk.policy import Policy
 from owrl_sdk.types import PolicyInfo, Turn
 
 from .backend import Sampling, VLBackend
 from .parser import parse_turn
-from .prompt import build_prompt
+from .prompt import Prompt, build_prompt
 
 DEFAULT_POLICY_MODEL = "OpenWebRL/OpenWebRL-4B"
 
@@ -87,9 +90,12 @@ class _ModelPolicy(Policy):
     def _tools_in_system(self) -> bool:
         return True
 
+    def prompt(self, context: Context) -> Prompt:
+        """The messages this policy sends for ``context`` (training rebuilds them with it)."""
+        return build_prompt(context, text_mode=self.text_mode, tools_in_system=self._tools_in_system())
+
     async def act(self, context: Context) -> Turn:
-        prompt = build_prompt(context, text_mode=self.text_mode, tools_in_system=self._tools_in_system())
-        gen = await self.batcher.generate(prompt, self.sampling)
+        gen = await self.batcher.generate(self.prompt(context), self.sampling)
         turn = parse_turn(gen.text)
         turn.usage = {"prompt_tokens": gen.prompt_tokens, "completion_tokens": gen.completion_tokens,
                       "image_tokens": gen.image_tokens, "seconds": round(gen.seconds, 4)}
@@ -117,6 +123,43 @@ class OpenWebRLPolicy(_ModelPolicy):
     def info(self) -> PolicyInfo:
         return PolicyInfo(name=self.name, model=getattr(self.backend, "model_id", None),
                           revision=getattr(self.backend, "revision", None))
+
+
+#: Tools a text policy declares by default: what a page's accessibility tree lets it use.
+TEXT_TOOLS = ("click", "write", "press_keys", "select_option", "done")
+
+
+class TextPolicy(OpenWebRLPolicy):
+    """A text-only causal LM (e.g. SmolLM2 from ``owrl model fetch smollm2``) that reads the
+    page's accessibility tree with refs instead of a screenshot and answers in the same
+    ``<tool_call>`` format.
+
+    The prompt is the compact one (a short system text, one line per tool) so that a
+    small model's context is mostly the page. Options (``[plugins.owrl-text]``): ``model``
+    (default: the fetched SmolLM2), ``adapter`` (LoRA folder), ``tools`` (names declared
+    in the prompt; default click, write, press_keys, select_option, done), ``max_new_tokens``
+    (default 96) and the other sampling options of ``openwebrl``."""
+
+    name = "owrl-text"
+
+    def __init__(self, settings, backend: Any = None, **options: Any):
+        options.setdefault("max_new_tokens", settings.plugin(self.name).get("max_new_tokens", 96))
+        super().__init__(settings, backend=backend, **options)
+        self.text_mode = True
+        self.tool_names = tuple(self.conf.get("tools") or TEXT_TOOLS)
+
+    def _make_backend(self) -> Any:
+        from .fetch import fetched
+
+        self.model_id = self.settings.model or self.conf.get("model") or fetched("smollm2")
+        if self.model_id is None:
+            raise UsageError("the owrl-text policy needs a text model: pass --model PATH, "
+                             "or fetch SmolLM2 once with `owrl model fetch smollm2`")
+        return shared_backend(str(self.model_id), self.conf.get("quantize", "auto"), self.conf.get("adapter"))
+
+    def prompt(self, context: Context) -> Prompt:
+        tools = [t for t in context.tools if t.name in self.tool_names]
+        return build_prompt(dataclasses.replace(context, tools=tools), text_mode=True, compact=True)
 
 
 class OpenAIPolicy(_ModelPolicy):

@@ -1,11 +1,11 @@
-"""Tiny Qwen-VL checkpoints with random weights, built on the spot.
+"""Tiny checkpoints with random weights, built on the spot: Qwen-VL families and a text-only Llama.
 
 They exist so that the real loading, prompting, generation and training code runs on a
 machine that cannot download the real weights: same architecture classes, same files
 (config, safetensors, tokenizer with the special tokens and a chat template, image
 processor config), only tiny. Their output is random; they prove plumbing, not skill.
 
-    owrl model tiny DIR [--family qwen3-vl|qwen2-vl|qwen2.5-vl]
+    owrl model tiny DIR [--family qwen3-vl|qwen2-vl|qwen2.5-vl|llama]
 """
 
 from __future__ import annotations
@@ -84,9 +84,35 @@ def build_tokenizer(vocab_size: int = 1024):
     return fast
 
 
+def build_tiny_text(out: Union[str, Path], seed: int = 0) -> Path:
+    """Write a tiny random text-only Llama (no vision config: the ``text`` backend kind)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tok = build_tokenizer()
+    eos, pad = tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+                         initializer_range=0.25, tie_word_embeddings=True, bos_token_id=None, eos_token_id=eos,
+                         pad_token_id=pad)
+    model = LlamaForCausalLM(config)
+    model.generation_config.eos_token_id = eos
+    model.generation_config.pad_token_id = pad
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    (out / "owrl_tiny.json").write_text(json.dumps({"family": "llama", "seed": seed}))
+    return out
+
+
 def build_tiny_vl(out: Union[str, Path], family: str = "qwen3-vl", seed: int = 0) -> Path:
     """Write a tiny random ``family`` checkpoint to ``out`` and return the path."""
     import torch
+
+    if family == "llama":
+        return build_tiny_text(out, seed)
     from transformers import Qwen2VLImageProcessorPil
 
     torch.manual_seed(seed)

@@ -43,7 +43,15 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
     with console.status("loading the model…"):
         trainable = TrainableVL(model, lora_r=lora_r, four_bit=four_bit)
     template = trainable.tokenizer.chat_template or ""
-    samples = load_samples(data, tools_in_system="tools" not in template, text_mode=text_mode)
+    policy_name = "openwebrl"
+    if trainable.backend.kind == "text":  # a text-only model learns from the prompt its own policy sends
+        from owrl_openwebrl.policy import TextPolicy
+        from owrl_sdk.config import load_settings
+
+        policy_name = TextPolicy.name
+        samples = load_samples(data, render=TextPolicy(load_settings(), backend=trainable.backend).prompt)
+    else:
+        samples = load_samples(data, tools_in_system="tools" not in template, text_mode=text_mode)
     console.print(f"{len(samples)} samples from {data}")
     with Progress(TextColumn("[bold]sft"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"),
                   TimeElapsedColumn(), console=console) as progress:
@@ -54,7 +62,7 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
 
         result = train_sft(samples, cfg, model=trainable, on_step=on_step)
     console.print(f"adapter: {result['adapter']} · {result['steps']} steps · final loss {result['final_loss']:.4f}")
-    console.print(f"use it: owrl run --policy openwebrl --model {result['adapter']} ...")
+    console.print(f"use it: owrl run --policy {policy_name} --model {result['adapter']} ...")
 
 
 @train_command.command("rl")

@@ -10,7 +10,7 @@ import base64
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Callable, Iterable, Optional, Union
 
 from owrl_sdk.documents import load_trajectory
 from owrl_sdk.errors import DocumentError, UsageError
@@ -48,8 +48,13 @@ def _screenshot(step: Any, run_dir: Optional[Path]) -> Optional[bytes]:
 
 def trajectory_samples(traj: Trajectory, run_dir: Optional[Path] = None, *, tools: Optional[list[Any]] = None,
                        tools_in_system: bool = True, text_mode: bool = False, advantage: float = 0.0,
-                       only_success: bool = False) -> list[Sample]:
-    """One sample per turn that produced calls (unreadable turns teach nothing)."""
+                       only_success: bool = False,
+                       render: Optional[Callable[[Context], Prompt]] = None) -> list[Sample]:
+    """One sample per turn that produced calls (unreadable turns teach nothing).
+
+    ``render`` builds the prompt from the turn's context; pass the policy's own
+    (``policy.prompt``) so that training sees exactly what the policy saw. Without it the
+    OpenWebRL prompt is built with ``text_mode`` and ``tools_in_system``."""
     if only_success and not (traj.outcome and traj.outcome.status == "success"):
         return []
     tools = tools if tools is not None else _tools()
@@ -60,7 +65,7 @@ def trajectory_samples(traj: Trajectory, run_dir: Optional[Path] = None, *, tool
         shot = _screenshot(step, run_dir)
         ctx = Context(task=traj.task, observation=step.observation, tools=tools, history=traj.steps[:i],
                       screenshots=[shot] if shot else [])
-        prompt = build_prompt(ctx, text_mode=text_mode, tools_in_system=tools_in_system)
+        prompt = render(ctx) if render else build_prompt(ctx, text_mode=text_mode, tools_in_system=tools_in_system)
         target = step.turn.raw if step.turn.raw is not None else render_turn(step.turn.thought, step.turn.calls)
         samples.append(Sample(prompt=prompt, target=target, advantage=advantage,
                               meta={"trajectory": traj.id, "task": traj.task.id, "step": i}))

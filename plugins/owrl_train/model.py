@@ -1,4 +1,7 @@
-"""A Qwen-VL checkpoint with a LoRA adapter, ready to train and to sample from.
+"""A checkpoint with a LoRA adapter, ready to train and to sample from.
+
+The checkpoint is a Qwen-VL model or a text-only causal LM (the backend's ``kind``); for
+a text model the adapter goes on every attention and MLP projection.
 
 The reference model for the KL term is the same weights with the adapter disabled
 (``reference()``), so no second copy is held in memory. The model stays in train mode
@@ -18,6 +21,7 @@ from owrl_openwebrl.backend import VLBackend
 from .data import Sample
 
 LORA_TARGETS = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
+TEXT_LORA_TARGETS = r".*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
 
 
 def adapter_base(path: str) -> Optional[str]:
@@ -43,8 +47,9 @@ class TrainableVL:
         if adapter:
             model = PeftModel.from_pretrained(model, adapter, is_trainable=True)
         else:
+            targets = LORA_TARGETS if self.backend.kind == "vl" else TEXT_LORA_TARGETS
             config = LoraConfig(r=lora_r, lora_alpha=lora_alpha or 2 * lora_r, lora_dropout=0.0,
-                                target_modules=LORA_TARGETS, bias="none")
+                                target_modules=targets, bias="none")
             model = get_peft_model(model, config)
         model.train()
         self.model = model
@@ -82,17 +87,24 @@ class TrainableVL:
         return batch
 
     def token_logprobs(self, batch: dict[str, Any], with_entropy: bool = False) -> tuple[Any, Any, Any]:
-        """Log-probabilities of each token given the ones before, aligned so that position t
-        scores token t; the mask marks target tokens. Returns (logp, mask, entropy)."""
+        """Log-probabilities of each token given the ones before, aligned so that column t
+        scores token t + 1; the mask marks target tokens. Returns (logp, mask, entropy).
+
+        Only the positions that predict a target token in some row are projected onto the
+        vocabulary (the head over every prompt token would cost a fifth of the forward pass
+        and most of the memory); the columns are those positions, the same for every call
+        on the same batch."""
         import torch
 
         device = self.model.device
         inputs = {k: v.to(device) for k, v in batch.items() if k != "target_mask"}
-        logits = self.model(**inputs).logits[:, :-1].float()
-        targets = inputs["input_ids"][:, 1:]
+        next_is_target = batch["target_mask"][:, 1:].to(device)
+        keep = (next_is_target.sum(0) > 0).nonzero().squeeze(-1)
+        logits = self.model(**inputs, logits_to_keep=keep).logits.float()
+        targets = inputs["input_ids"][:, 1:][:, keep]
         logsm = torch.log_softmax(logits, dim=-1)
         logp = logsm.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        mask = batch["target_mask"][:, 1:].to(device).float()
+        mask = next_is_target[:, keep].float()
         entropy = -(logsm.exp() * logsm).sum(-1) if with_entropy else None
         return logp, mask, entropy
 

@@ -68,6 +68,8 @@ class RLConfig:
     reward: str = "judged"
     judge: str = "composite"
     text_mode: bool = False
+    #: Options of the rollout policy (``openwebrl``, or ``owrl-text`` for a text-only model).
+    policy_options: dict[str, Any] = field(default_factory=dict)
     curriculum: list[dict[str, int]] = field(default_factory=lambda: [{"until_iteration": 100, "max_steps": 15},
                                                                        {"max_steps": 30}])
     sampling: dict[str, Any] = field(default_factory=lambda: {"temperature": 1.0, "top_p": 1.0, "top_k": 0,
@@ -148,8 +150,10 @@ class MMGRPO(Optimizer):
             for enc in encoded:
                 old, _, _ = model.token_logprobs(enc)
                 olds.append(old)
-                with model.reference():
-                    ref, _, _ = model.token_logprobs(enc)
+                ref = None
+                if c.kl_coef:  # the reference pass costs a forward per sample; without a KL term it is skipped
+                    with model.reference():
+                        ref, _, _ = model.token_logprobs(enc)
                 refs.append(ref)
         totals: dict[str, float] = {}
         count = 0
@@ -211,12 +215,13 @@ class RLRun:
         if last is not None:
             self.state = load_checkpoint(last, self.model, self.optimizer.torch_optimizer)
             self.sampler.load_state_dict(self.state.get("sampler", {}))
-        from owrl_openwebrl.policy import OpenWebRLPolicy
+        from owrl_openwebrl.policy import OpenWebRLPolicy, TextPolicy
 
-        self.policy = OpenWebRLPolicy(self.settings, backend=self.model.backend, text_mode=cfg.text_mode,
-                                      **cfg.sampling)
-        template = self.model.tokenizer.chat_template or ""
-        self.tools_in_system = "tools" not in template
+        if self.model.backend.kind == "text":
+            self.policy = TextPolicy(self.settings, backend=self.model.backend, **cfg.sampling, **cfg.policy_options)
+        else:
+            self.policy = OpenWebRLPolicy(self.settings, backend=self.model.backend, text_mode=cfg.text_mode,
+                                          **cfg.sampling, **cfg.policy_options)
 
     def _pool(self) -> list[Task]:
         suite = self.plugins.catalogue.get("task_suites", self.cfg.suite)(self.settings)
@@ -270,7 +275,7 @@ class RLRun:
                 continue
             run_dir = Path(traj.metadata["run_dir"]) if traj.metadata.get("run_dir") else None
             samples.extend(trajectory_samples(traj, run_dir, tools=self._tools(), advantage=adv,
-                                              tools_in_system=self.tools_in_system, text_mode=cfg.text_mode))
+                                              render=self.policy.prompt))
         t2 = time.perf_counter()
         update = self.optimizer.update(samples)
         t3 = time.perf_counter()

@@ -1,0 +1,292 @@
+"""The text-only path: a causal LM reading the accessibility tree, trained with SFT and GRPO,
+and ``owrl model fetch`` (cache, arguments, GGUF conversion).
+
+The models are tiny random ones built here (a Llama with owrl's tiny tokenizer, and a
+GGUF written with the ``gguf`` package); their output is random, which is enough to prove
+the pipeline. Nothing here downloads: the real SmolLM2 is used only when the cache
+already holds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("peft")
+
+from owrl_openwebrl.backend import Sampling, VLBackend  # noqa: E402
+from owrl_openwebrl.fetch import MARKER, cache_root, convert_gguf, fetch_model, fetched, model_dir  # noqa: E402
+from owrl_openwebrl.policy import TextPolicy  # noqa: E402
+from owrl_openwebrl.tiny import build_tiny_text  # noqa: E402
+from owrl_sdk.memory import Context  # noqa: E402
+from owrl_sdk.types import Observation, Task  # noqa: E402
+from owrl_train.data import Sample  # noqa: E402
+from owrl_train.model import TrainableVL  # noqa: E402
+from owrl_train.rl import MMGRPO, RLConfig  # noqa: E402
+from owrl_train.sft import sft_loss  # noqa: E402
+
+from owrl_cli import owrl  # noqa: E402
+
+ARIA = '- generic [ref=e2]:\n  - generic [ref=e3]: Click on the "Ok" button.\n  - button "Ok" [ref=e5]\n  - button "No" [ref=e6]'
+TARGET_OK = '<tool_call>\n{"name": "click", "arguments": {"ref": "e5"}}\n</tool_call>'
+TARGET_NO = '<tool_call>\n{"name": "click", "arguments": {"ref": "e6"}}\n</tool_call>'
+
+
+@pytest.fixture(scope="module")
+def tiny_text(tmp_path_factory):
+    return build_tiny_text(tmp_path_factory.mktemp("tiny") / "llama")
+
+
+@pytest.fixture
+def text_trainable(tiny_text):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return TrainableVL(str(tiny_text), lora_r=8, seed=0)
+
+
+def page_context(tools):
+    task = Task(id="t", intent='Click on the "Ok" button.', start_url="file:///x.html")
+    return Context(task=task, observation=Observation(url="file:///x.html", title="Click Button Task", aria=ARIA),
+                   tools=tools)
+
+
+# ---------------------------------------------------------------------------- the policy
+
+
+def test_text_policy_acts_on_a_real_miniwob_page(tiny_text, tmp_path, plugins):
+    """One episode of MiniWoB's click-button page in Chromium, driven by the tiny text model."""
+    from owrl_sdk.config import Settings
+    from owrl_train.rl import BrowserRollouts
+
+    settings = Settings(runs_dir=str(tmp_path / "runs"), plugins={"miniwob": {"time_limit": 120}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        policy = plugins.catalogue.get("policies", "owrl-text")(settings, model=str(tiny_text), max_new_tokens=16,
+                                                                 temperature=1.0, top_k=0, top_p=1.0, seed=0)
+    assert policy.backend.kind == "text" and policy.backend.image_processor is None
+    suite = plugins.catalogue.get("task_suites", "miniwob")(settings)
+    task = next(t for t in suite.tasks() if t.id == "click-button")
+    rollouts = BrowserRollouts(suite, settings, plugins, workers=1)
+
+    async def go():
+        try:
+            return await rollouts.collect(policy, [("g", task, 7)], 1, tmp_path / "out")
+        finally:
+            await rollouts.close()
+
+    (traj,) = asyncio.run(go())
+    assert traj.outcome.status != "infra_error", traj.outcome
+    step = traj.steps[0]
+    assert "[ref=e" in step.observation.aria and traj.task.intent.startswith("Click on the")
+    assert step.turn.raw is not None and step.turn.usage["completion_tokens"] > 0
+    assert step.turn.usage["image_tokens"] == 0
+    # the prompt it saw: the compact text one, with the page's tree and only the text tools
+    tools = list(plugins.catalogue.items["tools"].values())
+    prompt = policy.prompt(Context(task=traj.task, observation=step.observation, tools=tools))
+    system, *_, page = [p["text"] for m in prompt.messages for p in m["content"]]
+    assert "- click(" in system and "- scroll(" not in system and "<tools>" not in system
+    assert step.observation.aria in page and not prompt.images()
+    assert traj.judgements and traj.judgements[-1].judge == "composite"
+    assert "suite_check" in traj.metadata  # MiniWoB's own reward was read off the page
+
+
+def test_text_backend_refuses_screenshots_and_renders_strings(text_trainable, plugins, settings):
+    backend = text_trainable.backend
+    tools = list(plugins.catalogue.items["tools"].values())
+    policy = TextPolicy(settings, backend=backend)
+    prompt = policy.prompt(page_context(tools))
+    text = backend.render(prompt)
+    assert ARIA in text and "Task: Click on the" in text
+    with pytest.raises(ValueError, match="text-only model cannot read screenshots"):
+        backend.encode([text], [[b"\xff\xd8not-a-jpeg"]])
+    out = backend.generate([prompt, prompt], Sampling(max_new_tokens=4, seed=0, temperature=1.0, top_k=0))
+    assert len(out) == 2 and all(g.completion_tokens <= 4 and g.image_tokens == 0 for g in out)
+
+
+# ---------------------------------------------------------------------------- training
+
+
+def test_lora_on_a_text_model_scores_only_the_target_positions(text_trainable, plugins, settings):
+    import torch
+
+    names = [n for n, _ in text_trainable.model.named_modules() if n.endswith("self_attn.q_proj.lora_A")]
+    assert len(names) == 2  # both layers of the tiny Llama carry the adapter
+    tools = list(plugins.catalogue.items["tools"].values())
+    prompt = TextPolicy(settings, backend=text_trainable.backend).prompt(page_context(tools))
+    batch = text_trainable.encode([Sample(prompt, TARGET_OK), Sample(prompt, TARGET_NO + " extra")])
+    with torch.no_grad():
+        logp, mask, _ = text_trainable.token_logprobs(batch)
+        full = torch.log_softmax(text_trainable.model(**{k: v for k, v in batch.items() if k != "target_mask"})
+                                 .logits[:, :-1].float(), -1)
+    want = full.gather(-1, batch["input_ids"][:, 1:].unsqueeze(-1)).squeeze(-1)
+    want_mask = batch["target_mask"][:, 1:].float()
+    assert logp.shape[1] < want.shape[1] / 4  # the head ran on the target positions only
+    assert float(mask.sum()) == float(want_mask.sum())
+    assert float((logp * mask).sum()) == pytest.approx(float((want * want_mask).sum()), rel=1e-5)
+
+
+def test_sft_then_grpo_steps_move_the_text_model(text_trainable, plugins, settings, tmp_path):
+    import torch
+
+    tools = list(plugins.catalogue.items["tools"].values())
+    prompt = TextPolicy(settings, backend=text_trainable.backend).prompt(page_context(tools))
+    ok, no = Sample(prompt, TARGET_OK), Sample(prompt, TARGET_NO)
+    opt = torch.optim.AdamW(text_trainable.trainable_parameters(), lr=1e-2)
+    first = None
+    for _ in range(5):
+        loss, tokens = sft_loss(text_trainable, [ok])
+        first = first if first is not None else float(loss.detach())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert tokens > 10 and float(loss) < first * 0.8
+
+    def margin() -> float:
+        with torch.no_grad():
+            logp, mask, _ = text_trainable.token_logprobs(text_trainable.encode([ok, no]))
+        per = (logp * mask).sum(1)
+        return float(per[1] - per[0])
+
+    before = margin()
+    cfg = RLConfig(model="tiny", out=tmp_path, lr=5e-3, minibatch=2, kl_coef=0.0)
+    grpo = MMGRPO(settings, model=text_trainable, config=cfg)
+    for _ in range(3):  # the rewarded answer is "No" now: its advantage is positive
+        metrics = grpo.update([Sample(prompt, TARGET_OK, advantage=-1.0), Sample(prompt, TARGET_NO, advantage=1.0)])
+    assert "kl" not in metrics and metrics["samples"] == 2.0  # no reference pass without a KL term
+    assert margin() > before + 0.5
+
+
+# ---------------------------------------------------------------------------- owrl model fetch
+
+
+def test_fetch_arguments_and_cache_location(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("OWRL_CACHE_DIR", raising=False)
+    assert model_dir("smollm2") == tmp_path / "xdg" / "owrl" / "models" / "smollm2-135m-instruct"
+    monkeypatch.setenv("OWRL_CACHE_DIR", str(tmp_path / "env"))
+    assert cache_root() == tmp_path / "env"
+    assert model_dir("smollm2", tmp_path / "opt") == tmp_path / "opt" / "models" / "smollm2-135m-instruct"
+
+    out = owrl("model", "fetch", "gpt-5", "--cache", str(tmp_path / "c"), cwd=tmp_path)
+    assert out.returncode == 2 and "unknown model 'gpt-5': known models are smollm2" in out.stderr
+    out = owrl("model", "fetch", cwd=tmp_path)
+    assert out.returncode == 2 and "Missing argument 'NAME'" in out.stderr
+
+    # a finished conversion is found by its marker and never fetched again
+    done = model_dir("smollm2", tmp_path / "c")
+    done.mkdir(parents=True)
+    (done / MARKER).write_text("{}")
+    out = owrl("model", "fetch", "smollm2", "--cache", str(tmp_path / "c"), cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.strip() == str(done) and "already in the cache" in out.stderr
+    assert fetched("smollm2", tmp_path / "c") == done and fetched("smollm2", tmp_path / "elsewhere") is None
+
+
+def test_text_policy_without_a_model_says_how_to_get_one(tmp_path, monkeypatch, settings):
+    from owrl_sdk.errors import UsageError
+
+    monkeypatch.setenv("OWRL_CACHE_DIR", str(tmp_path))
+    with pytest.raises(UsageError, match="owrl model fetch smollm2"):
+        TextPolicy(settings)
+
+
+def write_tiny_gguf(path: Path):
+    """A 2-layer llama GGUF with owrl's tiny BPE tokenizer; matrices stored as Q8_0 like a
+    real quantized file, norms as F32. Returns the ffn_up matrix of layer 0 as written."""
+    gguf = pytest.importorskip("gguf")
+    import numpy as np
+
+    from owrl_openwebrl.tiny import build_tokenizer
+
+    tok = build_tokenizer(512)
+    tokens = [t for t, _ in sorted(tok.get_vocab().items(), key=lambda kv: kv[1])]
+    merges = [" ".join(m) if isinstance(m, list) else m
+              for m in json.loads(tok.backend_tokenizer.to_str())["model"]["merges"]]
+    hidden, ff, layers, heads, kv = 64, 128, 2, 4, 2
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_block_count(layers)
+    w.add_context_length(512)
+    w.add_embedding_length(hidden)
+    w.add_feed_forward_length(ff)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_dimension_count(hidden // heads)
+    w.add_vocab_size(len(tokens))
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("smollm")
+    w.add_token_list(tokens)
+    w.add_token_types([3 if t in tok.all_special_tokens else 1 for t in tokens])
+    w.add_token_merges(merges)
+    w.add_bos_token_id(tok.convert_tokens_to_ids("<|im_start|>"))
+    w.add_eos_token_id(tok.convert_tokens_to_ids("<|im_end|>"))
+    w.add_pad_token_id(tok.convert_tokens_to_ids("<|endoftext|>"))
+    w.add_chat_template(tok.chat_template)
+    rng = np.random.default_rng(0)
+    written = {}
+
+    def add(name, shape, quantized=True):
+        a = (rng.standard_normal(shape) * 0.2).astype(np.float32)
+        written[name] = a
+        if quantized:
+            q = gguf.quants.quantize(a, gguf.GGMLQuantizationType.Q8_0)
+            w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        else:
+            w.add_tensor(name, a)
+
+    add("token_embd.weight", (len(tokens), hidden))
+    add("output_norm.weight", (hidden,), quantized=False)
+    for i in range(layers):
+        add(f"blk.{i}.attn_norm.weight", (hidden,), quantized=False)
+        add(f"blk.{i}.ffn_norm.weight", (hidden,), quantized=False)
+        add(f"blk.{i}.attn_q.weight", (hidden, hidden))
+        add(f"blk.{i}.attn_k.weight", (kv * hidden // heads, hidden))
+        add(f"blk.{i}.attn_v.weight", (kv * hidden // heads, hidden))
+        add(f"blk.{i}.attn_output.weight", (hidden, hidden))
+        add(f"blk.{i}.ffn_gate.weight", (ff, hidden))
+        add(f"blk.{i}.ffn_up.weight", (ff, hidden))
+        add(f"blk.{i}.ffn_down.weight", (hidden, ff))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return written["blk.0.ffn_up.weight"]
+
+
+def test_convert_a_quantized_gguf_to_a_checkpoint_the_text_policy_loads(tmp_path, settings):
+    import numpy as np
+
+    up = write_tiny_gguf(tmp_path / "tiny.Q8_0.gguf")
+    out = convert_gguf(tmp_path / "tiny.Q8_0.gguf", tmp_path / "cache" / "models" / "tiny")
+    assert (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file()
+    assert json.loads((out / MARKER).read_text())["converted_from"] == "tiny.Q8_0.gguf"
+    assert not json.loads((out / "config.json").read_text()).get("quantization_config")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        backend = VLBackend(str(out))
+    assert backend.kind == "text"
+    loaded = backend.model.model.layers[0].mlp.up_proj.weight.detach().numpy()
+    assert np.abs(loaded - up).max() < 0.01  # dequantized: Q8_0 keeps 1/127 of each block's range
+    assert "<|im_start|>assistant" in backend.render(TextPolicy(settings, backend=backend).prompt(page_context([])))
+    assert backend.generate([TextPolicy(settings, backend=backend).prompt(page_context([]))],
+                            Sampling(max_new_tokens=3, seed=0))[0].completion_tokens >= 1
+
+
+def test_fetched_smollm2_answers_sensibly_if_cached():
+    path = fetched("smollm2")
+    if path is None:
+        pytest.skip(f"SmolLM2 is not in the cache ({model_dir('smollm2')}): run `owrl model fetch smollm2` first")
+    from owrl_openwebrl.prompt import Prompt
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        backend = VLBackend(str(path))
+    assert backend.kind == "text"
+    assert 130e6 < sum(p.numel() for p in backend.model.parameters()) < 140e6
+    question = Prompt(messages=[{"role": "user", "content": [{"type": "text", "text": "What is the capital of France?"}]}])
+    answer = backend.generate([question], Sampling(temperature=0.0, max_new_tokens=12))[0].text
+    assert "Paris" in answer
