@@ -32,7 +32,7 @@ def _fmt_rate(block: dict) -> str:
               "(or ws://) DevTools address instead of launching one.")
 @click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help="Where episodes run: this process, or Ray actors each owning one browser.")
-@click.option("--ray-address", metavar="ADDR", help="(ray) A running Ray cluster to join (default: start a local Ray).")
+@click.option("--ray-address", metavar="ADDR", help="(ray) A running Ray cluster to join (default: RAY_ADDRESS, else a local Ray for the run).")
 @click.option("--contexts", type=click.IntRange(min=1), default=1, show_default=True,
               help="(ray) Browser contexts, i.e. episodes in flight, per worker.")
 @click.option("--out", type=click.Path(file_okay=False), help="Output folder (default: eval/<suite>-<policy>).")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Optional
 
 import click
 
@@ -67,7 +68,11 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
 
 @train_command.command("rl")
 @click.option("--config", "config_file", required=True, type=click.Path(dir_okay=False), help="The run's TOML config.")
-def rl_command(config_file: str) -> None:
+@click.option("--backend", type=click.Choice(["local", "ray"]),
+              help="Where rollouts run (overrides the config's rollout_backend); ray needs serve_base_url.")
+@click.option("--ray-address", metavar="ADDR", help="A Ray cluster to join (overrides ray_address; default: "
+              "RAY_ADDRESS, else a local Ray).")
+def rl_command(config_file: str, backend: Optional[str], ray_address: Optional[str]) -> None:
     """Online MM-GRPO on live pages; re-running the same command resumes."""
     from rich.console import Console
 
@@ -77,7 +82,7 @@ def rl_command(config_file: str) -> None:
     from .rl import BrowserRollouts, RLConfig, RLRun
 
     console = Console(stderr=True)
-    cfg = RLConfig.from_toml(Path(config_file))
+    cfg = RLConfig.from_toml(Path(config_file), rollout_backend=backend, ray_address=ray_address)
     settings = load_settings()
     plugins = Plugins()
     suite = plugins.catalogue.get("task_suites", cfg.suite)(settings)

@@ -75,15 +75,27 @@ class RLConfig:
     sampling: dict[str, Any] = field(default_factory=lambda: {"temperature": 1.0, "top_p": 1.0, "top_k": 0,
                                                               "max_new_tokens": 256})
     seed: int = 0
+    #: Where rollouts run: "local" (W contexts of one browser here) or "ray" (Ray actors, each
+    #: owning a browser; needs serve_base_url, since actors cannot share the in-process model).
+    rollout_backend: str = "local"
+    ray_address: Optional[str] = None
+    #: An OpenAI-compatible inference server (vLLM, SGLang) with dynamic LoRA loading: the
+    #: trainer publishes each adapter there and the rollouts use it (see owrl_train.serving).
+    serve_base_url: Optional[str] = None
+    adapter_name: str = "owrl"
+    #: Rollouts from an adapter more than this many versions old are discarded before an update.
+    max_staleness: int = 1
 
     @classmethod
-    def from_toml(cls, path: Path) -> "RLConfig":
+    def from_toml(cls, path: Path, **overrides: Any) -> "RLConfig":
+        """The config in ``path``; ``overrides`` that are not None win over its keys."""
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ConfigError(f"{path}: no such file") from None
         except tomllib.TOMLDecodeError as err:
             raise ConfigError(f"{path}: not valid TOML ({err})") from None
+        data.update({k: v for k, v in overrides.items() if v is not None})
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - known)
         if unknown:
@@ -94,9 +106,15 @@ class RLConfig:
         # like every other owrl path
         out = Path(data.pop("out", path.with_suffix("").name + "-out"))
         try:
-            return cls(out=out, **data)
+            cfg = cls(out=out, **data)
         except TypeError as err:
             raise ConfigError(f"{path}: {err}") from None
+        if cfg.rollout_backend not in ("local", "ray"):
+            raise ConfigError(f"{path}: rollout_backend must be 'local' or 'ray', not {cfg.rollout_backend!r}")
+        if cfg.rollout_backend == "ray" and not cfg.serve_base_url:
+            raise ConfigError(f"{path}: rollout_backend = 'ray' needs serve_base_url (an inference server the "
+                              "Ray workers share; they cannot use the trainer's in-process model)")
+        return cfg
 
     def max_steps(self, iteration: int) -> int:
         for stage in self.curriculum:
@@ -223,6 +241,24 @@ class RLRun:
             self.policy = OpenWebRLPolicy(self.settings, backend=self.model.backend, text_mode=cfg.text_mode,
                                           **cfg.sampling, **cfg.policy_options)
 
+        self.publisher: Any = None
+        if cfg.serve_base_url:
+            from .serving import AdapterPublisher
+
+            self.publisher = AdapterPublisher(cfg.serve_base_url, cfg.out / "published", name=cfg.adapter_name,
+                                              keep=cfg.max_staleness)
+
+    def _rollout_policy(self, it: int) -> Any:
+        """The trainer's own policy, or (served) the ``openai`` policy naming adapter version ``it``."""
+        if self.publisher is None:
+            return self.policy
+        from .serving import PolicySpec
+
+        model = self.publisher.publish(self.model, it)
+        options = {"base_url": self.cfg.serve_base_url, "model": model, "text_mode": self.cfg.text_mode,
+                   **self.cfg.sampling, **self.cfg.policy_options}
+        return PolicySpec("openai", options)
+
     def _pool(self) -> list[Task]:
         suite = self.plugins.catalogue.get("task_suites", self.cfg.suite)(self.settings)
         tasks = suite.tasks()
@@ -255,6 +291,11 @@ class RLRun:
         cfg = self.cfg
         t0 = time.perf_counter()
         trajectories = await self._rollouts(it)
+        dropped_stale = 0
+        if self.publisher is not None:
+            from .serving import drop_stale
+
+            trajectories, dropped_stale = drop_stale(trajectories, cfg.adapter_name, it, cfg.max_staleness)
         t1 = time.perf_counter()
         rewards = []
         for traj in trajectories:
@@ -286,6 +327,7 @@ class RLRun:
             "success_rate": sum(successes) / len(successes) if successes else 0.0,
             "valid_group_fraction": stats.valid_fraction,
             "dropped_infra": float(stats.dropped_infra),
+            "dropped_stale": float(dropped_stale),
             "mean_steps": sum(len(t.steps) for t in trajectories) / len(trajectories) if trajectories else 0.0,
             "max_steps": float(cfg.max_steps(it)),
             "time_rollout_s": t1 - t0, "time_judge_s": t2 - t1, "time_update_s": t3 - t2,
@@ -324,7 +366,7 @@ class RLRun:
             raise ConfigError("every task's host is blocked after network failures: see `owrl blocklist list`")
         tasks = self.sampler.sample(pool, self.cfg.tasks_per_iteration, rng)
         items = [(f"{t.id}@{it}.{k}", t, n) for k, t in enumerate(tasks) for n in range(self.cfg.group_size)]
-        trajectories = await self.rollouts.collect(self.policy, items, self.cfg.max_steps(it), cache)
+        trajectories = await self.rollouts.collect(self._rollout_policy(it), items, self.cfg.max_steps(it), cache)
         entries = [{"group": t.metadata["group"], "trajectory": str(Path(t.metadata["run_dir"]) / "trajectory.json")}
                    for t in trajectories if t.metadata.get("run_dir")]
         if len(entries) == len(trajectories):
@@ -353,7 +395,12 @@ class BrowserRollouts:
         if not self._ready:
             await self.suite.setup()
             self._ready = True
+        from .serving import PolicySpec
+
         settings = self.settings.with_overrides(max_steps=max_steps)
+        served = isinstance(policy, PolicySpec)
+        if served:  # a served adapter, by name: one policy object talks to the server for all workers
+            policy = self.plugins.catalogue.get("policies", policy.name)(settings, **policy.options)
         plan = EvalPlan(suite=self.suite, tasks=[], workers=self.workers, judge=self.judge, out=out)
         evaluation = Evaluation(plan, settings, self.plugins)
         judge = self.plugins.catalogue.get("judges", self.judge)(settings)
@@ -379,6 +426,8 @@ class BrowserRollouts:
             await asyncio.gather(*[worker() for _ in range(max(1, self.workers))])
         finally:
             await host.close()
+            if served:
+                await policy.close()
         order = {g: i for i, (g, _, _) in enumerate(items)}
         results.sort(key=lambda t: (order[t.metadata["group"]], t.task.metadata.get("episode", 0)))
         return results
