@@ -114,10 +114,19 @@ class Flow(BaseModel):
 
     @classmethod
     def from_trajectory(cls, traj: Trajectory) -> "Flow":
-        """The calls a recorded trajectory ran, as a flow that replays them."""
+        """The calls a recorded trajectory ran, as a flow that replays them.
+
+        A call that failed (an error: it did not act on the page) is left out, and a call whose
+        expectation was not met keeps its action but not that expectation: the flow replays
+        what the episode did, so a repaired flow does not stop again where the old one broke."""
         turns = []
         for step in traj.steps:
-            ran = [r.call for r in step.calls if not r.skipped]
+            ran = []
+            for r in step.calls:
+                if r.skipped or (r.result is not None and not r.result.ok):
+                    continue
+                failed_expectation = r.verdict is not None and not r.verdict.ok
+                ran.append(r.call.model_copy(update={"expect": None}) if failed_expectation else r.call)
             if ran:
                 turns.append(FlowTurn(thought=step.turn.thought, calls=ran))
         if not turns:

@@ -110,3 +110,10 @@ async def test_healing_hands_over_when_the_flow_breaks(tmp_path, settings):
     assert next_flow_version(path).name == "flow.v2.json"
     assert any(c.arguments.get("selector") == 'role=link[name="Classic Oxford Shirt"]'
                for t in repaired.turns for c in t.calls)
+    # the broken call is not in the repaired flow, and the repaired flow plays through on its own
+    assert not any(c.arguments.get("selector") == 'role=link[name="Oxford Shirt Deluxe"]'
+                   for t in repaired.turns for c in t.calls)
+    async with Agent("scripted", flow=repaired,
+                     settings=settings.with_overrides(runs_dir=str(tmp_path / "replay"))) as agent:
+        again = await agent.run(flow.task, flow.start_url)
+    assert again.outcome.status == "success", again.outcome
