@@ -2,11 +2,13 @@
 
 Training samples no task whose start host is blocked, so a dead site is not practised
 again and again as if the model were failing it. Entries expire after ``ttl`` seconds
-(default 24 h). ``owrl blocklist list|clear`` shows and empties it.
+(default 24 h). ``owrl blocklist list|clear`` shows and empties it. Loopback hosts
+(127.0.0.0/8, ::1, localhost) are never blocked.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import sqlite3
 import time
@@ -27,6 +29,16 @@ def host_of(url: str) -> str:
     return (urlsplit(url).hostname or "").lower()
 
 
+def is_loopback(host: str) -> bool:
+    host = host.lower().strip("[]")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class Blocklist:
     def __init__(self, path: Union[str, Path, None] = None, ttl: float = DEFAULT_TTL):
         self.path = Path(path) if path is not None else default_path()
@@ -39,7 +51,9 @@ class Blocklist:
         return sqlite3.connect(self.path, timeout=10)
 
     def add(self, host: str, reason: str, now: Optional[float] = None) -> None:
-        if not host:
+        """Block ``host`` for ``ttl`` seconds. This machine's own addresses are never blocked:
+        a local server that is down is the user's to restart, not a site to avoid for a day."""
+        if not host or is_loopback(host):
             return
         now = time.time() if now is None else now
         with self._db() as db:

@@ -22,8 +22,8 @@ def test_entries_expire(tmp_path):
 
 def test_network_failures_in_an_eval_block_the_host(tmp_path):
     tasks = tmp_path / "tasks.jsonl"
-    # nothing listens on port 9 of 127.0.0.2: the connection is refused at once
-    tasks.write_text(json.dumps({"id": "dead", "intent": "x", "start_url": "http://127.0.0.2:9/"}) + "\n")
+    # a name under .invalid never resolves: the start page fails at once with a DNS error
+    tasks.write_text(json.dumps({"id": "dead", "intent": "x", "start_url": "http://shop.owrl-test.invalid/"}) + "\n")
     env = dict(os.environ)
     run = lambda *a: subprocess.run([sys.executable, "-m", "owrl_sdk", *a], capture_output=True, text=True,
                                     cwd=tmp_path, env=env, timeout=300)
@@ -35,6 +35,15 @@ def test_network_failures_in_an_eval_block_the_host(tmp_path):
     assert record["failure"].startswith("network."), record
     assert record["success"] is None  # a site's fault is not the policy's failure
     listed = run("blocklist", "list")
-    assert "127.0.0.2" in listed.stdout and "network." in listed.stdout
+    assert "shop.owrl-test.invalid" in listed.stdout and "network." in listed.stdout
     assert run("blocklist", "clear").stdout.strip() == "unblocked 1 host"
     assert "no blocked hosts" in run("blocklist", "list").stdout
+
+
+def test_this_machine_is_never_blocked(tmp_path):
+    bl = Blocklist(tmp_path / "b.sqlite")
+    for host in ("127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost", "app.localhost"):
+        bl.add(host, "network.refused", now=1000)
+        assert not bl.blocked(host, now=1001), host
+    bl.add("10.0.0.5", "network.refused", now=1000)
+    assert bl.blocked("10.0.0.5", now=1001)
