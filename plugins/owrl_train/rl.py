@@ -418,7 +418,9 @@ class BrowserRollouts:
                 except asyncio.QueueEmpty:
                     return
                 await host.ensure_running()  # one relaunch even when several workers notice
-                _, traj = await evaluation.episode(host, policy, judge, task, n)
+                # the curriculum sets the horizon, whatever the suite's own tasks say (MiniWoB's say 8)
+                horizon = task.model_copy(update={"max_steps": max_steps})
+                _, traj = await evaluation.episode(host, policy, judge, horizon, n)
                 traj.metadata["group"] = group
                 results.append(traj)
 
