@@ -130,6 +130,14 @@ def test_lora_on_a_text_model_scores_only_the_target_positions(text_trainable, p
     assert float((logp * mask).sum()) == pytest.approx(float((want * want_mask).sum()), rel=1e-5)
 
 
+def test_lora_on_the_last_layers_only(tiny_text):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        top = TrainableVL(str(tiny_text), lora_r=4, lora_layers=1)
+    adapted = {n.split(".layers.")[1].split(".")[0] for n, _ in top.model.named_modules() if n.endswith("lora_A")}
+    assert adapted == {"1"}  # the tiny Llama has layers 0 and 1
+
+
 def test_sft_then_grpo_steps_move_the_text_model(text_trainable, plugins, settings, tmp_path):
     import torch
 

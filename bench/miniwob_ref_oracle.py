@@ -1,0 +1,110 @@
+"""A scripted oracle for MiniWoB++ that sees what a text policy sees.
+
+It reads the utterance and the accessibility tree of the current observation and answers
+with calls on the tree's refs (``{"ref": "e5"}``), in one turn, with no thought: exactly
+the kind of answer a text-only model can learn to produce from the same input. The
+miniwob plugin's own oracle uses CSS selectors the model never sees; this one exists to
+record demonstrations for SFT (bench/bench_learning.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from owrl_sdk.memory import Context
+from owrl_sdk.policy import Policy
+from owrl_sdk.types import ToolCall, Turn
+
+_NODE = re.compile(r"^\s*-\s+'?([a-z]+)(?:\s+\"((?:[^\"\\]|\\.)*)\")?[^\n]*?\[ref=([a-z0-9]+)\]", re.M)
+_QUOTED = re.compile(r'"([^"]*)"')
+_ORDINAL = re.compile(r"(\d+)(?:st|nd|rd|th)")
+
+
+@dataclass
+class Node:
+    role: str
+    name: str
+    ref: str
+
+
+def nodes(aria: str) -> list[Node]:
+    """The elements of an ``ai``-mode snapshot that carry a ref, in document order."""
+    return [Node(m.group(1), m.group(2) or "", m.group(3)) for m in _NODE.finditer(aria or "")]
+
+
+def _first(items: list[Node], role: str, name: Optional[str] = None) -> Node:
+    for n in items:
+        if n.role == role and (name is None or n.name == name):
+            return n
+    raise LookupError(f"no {role} {name!r} in the page")
+
+
+def _of(items: list[Node], role: str) -> list[Node]:
+    return [n for n in items if n.role == role]
+
+
+def _click(node: Node) -> dict[str, Any]:
+    return {"name": "click", "arguments": {"ref": node.ref}}
+
+
+def _write(node: Node, text: str) -> dict[str, Any]:
+    return {"name": "write", "arguments": {"ref": node.ref, "message": text}}
+
+
+def solve(family: str, utterance: str, aria: str) -> Optional[list[dict[str, Any]]]:
+    """The calls that solve one MiniWoB episode of ``family`` from what the page shows, or None."""
+    items = nodes(aria)
+    quoted = _QUOTED.findall(utterance)
+    if family == "click-test":
+        return [_click(_first(items, "button"))]
+    if family in ("click-test-2", "click-test-transfer"):
+        label = utterance.rstrip(".").split()[-1]
+        return [_click(_first(items, "button", label))]
+    if family in ("click-button", "unicode-test", "click-dialog-2"):
+        return [_click(_first(items, "button", quoted[0]))]
+    if family == "click-dialog":
+        return [_click(_first(items, "button", "Close"))]
+    if family == "click-button-sequence":
+        return [_click(_first(items, "button", "ONE")), _click(_first(items, "button", "TWO"))]
+    if family == "focus-text":
+        return [_click(_first(items, "textbox"))]
+    if family == "focus-text-2":
+        nth = int(_ORDINAL.search(utterance).group(1))
+        return [_click(_of(items, "textbox")[nth - 1])]
+    if family in ("enter-text", "enter-text-dynamic", "enter-text-2"):
+        text = quoted[0].upper() if family == "enter-text-2" else quoted[0]
+        return [_write(_first(items, "textbox"), text), _click(_first(items, "button", "Submit"))]
+    if family == "enter-password":
+        first, second = _of(items, "textbox")[:2]
+        return [_write(first, quoted[0]), _write(second, quoted[0]), _click(_first(items, "button", "Submit"))]
+    if family == "login-user":
+        user, password = _of(items, "textbox")[:2]
+        return [_write(user, quoted[0]), _write(password, quoted[1]), _click(_first(items, "button", "Login"))]
+    if family in ("click-checkboxes", "click-option"):
+        m = re.match(r"Select (.*) and click Submit\.", utterance)
+        wanted = [] if m.group(1) == "nothing" else [w.strip() for w in re.split(r",\s*|\s+and\s+", m.group(1)) if w.strip()]
+        role = "checkbox" if family == "click-checkboxes" else "radio"
+        return [_click(_first(items, role, w)) for w in wanted] + [_click(_first(items, "button", "Submit"))]
+    if family == "click-tab":
+        return [_click(_first(items, "link", utterance.removeprefix("Click on ").rstrip(".")))]
+    return None
+
+
+class RefOracle(Policy):
+    """Plays :func:`solve` in the first turn and ends the episode after it."""
+
+    name = "miniwob-ref-oracle"
+
+    async def act(self, context: Context) -> Turn:
+        if context.history:
+            return Turn(end="the oracle answers in one turn")
+        family = context.task.metadata.get("miniwob", context.task.id)
+        try:
+            calls = solve(family, context.task.intent, context.observation.aria or "")
+        except (LookupError, AttributeError, IndexError) as err:
+            return Turn(end=f"the oracle cannot read this page: {err}")
+        if calls is None:
+            return Turn(end=f"the oracle has no solution for {family}")
+        return Turn(calls=[ToolCall.model_validate(c) for c in calls])
