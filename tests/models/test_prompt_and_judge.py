@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -15,6 +13,7 @@ from owrl_openwebrl.openai_backend import OpenAIBackend
 from owrl_openwebrl.prompt import build_prompt, openai_messages
 from owrl_sdk.errors import InfraError
 from owrl_sdk.memory import Context
+from json_server import JsonServer
 from owrl_sdk.types import CallRecord, Observation, Outcome, PolicyInfo, Step, Tab, Task, ToolCall, ToolResult, Trajectory, Turn, Verdict, Check
 
 
@@ -93,36 +92,17 @@ def test_judge_prompt_bounds_feedback_and_keeps_three_screenshots():
     assert p.images() == [b"shot2", b"shot3", b"shot4"]
 
 
-class ChatServer:
-    """A stand-in for a real OpenAI-compatible server: it speaks chat completions on 127.0.0.1."""
+class ChatServer(JsonServer):
+    """A stand-in for a real OpenAI-compatible server: it speaks chat completions on 127.0.0.1,
+    answering each request with the next of ``replies`` (status, body)."""
 
     def __init__(self, replies):
-        self.replies = list(replies)
-        self.requests = []
-        outer = self
+        pending = list(replies)
+        super().__init__(lambda path, headers, body: pending.pop(0))
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append((self.path, self.headers.get("Authorization"), body))
-                status, reply = outer.replies.pop(0)
-                data = json.dumps(reply).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+    @property
+    def requests_seen(self):
+        return [(path, headers.get("Authorization"), body) for path, headers, body in self.requests]
 
 
 def completion(text):
@@ -142,7 +122,7 @@ async def test_openai_policy_against_a_local_server(settings):
         server.close()
     assert [c.name for c in turn.calls] == ["done"]
     assert turn.usage["prompt_tokens"] == 120 and turn.usage["completion_tokens"] == 7
-    path, auth, body = server.requests[-1]
+    path, auth, body = server.requests_seen[-1]
     assert len(server.requests) == 2  # the 503 was retried
     assert path == "/v1/chat/completions" and auth == "Bearer k"
     assert body["model"] == "m" and body["temperature"] == 0.6 and body["top_k"] == 20

@@ -10,15 +10,13 @@ browser, the demo shop, the trainer (a tiny Qwen3-VL built by the tests) and Ray
 from __future__ import annotations
 
 import asyncio
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("peft")
 
+from json_server import JsonServer  # noqa: E402
 from owrl_sdk.config import Settings  # noqa: E402
 from owrl_sdk.errors import ConfigError  # noqa: E402
 from owrl_sdk.plugins import Plugins  # noqa: E402
@@ -29,50 +27,34 @@ from owrl_train.serving import drop_stale  # noqa: E402
 RIGHT = "The Leather Chelsea Boots cost $129.00."
 
 
-class StandIn:
+class StandIn(JsonServer):
     def __init__(self):
-        self.calls: list[tuple[str, dict]] = []
         self.adapters_seen: list[bool] = []
-        stand_in = self
+        self.chats = 0
+        super().__init__(self.answer)
+        self.base_url = self.url
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                stand_in.calls.append((self.path, body))
-                if self.path == "/v1/load_lora_adapter":
-                    stand_in.adapters_seen.append((Path(body["lora_path"]) / "adapter_config.json").exists())
-                    reply = {"ok": True}
-                elif self.path == "/v1/unload_lora_adapter":
-                    reply = {"ok": True}
-                else:
-                    n = sum(1 for p, _ in stand_in.calls if p == "/v1/chat/completions")
-                    answer = RIGHT if n % 2 else "I could not find it."
-                    text = '<tool_call>{"name": "done", "arguments": {"response": "%s"}}</tool_call>' % answer
-                    reply = {"choices": [{"message": {"role": "assistant", "content": text}}],
-                             "usage": {"prompt_tokens": 10, "completion_tokens": 12}}
-                data = json.dumps(reply).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+    def answer(self, path: str, headers, body: dict):
+        if path == "/v1/load_lora_adapter":
+            self.adapters_seen.append((Path(body["lora_path"]) / "adapter_config.json").exists())
+            return 200, {"ok": True}
+        if path == "/v1/unload_lora_adapter":
+            return 200, {"ok": True}
+        self.chats += 1
+        answer = RIGHT if self.chats % 2 else "I could not find it."
+        text = '<tool_call>{"name": "done", "arguments": {"response": "%s"}}</tool_call>' % answer
+        return 200, {"choices": [{"message": {"role": "assistant", "content": text}}],
+                     "usage": {"prompt_tokens": 10, "completion_tokens": 12}}
 
     def paths(self, path: str) -> list[dict]:
-        return [body for p, body in self.calls if p == path]
+        return [body for p, _, body in self.requests if p == path]
 
 
 @pytest.fixture
 def stand_in():
     server = StandIn()
     yield server
-    server.server.shutdown()
+    server.close()
 
 
 def config(tiny, tmp_path, stand_in, **extra) -> RLConfig:
@@ -80,6 +62,18 @@ def config(tiny, tmp_path, stand_in, **extra) -> RLConfig:
                     tasks_per_iteration=1, group_size=4, workers=2, lora_r=8, lr=1e-3, max_staleness=0,
                     serve_base_url=stand_in.base_url, sampling={"temperature": 1.0, "max_new_tokens": 32},
                     curriculum=[{"max_steps": 3}], **extra)
+
+
+def train(cfg, rollouts, settings, plugins):
+    run = RLRun(cfg, rollouts, settings=settings, plugins=plugins)
+
+    async def go():
+        try:
+            return await run.run()
+        finally:
+            await rollouts.close()
+
+    return asyncio.run(go())
 
 
 def check_served_run(stand_in, cfg, results):
@@ -102,15 +96,7 @@ def test_trainer_publishes_each_adapter_and_rollouts_use_it(tiny_qwen3, tmp_path
     settings, plugins = Settings(), Plugins()
     suite = plugins.catalogue.get("task_suites", "demo-shop")(settings)
     rollouts = BrowserRollouts(suite, settings, plugins, workers=2, judge="composite")
-    run = RLRun(cfg, rollouts, settings=settings, plugins=plugins)
-
-    async def go():
-        try:
-            return await run.run()
-        finally:
-            await rollouts.close()
-
-    check_served_run(stand_in, cfg, asyncio.run(go()))
+    check_served_run(stand_in, cfg, train(cfg, rollouts, settings, plugins))
 
 
 def test_ray_rollouts_with_a_served_adapter(tiny_qwen3, tmp_path, stand_in):
@@ -123,15 +109,7 @@ def test_ray_rollouts_with_a_served_adapter(tiny_qwen3, tmp_path, stand_in):
     ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
     rollouts = RayRollouts(suite, settings, workers=2, judge="composite")
     try:
-        run = RLRun(cfg, rollouts, settings=settings, plugins=plugins)
-
-        async def go():
-            try:
-                return await run.run()
-            finally:
-                await rollouts.close()
-
-        results = asyncio.run(go())
+        results = train(cfg, rollouts, settings, plugins)
     finally:
         ray.shutdown()
     check_served_run(stand_in, cfg, results)
