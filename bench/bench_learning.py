@@ -39,11 +39,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 SFT_FAMILIES = ["click-test", "click-button", "focus-text", "enter-text", "click-dialog"]
-HELDOUT_FAMILIES = ["click-test-2", "focus-text-2", "click-dialog-2"]
+HELDOUT_FAMILIES = ["click-test-2", "unicode-test", "click-dialog-2"]
 
 EVAL_SEED0, DEMO_SEED0, RL_SEED0 = 0, 500_000, 1_000_000
 
-FULL = dict(eval_seeds=10, demos=8, sft_epochs=2, iterations=15, tasks_per_iteration=4, group_size=4)
+FULL = dict(eval_seeds=10, demos=16, sft_epochs=2, iterations=16, tasks_per_iteration=4, group_size=4)
 QUICK = dict(eval_seeds=2, demos=4, sft_epochs=2, iterations=2, tasks_per_iteration=2, group_size=4)
 
 
@@ -80,12 +80,15 @@ class Phases:
 
 
 def summarise(trajectories: list) -> dict[str, Any]:
+    """Success per family and overall; infrastructure errors are counted apart, as owrl eval does."""
     from owrl_sdk.evaluation import wilson
 
-    def block(ts: list) -> dict[str, Any]:
+    def block(all_: list) -> dict[str, Any]:
+        ts = [t for t in all_ if t.outcome is None or t.outcome.status != "infra_error"]
         wins = sum(1 for t in ts if t.judgements and t.judgements[-1].success)
         low, high = wilson(wins, len(ts))
-        return {"n": len(ts), "successes": wins, "rate": wins / len(ts) if ts else 0.0, "ci95": [low, high]}
+        return {"n": len(ts), "successes": wins, "rate": wins / len(ts) if ts else 0.0, "ci95": [low, high],
+                "infra_errors": len(all_) - len(ts)}
 
     families: dict[str, list] = {}
     for t in trajectories:
@@ -108,11 +111,12 @@ def main() -> None:
     ap.add_argument("--rl-lr", type=float, default=3e-4)
     ap.add_argument("--lora-r", type=int, default=16)
     ap.add_argument("--lora-layers", type=int, default=12, help="adapt only the last N of the 30 layers (0: all)")
-    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--minibatch", type=int, default=4)
     ap.add_argument("--workers", type=int, default=8, help="browser contexts (and generation batch) in parallel")
     ap.add_argument("--sampler", default="buckets")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--until", choices=["sft", "rl"], default="rl", help="stop after this stage (sft: no RL)")
     args = ap.parse_args()
     sizes = {k: getattr(args, k) if getattr(args, k) is not None else (QUICK if args.quick else FULL)[k] for k in FULL}
     warnings.simplefilter("ignore")
@@ -185,6 +189,11 @@ def main() -> None:
     results["sft"] = sft
     print(f"   {sft['steps']} steps, final loss {sft['final_loss']:.4f}", flush=True)
     results["stages"]["sft"] = phases.run("SFT eval", evaluate, "sft")
+    results["rl"] = []
+    if args.until == "sft":
+        finish(results, phases, sizes, sft_families, heldout, model_path, args, out)
+        run(rollouts.close())
+        return
 
     # ---------------------------------------------------------------- online MM-GRPO
     rl_cfg = RLConfig(model=str(model_path), out=out / "rl", suite="miniwob", iterations=sizes["iterations"],
@@ -209,12 +218,17 @@ def main() -> None:
     results["stages"]["rl"] = phases.run("RL eval", evaluate, "rl")
     run(rollouts.close())
     model.save_adapter(out / "adapter-rl")
+    finish(results, phases, sizes, sft_families, heldout, model_path, args, out)
 
+
+def finish(results: dict[str, Any], phases: Phases, sizes: dict[str, int], sft_families: list[str],
+           heldout: list[str], model_path: Any, args: Any, out: Path) -> None:
     results.update(seconds=phases.seconds, sizes=sizes, sft_families=sft_families, heldout_families=heldout,
                    model=str(model_path), command=" ".join(["python", *sys.argv]),
                    args={k: v for k, v in vars(args).items()})
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
-    plot(results, out / "learning_curve.png")
+    if results["rl"]:
+        plot(results, out / "learning_curve.png")
     report(results)
 
 
@@ -228,8 +242,11 @@ def plot(results: dict[str, Any], path: Path) -> None:
     stages = results["stages"]
     fig, ax = plt.subplots(figsize=(7, 4.2))
     xs = [c["iteration"] for c in curve]
-    ax.plot(xs, [c["success_rate"] for c in curve], "o-", color="tab:blue",
-            label="RL rollouts (sampled, T=1; training seeds)")
+    rates = [c["success_rate"] for c in curve]
+    ax.plot(xs, rates, "o", color="tab:blue", alpha=0.45, label="RL rollouts per iteration (sampled, T=1; training seeds)")
+    window = 4
+    smooth = [sum(rates[max(0, i - window + 1):i + 1]) / len(rates[max(0, i - window + 1):i + 1]) for i in range(len(rates))]
+    ax.plot(xs, smooth, "-", color="tab:blue", label=f"the same, mean of the last {window} iterations")
     last = max(xs) if xs else 1
     for x, key, colour in ((0, "sft", "tab:orange"), (last, "rl", "tab:green"), (0, "baseline", "tab:gray")):
         s = stages[key]
@@ -240,7 +257,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     ax.set_ylim(-0.02, 1.02)
     ax.set_title("SmolLM2-135M on MiniWoB++ (text mode): SFT, then online MM-GRPO")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=7, loc="best", framealpha=0.85)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -260,7 +277,8 @@ def report(results: dict[str, Any]) -> None:
         print(f"{f + mark:<22}" + "".join(f"{cell(stages[k]['families'][f]):>26}" for k in stages))
     print(f"{'all':<22}" + "".join(f"{cell(stages[k]):>26}" for k in stages))
     print("* never demonstrated (not in SFT); RL practised every family on other seeds")
-    print("unreadable answers: " + ", ".join(f"{k} {stages[k]['parse_errors']}" for k in stages))
+    print("unreadable answers: " + ", ".join(f"{k} {stages[k]['parse_errors']}" for k in stages)
+          + "; infrastructure errors (left out): " + ", ".join(f"{k} {stages[k]['infra_errors']}" for k in stages))
     print("\ntime per phase: " + ", ".join(f"{k} {v:.0f} s" for k, v in results["seconds"].items())
           + f"; total {sum(results['seconds'].values()) / 60:.1f} min")
     print(f"reproduce: {results['command']}")

@@ -48,13 +48,15 @@ class Batcher:
         self.wait = wait
         self.pending: list[tuple[Any, Sampling, asyncio.Future]] = []
         self.lock: Optional[asyncio.Lock] = None
+        self.loop: Optional[asyncio.AbstractEventLoop] = None
 
     async def generate(self, prompt: Any, sampling: Sampling) -> Any:
         loop = asyncio.get_running_loop()
+        if self.lock is None or self.loop is not loop:  # a policy may outlive one asyncio.run
+            self.lock, self.loop = asyncio.Lock(), loop
+            self.pending = [p for p in self.pending if p[2].get_loop() is loop]
         fut: asyncio.Future = loop.create_future()
         self.pending.append((prompt, sampling, fut))
-        if self.lock is None:
-            self.lock = asyncio.Lock()
         await asyncio.sleep(self.wait)
         async with self.lock:
             while not fut.done():

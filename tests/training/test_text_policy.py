@@ -106,6 +106,12 @@ def test_text_backend_refuses_screenshots_and_renders_strings(text_trainable, pl
         backend.encode([text], [[b"\xff\xd8not-a-jpeg"]])
     out = backend.generate([prompt, prompt], Sampling(max_new_tokens=4, seed=0, temperature=1.0, top_k=0))
     assert len(out) == 2 and all(g.completion_tokens <= 4 and g.image_tokens == 0 for g in out)
+    async def two_workers():
+        sampling = Sampling(max_new_tokens=2, seed=0)
+        return await asyncio.gather(*(policy.batcher.generate(prompt, sampling) for _ in range(2)))
+
+    for _ in range(2):  # one policy serving two event loops (an evaluation, then another)
+        assert all(g.completion_tokens <= 2 for g in asyncio.run(two_workers()))
 
 
 # ---------------------------------------------------------------------------- training
