@@ -14,9 +14,12 @@ Phases, all in one process on one loaded model (the ``owrl-text`` policy, text m
    composite judge), tasks come from every family, including those never in SFT;
 5. the same evaluation again.
 
-MiniWoB's reward is +(time-discounted) on success, -1 on a wrong answer; an unreadable
-answer gets -1 too (composite penalty), an answer that leaves the episode unfinished 0.
-The episode time limit is raised from 10 s to 10 min because a CPU generates slowly.
+The RL reward is MiniWoB's own: +(time-discounted) on success, -1 on a wrong answer, and
+-1 when the episode is still unfinished at the end of the horizon, which is what MiniWoB
+gives an episode that runs out of time (the suite's check scores it 0, and GRPO then
+learns to click something inert rather than risk a wrong answer). An unreadable answer
+gets -1 too (the composite judge's penalty). The episode time limit is raised from 10 s
+to 10 min because a CPU generates slowly.
 Every task here is solved in one turn (several calls allowed), so episodes have one step.
 
 It prints a table (success with 95% Wilson intervals per stage, per family), the time
@@ -38,6 +41,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from owrl_sdk import hookimpl  # noqa: E402
+from owrl_sdk.components import Reward  # noqa: E402
+from owrl_train.rewards import JudgedReward  # noqa: E402
+
 SFT_FAMILIES = ["click-test", "click-button", "focus-text", "enter-text", "click-dialog"]
 HELDOUT_FAMILIES = ["click-test-2", "unicode-test", "click-dialog-2"]
 
@@ -45,6 +52,29 @@ EVAL_SEED0, DEMO_SEED0, RL_SEED0 = 0, 500_000, 1_000_000
 
 FULL = dict(eval_seeds=10, demos=16, sft_epochs=2, iterations=16, tasks_per_iteration=4, group_size=4)
 QUICK = dict(eval_seeds=2, demos=4, sft_epochs=2, iterations=2, tasks_per_iteration=2, group_size=4)
+
+
+class MiniWoBReward(Reward):
+    """MiniWoB's reward with its time-out rule at the horizon (see the module's docstring)."""
+
+    name = "miniwob-timeout"
+
+    def __init__(self, settings: Any, **options: Any):
+        super().__init__(settings, **options)
+        self.judged = JudgedReward(settings)
+
+    def reward(self, trajectory: Any) -> Any:
+        value = self.judged.reward(trajectory)  # None for infrastructure errors: never trained on
+        if value is None:
+            return None
+        check = trajectory.metadata.get("suite_check") or {}
+        return value if check.get("details", {}).get("done") else -1.0
+
+
+class RewardPlugin:
+    @hookimpl
+    def register_rewards(self, register: Any) -> None:
+        register(MiniWoBReward)
 
 
 class SeededRollouts:
@@ -146,6 +176,8 @@ def main() -> None:
     settings = Settings(runs_dir=str(out / "runs"), step_timeout=3600, episode_timeout=7200,
                         plugins={"miniwob": {"time_limit": 600}, "composite": {"penalty": -1.0}})
     plugins = Plugins()
+    plugins.pm.register(RewardPlugin(), name="bench-learning-reward")
+    plugins.refresh()
     suite = plugins.catalogue.get("task_suites", "miniwob")(settings)
     tasks = {t.id: t for t in suite.tasks() if t.id in families}
     missing = sorted(set(families) - set(tasks))
@@ -199,7 +231,8 @@ def main() -> None:
     rl_cfg = RLConfig(model=str(model_path), out=out / "rl", suite="miniwob", iterations=sizes["iterations"],
                       tasks_per_iteration=sizes["tasks_per_iteration"], group_size=sizes["group_size"],
                       workers=args.workers, lr=args.rl_lr, lora_r=args.lora_r, minibatch=args.minibatch,
-                      kl_coef=0.0, sampler=args.sampler, judge="composite", curriculum=[{"max_steps": 1}],
+                      kl_coef=0.0, sampler=args.sampler, judge="composite", reward=MiniWoBReward.name,
+                      curriculum=[{"max_steps": 1}],
                       sampling={"temperature": 1.0, "top_p": 1.0, "top_k": 0}, policy_options=policy_options,
                       seed=args.seed)
     rl = RLRun(rl_cfg, SeededRollouts(rollouts, RL_SEED0), settings=settings, plugins=plugins,
