@@ -45,13 +45,13 @@ from owrl_sdk import hookimpl  # noqa: E402
 from owrl_sdk.components import Reward  # noqa: E402
 from owrl_train.rewards import JudgedReward  # noqa: E402
 
-SFT_FAMILIES = ["click-test", "click-button", "focus-text", "enter-text", "click-dialog"]
-HELDOUT_FAMILIES = ["click-test-2", "unicode-test", "click-dialog-2"]
+SFT_FAMILIES = ["click-test", "click-button", "enter-text"]
+HELDOUT_FAMILIES = ["click-test-2", "click-dialog", "click-dialog-2", "unicode-test"]
 
 EVAL_SEED0, DEMO_SEED0, RL_SEED0 = 0, 500_000, 1_000_000
 
-FULL = dict(eval_seeds=10, demos=16, sft_epochs=2, iterations=16, tasks_per_iteration=4, group_size=4)
-QUICK = dict(eval_seeds=2, demos=4, sft_epochs=2, iterations=2, tasks_per_iteration=2, group_size=4)
+FULL = dict(eval_seeds=10, demos=8, sft_epochs=3, iterations=20, tasks_per_iteration=4, group_size=4)
+QUICK = dict(eval_seeds=2, demos=4, sft_epochs=3, iterations=2, tasks_per_iteration=2, group_size=4)
 
 
 class MiniWoBReward(Reward):
@@ -84,12 +84,17 @@ class SeededRollouts:
     def __init__(self, inner: Any, first_seed: int):
         self.inner = inner
         self.first_seed = first_seed
+        self.last: dict[str, list[bool]] = {}  # the latest iteration's successes, per family
 
     def seed(self, group: str) -> int:
         return self.first_seed + zlib.crc32(group.encode()) % 1_000_000
 
     async def collect(self, policy: Any, items: list, max_steps: int, out: Path) -> list:
-        return await self.inner.collect(policy, [(g, t, self.seed(g)) for g, t, _ in items], max_steps, out)
+        done = await self.inner.collect(policy, [(g, t, self.seed(g)) for g, t, _ in items], max_steps, out)
+        self.last = {}
+        for t in done:
+            self.last.setdefault(t.task.id, []).append(bool(t.judgements and t.judgements[-1].success))
+        return done
 
     async def close(self) -> None:
         await self.inner.close()
@@ -123,8 +128,24 @@ def summarise(trajectories: list) -> dict[str, Any]:
     families: dict[str, list] = {}
     for t in trajectories:
         families.setdefault(t.task.id, []).append(t)
+    episodes = {f"{t.task.id}#{t.task.metadata.get('seed')}": bool(t.judgements and t.judgements[-1].success)
+                for t in trajectories if t.outcome is None or t.outcome.status != "infra_error"}
     return {**block(trajectories), "families": {f: block(ts) for f, ts in sorted(families.items())},
+            "episodes": episodes,
             "parse_errors": sum(1 for t in trajectories if any(s.turn.parse_error for s in t.steps))}
+
+
+def mcnemar(before: dict[str, bool], after: dict[str, bool]) -> dict[str, Any]:
+    """Exact two-sided McNemar test on the episodes both stages played (same family, same seed):
+    gained = failed before and solved after, lost = the reverse."""
+    from math import comb
+
+    shared = sorted(set(before) & set(after))
+    gained = sum(1 for k in shared if after[k] and not before[k])
+    lost = sum(1 for k in shared if before[k] and not after[k])
+    n = gained + lost
+    tail = sum(comb(n, i) for i in range(min(gained, lost) + 1)) / 2 ** n if n else 1.0
+    return {"pairs": len(shared), "gained": gained, "lost": lost, "p_value": min(1.0, 2 * tail)}
 
 
 def main() -> None:
@@ -138,14 +159,16 @@ def main() -> None:
     for key, value in FULL.items():
         ap.add_argument(f"--{key.replace('_', '-')}", type=int, help=f"default {value} ({QUICK[key]} with --quick)")
     ap.add_argument("--sft-lr", type=float, default=1e-3)
-    ap.add_argument("--rl-lr", type=float, default=3e-4)
+    ap.add_argument("--rl-lr", type=float, default=1e-3)
+    ap.add_argument("--rl-temperature", type=float, default=1.0, help="sampling temperature of the RL rollouts")
     ap.add_argument("--lora-r", type=int, default=16)
     ap.add_argument("--lora-layers", type=int, default=12, help="adapt only the last N of the 30 layers (0: all)")
-    ap.add_argument("--max-new-tokens", type=int, default=96)
-    ap.add_argument("--minibatch", type=int, default=4)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--minibatch", type=int, default=2)
     ap.add_argument("--workers", type=int, default=8, help="browser contexts (and generation batch) in parallel")
     ap.add_argument("--sampler", default="buckets")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--skip-baseline", action="store_true", help="no baseline evaluation (for calibration runs)")
     ap.add_argument("--until", choices=["sft", "rl"], default="rl", help="stop after this stage (sft: no RL)")
     args = ap.parse_args()
     sizes = {k: getattr(args, k) if getattr(args, k) is not None else (QUICK if args.quick else FULL)[k] for k in FULL}
@@ -203,7 +226,8 @@ def main() -> None:
         return result
 
     results: dict[str, Any] = {"stages": {}}
-    results["stages"]["baseline"] = phases.run("baseline eval", evaluate, "baseline")
+    if not args.skip_baseline:
+        results["stages"]["baseline"] = phases.run("baseline eval", evaluate, "baseline")
 
     # ---------------------------------------------------------------- demonstrations and SFT
     oracle = RefOracle(settings)
@@ -233,18 +257,20 @@ def main() -> None:
                       workers=args.workers, lr=args.rl_lr, lora_r=args.lora_r, minibatch=args.minibatch,
                       kl_coef=0.0, sampler=args.sampler, judge="composite", reward=MiniWoBReward.name,
                       curriculum=[{"max_steps": 1}],
-                      sampling={"temperature": 1.0, "top_p": 1.0, "top_k": 0}, policy_options=policy_options,
+                      sampling={"temperature": args.rl_temperature, "top_p": 1.0, "top_k": 0}, policy_options=policy_options,
                       seed=args.seed)
-    rl = RLRun(rl_cfg, SeededRollouts(rollouts, RL_SEED0), settings=settings, plugins=plugins,
+    seeded = SeededRollouts(rollouts, RL_SEED0)
+    rl = RLRun(rl_cfg, seeded, settings=settings, plugins=plugins,
                tasks=[tasks[f] for f in families], model=model)
     curve: list[dict[str, Any]] = []
 
     def show(r: Any) -> None:
         m = r.metrics
-        curve.append({"iteration": r.iteration + 1, **m})
+        curve.append({"iteration": r.iteration + 1, **m, "families": seeded.last})
+        played = " ".join(f"{f} {sum(v)}/{len(v)}" for f, v in sorted(seeded.last.items()))
         print(f"   iteration {r.iteration + 1}/{rl_cfg.iterations}: success {m['success_rate']:.0%} "
               f"reward {m['reward_mean']:+.2f} valid groups {m['valid_group_fraction']:.0%} "
-              f"rollout {m['time_rollout_s']:.0f}s update {m['time_update_s']:.0f}s", flush=True)
+              f"rollout {m['time_rollout_s']:.0f}s update {m['time_update_s']:.0f}s ({played})", flush=True)
 
     phases.run("RL", run, rl.run(on_iteration=show))
     results["rl"] = curve
@@ -259,6 +285,8 @@ def finish(results: dict[str, Any], phases: Phases, sizes: dict[str, int], sft_f
     results.update(seconds=phases.seconds, sizes=sizes, sft_families=sft_families, heldout_families=heldout,
                    model=str(model_path), command=" ".join(["python", *sys.argv]),
                    args={k: v for k, v in vars(args).items()})
+    if "rl" in results["stages"]:
+        results["rl_vs_sft"] = mcnemar(results["stages"]["sft"]["episodes"], results["stages"]["rl"]["episodes"])
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
     if results["rl"]:
         plot(results, out / "learning_curve.png")
@@ -282,6 +310,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
     ax.plot(xs, smooth, "-", color="tab:blue", label=f"the same, mean of the last {window} iterations")
     last = max(xs) if xs else 1
     for x, key, colour in ((0, "sft", "tab:orange"), (last, "rl", "tab:green"), (0, "baseline", "tab:gray")):
+        if key not in stages:
+            continue
         s = stages[key]
         ax.errorbar([x], [s["rate"]], yerr=[[s["rate"] - s["ci95"][0]], [s["ci95"][1] - s["rate"]]], fmt="s",
                     color=colour, capsize=4, label=f"{key} eval (greedy, held-out seeds): {s['rate']:.0%}")
@@ -297,7 +327,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
 def report(results: dict[str, Any]) -> None:
     stages = results["stages"]
-    families = list(stages["baseline"]["families"])
+    families = list(next(iter(stages.values()))["families"])
     heldout = set(results["heldout_families"])
 
     def cell(b: dict[str, Any]) -> str:
@@ -312,6 +342,10 @@ def report(results: dict[str, Any]) -> None:
     print("* never demonstrated (not in SFT); RL practised every family on other seeds")
     print("unreadable answers: " + ", ".join(f"{k} {stages[k]['parse_errors']}" for k in stages)
           + "; infrastructure errors (left out): " + ", ".join(f"{k} {stages[k]['infra_errors']}" for k in stages))
+    if "rl" in stages:
+        m = results.get("rl_vs_sft") or mcnemar(stages["sft"]["episodes"], stages["rl"]["episodes"])
+        print(f"RL against SFT on the same {m['pairs']} episodes: {m['gained']} gained, {m['lost']} lost; "
+              f"exact McNemar p = {m['p_value']:.2g}")
     print("\ntime per phase: " + ", ".join(f"{k} {v:.0f} s" for k, v in results["seconds"].items())
           + f"; total {sum(results['seconds'].values()) / 60:.1f} min")
     print(f"reproduce: {results['command']}")

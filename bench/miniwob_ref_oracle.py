@@ -1,8 +1,11 @@
 """A scripted oracle for MiniWoB++ that sees what a text policy sees.
 
 It reads the utterance and the accessibility tree of the current observation and answers
-with calls on the tree's refs (``{"ref": "e5"}``), in one turn, with no thought: exactly
-the kind of answer a text-only model can learn to produce from the same input. The
+with calls on the tree's refs (``{"ref": "e5"}``), in one turn: exactly the kind of answer
+a text-only model can learn to produce from the same input. Its thought names each
+target as the tree shows it (``button "Cancel" [ref=e21]``) before the call uses the
+ref: a small model then copies the label from the task and the ref from the tree,
+instead of having to guess a ref with nothing written to ground it. The
 miniwob plugin's own oracle uses CSS selectors the model never sees; this one exists to
 record demonstrations for SFT (bench/bench_learning.py).
 """
@@ -43,6 +46,11 @@ def _first(items: list[Node], role: str, name: Optional[str] = None) -> Node:
 
 def _of(items: list[Node], role: str) -> list[Node]:
     return [n for n in items if n.role == role]
+
+
+def grounding(node: Node) -> str:
+    """The target as one line of the tree: role, name when it has one, ref."""
+    return f'{node.role} "{node.name}" [ref={node.ref}]' if node.name else f"{node.role} [ref={node.ref}]"
 
 
 def _click(node: Node) -> dict[str, Any]:
@@ -108,4 +116,6 @@ class RefOracle(Policy):
             return Turn(end=f"the oracle cannot read this page: {err}")
         if calls is None:
             return Turn(end=f"the oracle has no solution for {family}")
-        return Turn(calls=[ToolCall.model_validate(c) for c in calls])
+        by_ref = {n.ref: n for n in nodes(context.observation.aria or "")}
+        thought = "\n".join(grounding(by_ref[c["arguments"]["ref"]]) for c in calls)
+        return Turn(thought=thought, calls=[ToolCall.model_validate(c) for c in calls])
