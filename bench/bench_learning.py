@@ -301,10 +301,10 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
     curve = results["rl"]
     stages = results["stages"]
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = plt.subplots(figsize=(7, 5))
     xs = [c["iteration"] for c in curve]
     rates = [c["success_rate"] for c in curve]
-    ax.plot(xs, rates, "o", color="tab:blue", alpha=0.45, label="RL rollouts per iteration (sampled, T=1; training seeds)")
+    ax.plot(xs, rates, "o", color="tab:blue", alpha=0.45, label=f"RL rollouts per iteration (sampled, T={results['args']['rl_temperature']:g}; training seeds)")
     window = 4
     smooth = [sum(rates[max(0, i - window + 1):i + 1]) / len(rates[max(0, i - window + 1):i + 1]) for i in range(len(rates))]
     ax.plot(xs, smooth, "-", color="tab:blue", label=f"the same, mean of the last {window} iterations")
@@ -320,7 +320,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     ax.set_ylim(-0.02, 1.02)
     ax.set_title("SmolLM2-135M on MiniWoB++ (text mode): SFT, then online MM-GRPO")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="best", framealpha=0.85)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
