@@ -51,7 +51,7 @@ HELDOUT_FAMILIES = ["click-test-2", "click-dialog", "click-dialog-2", "unicode-t
 EVAL_SEED0, DEMO_SEED0, RL_SEED0 = 0, 500_000, 1_000_000
 
 FULL = dict(eval_seeds=10, demos=8, sft_epochs=3, iterations=20, tasks_per_iteration=4, group_size=4)
-QUICK = dict(eval_seeds=2, demos=4, sft_epochs=3, iterations=2, tasks_per_iteration=2, group_size=4)
+QUICK = dict(eval_seeds=2, demos=8, sft_epochs=3, iterations=2, tasks_per_iteration=2, group_size=4)
 
 
 class MiniWoBReward(Reward):
