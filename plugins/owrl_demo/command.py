@@ -23,11 +23,11 @@ def demo_site_command(port: int) -> None:
     except OSError as err:
         raise UsageError(f"cannot serve the demo shop on port {port} ({err.strerror}): "
                          "choose another with --port") from None
-    click.echo(f"Demo shop: {url}/")
-    click.echo(f"Test account: {DEMO_EMAIL} / {DEMO_PASSWORD}")
-    click.echo("Press Ctrl-C to stop.", err=True)
     stopped = threading.Event()
-    try:
+    try:  # from the first line printed: a Ctrl-C at any moment after it stops the shop cleanly
+        click.echo(f"Demo shop: {url}/")
+        click.echo(f"Test account: {DEMO_EMAIL} / {DEMO_PASSWORD}")
+        click.echo("Press Ctrl-C to stop.", err=True)
         while not stopped.wait(1.0):
             pass
     except KeyboardInterrupt:
