@@ -126,8 +126,10 @@ def test_plugin_registers_the_suite_and_the_command(plugins, register_plugin):
 def test_demo_site_serves_until_interrupted():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PLUGINS_DIR), os.environ.get("PYTHONPATH", "")])}
     code = "from owrl_demo.command import demo_site_command; demo_site_command(['--port', '0'])"
+    # Ctrl-C as a terminal sends it: the child starts with SIGINT at its default, whatever the
+    # test process inherited (an ignored SIGINT would be inherited and the shop never stop)
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+                            text=True, env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         first = proc.stdout.readline().strip()
         second = proc.stdout.readline().strip()
