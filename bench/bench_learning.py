@@ -77,6 +77,15 @@ class RewardPlugin:
         register(MiniWoBReward)
 
 
+def solved(t: Any) -> bool:
+    return bool(t.judgements and t.judgements[-1].success)
+
+
+def counted(t: Any) -> bool:
+    """Infrastructure errors are counted apart, as owrl eval does."""
+    return t.outcome is None or t.outcome.status != "infra_error"
+
+
 class SeededRollouts:
     """Browser rollouts where each GRPO group plays one fresh MiniWoB seed (its episodes
     answer the same page), drawn from a range that evaluation and demonstrations never use."""
@@ -93,7 +102,7 @@ class SeededRollouts:
         done = await self.inner.collect(policy, [(g, t, self.seed(g)) for g, t, _ in items], max_steps, out)
         self.last = {}
         for t in done:
-            self.last.setdefault(t.task.id, []).append(bool(t.judgements and t.judgements[-1].success))
+            self.last.setdefault(t.task.id, []).append(solved(t))
         return done
 
     async def close(self) -> None:
@@ -119,8 +128,8 @@ def summarise(trajectories: list) -> dict[str, Any]:
     from owrl_sdk.evaluation import wilson
 
     def block(all_: list) -> dict[str, Any]:
-        ts = [t for t in all_ if t.outcome is None or t.outcome.status != "infra_error"]
-        wins = sum(1 for t in ts if t.judgements and t.judgements[-1].success)
+        ts = [t for t in all_ if counted(t)]
+        wins = sum(1 for t in ts if solved(t))
         low, high = wilson(wins, len(ts))
         return {"n": len(ts), "successes": wins, "rate": wins / len(ts) if ts else 0.0, "ci95": [low, high],
                 "infra_errors": len(all_) - len(ts)}
@@ -128,8 +137,7 @@ def summarise(trajectories: list) -> dict[str, Any]:
     families: dict[str, list] = {}
     for t in trajectories:
         families.setdefault(t.task.id, []).append(t)
-    episodes = {f"{t.task.id}#{t.task.metadata.get('seed')}": bool(t.judgements and t.judgements[-1].success)
-                for t in trajectories if t.outcome is None or t.outcome.status != "infra_error"}
+    episodes = {f"{t.task.id}#{t.task.metadata.get('seed')}": solved(t) for t in trajectories if counted(t)}
     return {**block(trajectories), "families": {f: block(ts) for f, ts in sorted(families.items())},
             "episodes": episodes,
             "parse_errors": sum(1 for t in trajectories if any(s.turn.parse_error for s in t.steps))}
@@ -343,7 +351,7 @@ def report(results: dict[str, Any]) -> None:
     print("unreadable answers: " + ", ".join(f"{k} {stages[k]['parse_errors']}" for k in stages)
           + "; infrastructure errors (left out): " + ", ".join(f"{k} {stages[k]['infra_errors']}" for k in stages))
     if "rl" in stages:
-        m = results.get("rl_vs_sft") or mcnemar(stages["sft"]["episodes"], stages["rl"]["episodes"])
+        m = results["rl_vs_sft"]
         print(f"RL against SFT on the same {m['pairs']} episodes: {m['gained']} gained, {m['lost']} lost; "
               f"exact McNemar p = {m['p_value']:.2g}")
     print("\ntime per phase: " + ", ".join(f"{k} {v:.0f} s" for k, v in results["seconds"].items())
