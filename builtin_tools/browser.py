@@ -78,6 +78,27 @@ class _OptionalTarget(_Args):
 
 # ---------------------------------------------------------------------------- pointer
 
+#: What is at a viewport point (or, given null, has the focus), in a few words: tag, type,
+#: role, checked (for a point), and its aria-label (or, when focused, its placeholder) or
+#: the first 30 characters of its text.
+_DESCRIBE = """(point) => {
+  const el = point ? document.elementFromPoint(point[0], point[1]) : document.activeElement;
+  if (!el || (!point && el === document.body)) return null;
+  const text = (el.textContent || '').trim().replace(/\\s+/g, ' ');
+  return {tag: el.tagName.toLowerCase(), type: el.getAttribute('type') || '', role: el.getAttribute('role') || '',
+          checked: point && typeof el.checked === 'boolean' ? el.checked : null,
+          label: el.getAttribute('aria-label') || (point ? '' : el.getAttribute('placeholder') || ''),
+          text: text.length > 30 ? text.slice(0, 30) + '...' : text};
+}"""
+
+
+async def describe_element(env: BrowserEnv, point: Optional[tuple[float, float]]) -> Optional[dict[str, Any]]:
+    """The element at ``point`` (None: the focused one) as data, or None when there is none."""
+    try:
+        return await env.page.evaluate(_DESCRIBE, list(point) if point is not None else None)
+    except Exception:  # noqa: BLE001 - a page mid-navigation: the description is only a courtesy
+        return None
+
 
 class ClickArgs(TargetArgs):
     clicks: int = Field(1, ge=1, le=3, description="1 for a click, 2 for a double click, 3 for a triple click")
@@ -92,9 +113,10 @@ class Click(BrowserTool):
     async def run(self, env: BrowserEnv, args: ClickArgs) -> ToolResult:
         where = env.locate(args.target)
         if where.point is not None:
+            element = await describe_element(env, where.point)
             await env.page.mouse.click(*where.point, button=args.button, click_count=args.clicks)
-        else:
-            await where.locator.click(button=args.button, click_count=args.clicks)
+            return ToolResult(data={"point": list(where.point), "element": element})
+        await where.locator.click(button=args.button, click_count=args.clicks)
         return ToolResult()
 
 
@@ -110,9 +132,10 @@ class Hover(BrowserTool):
     async def run(self, env: BrowserEnv, args: HoverArgs) -> ToolResult:
         where = env.locate(args.target)
         if where.point is not None:
+            element = await describe_element(env, where.point)
             await env.page.mouse.move(*where.point)
-        else:
-            await where.locator.hover()
+            return ToolResult(data={"point": list(where.point), "element": element})
+        await where.locator.hover()
         return ToolResult()
 
 
@@ -123,6 +146,8 @@ class DragArgs(_Args):
     end_ref: Optional[str] = Field(None, description="element to drop on, a ref from the snapshot")
     start_selector: Optional[str] = Field(None, description="element to drag, a selector")
     end_selector: Optional[str] = Field(None, description="element to drop on, a selector")
+    steps: Optional[int] = Field(None, ge=1, le=200, description="mouse moves from start to end (default: a short "
+                                 "first step, then a glide of 12)")
 
     _points = field_validator("start_point_2d", "end_point_2d")(classmethod(lambda cls, v: _grid_point(v)))
 
@@ -154,9 +179,12 @@ class Drag(BrowserTool):
         mouse = env.page.mouse
         await mouse.move(*start)
         await mouse.down()
-        # a first small step starts the drag as a hand would, then glide to the end
-        await mouse.move(start[0] + (5 if end[0] >= start[0] else -5), start[1], steps=2)
-        await mouse.move(*end, steps=12)
+        if args.steps is not None:
+            await mouse.move(*end, steps=args.steps)
+        else:
+            # a first small step starts the drag as a hand would, then glide to the end
+            await mouse.move(start[0] + (5 if end[0] >= start[0] else -5), start[1], steps=2)
+            await mouse.move(*end, steps=12)
         await mouse.up()
         return ToolResult()
 
@@ -217,7 +245,9 @@ class Scroll(BrowserTool):
             after = state
             if (after != before and steady >= 1) or steady >= 3:
                 break
-        return ToolResult(feedback=_scroll_feedback(args.direction, before, after))
+        key = "top" if vertical else "left"
+        return ToolResult(feedback=_scroll_feedback(args.direction, before, after),
+                          data={"scroll": {"moved": round(after[key] - before[key]), "page": after["page"]}})
 
 
 def _scroll_feedback(direction: str, before: dict, after: dict) -> str:
@@ -302,6 +332,7 @@ class Write(BrowserTool):
             return ToolResult(feedback=_held_feedback(args, held))
         if target is not None:
             await page.mouse.click(*env.to_pixels(target.point_2d))
+        element = await describe_element(env, None)
         focused = await page.evaluate(_FOCUSED, args.clear)
         if args.clear and focused["editable"]:
             await page.keyboard.press("ControlOrMeta+a")
@@ -314,7 +345,8 @@ class Write(BrowserTool):
                 "to fill a field, give its point_2d, ref or selector"
             )
         after = await page.evaluate(_FOCUSED, False)
-        return ToolResult(feedback=_held_feedback(args, after["value"]))
+        return ToolResult(feedback=_held_feedback(args, after["value"]),
+                          data={"element": element, "value": after["value"]})
 
 
 def _held_feedback(args: WriteArgs, held: Optional[str]) -> str:

@@ -35,6 +35,9 @@ class Settings(BaseModel):
 
     policy: str = Field("openwebrl", description="policy plugin that drives the episode")
     model: Optional[str] = Field(None, description="model id or local path for model policies")
+    profile: Optional[str] = Field(
+        None, description="interface profile of model policies and judges: openwebrl (the released OpenWebRL "
+        "models' contract) or owrl; default: by checkpoint")
     memory: str = Field("default", description="memory strategy")
     max_steps: int = Field(30, ge=1, description="steps before an episode ends as failed")
     step_timeout: float = Field(300.0, gt=0, description="seconds one step (policy and calls) may take")

@@ -10,7 +10,7 @@ Every failure gets a :class:`~owrl_sdk.types.Failure` ``(category, code, detail)
 - ``action`` (one call failed; feedback for the model, never an outcome): no_element,
   covered, not_visible, disabled, stale_ref, ambiguous_target, ...;
 - ``policy`` (the policy's): unparseable, unknown_tool, bad_arguments, gave_up,
-  repeated_without_change, blocked_domain;
+  repeated_without_change, blocked_domain, length_limit;
 - ``infra`` (the machinery's): browser_crash, browser_disconnected, out_of_memory,
   episode_timeout, step_timeout, observe_failed, ...;
 - ``task`` (the episode ran its course): max_steps, invalid_start_url.
@@ -101,6 +101,7 @@ KINDS: dict[str, str] = {
     "policy.blocked_domain": "a call tried to leave the allowed domains",
     "policy.gave_up": "the policy ended the episode without done",
     "policy.repeated_without_change": "the same call, repeated, changed nothing each time",
+    "policy.length_limit": "the model's answer was cut at the generation limit (max_new_tokens)",
     # infra: the machinery failed (browser, host, model server), not the task
     "infra.browser_crash": "the browser process died",
     "infra.browser_disconnected": "the connection to the browser was lost",

@@ -100,7 +100,9 @@ class Episode:
         traj = self.trajectory
         traj.outcome = outcome
         traj.ended_at = utc_now()
-        traj.warnings.extend(w for w in getattr(self.env, "warnings", []) if w not in traj.warnings)
+        for warning in [*getattr(self.env, "warnings", []), *getattr(self.policy, "warnings", [])]:
+            if warning not in traj.warnings:
+                traj.warnings.append(warning)
         self._emit(None)
 
     def _emit(self, step: Optional[Step]) -> None:
@@ -128,6 +130,10 @@ class Episode:
     # ------------------------------------------------------------------ steps
 
     async def _steps(self) -> Outcome:
+        wanted = self.policy.environment()
+        configure = getattr(self.env, "configure", None)
+        if wanted and configure is not None:
+            configure(**wanted)
         await self._stage("reset", self.env.reset(self.task))
         self.memory.reset(self.task)
         await self._stage("hook", self.hooks.episode_start(self.env))
@@ -186,6 +192,10 @@ class Episode:
         self._emit(step)
 
     async def _turn(self, step: Step, turn: Turn) -> Optional[Outcome]:
+        if turn.truncated:
+            step.feedback = "the answer was cut at the generation limit; its calls were not run"
+            return Outcome(status="fail", failure=Failure(
+                category="policy", code="length_limit", detail=f"answer cut after {turn.usage.get('completion_tokens', '?')} tokens"))
         if turn.parse_error:
             step.feedback = f"Your last answer could not be read: {turn.parse_error}"[: self.limits.feedback_chars]
             return None

@@ -20,8 +20,17 @@ class Policy:
         self.settings = settings
         self.options = options
 
+    #: Lines for the trajectory's warnings (e.g. an interface that is only approximate).
+    warnings: list[str] = []
+
     def info(self) -> PolicyInfo:
         return PolicyInfo(name=self.name, model=self.settings.model)
+
+    def environment(self) -> dict[str, Any]:
+        """What this policy's model needs of the environment, applied before each reset by
+        an environment that has ``configure(**options)`` (the browser's: ``dialogs`` and
+        ``settle``). Empty: the environment's defaults."""
+        return {}
 
     async def act(self, context: "Context") -> Turn:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -197,6 +197,8 @@ class Turn(_Model):
 
     ``parse_error`` is set (and ``calls`` empty) when the model's text could not be read;
     ``end`` is set by a policy that gives up or has nothing more to do (a flow that ran out).
+    ``truncated``: the model's answer was cut at the generation limit; its calls are not
+    run and the episode ends as ``policy.length_limit``.
     """
 
     thought: str = ""
@@ -204,6 +206,7 @@ class Turn(_Model):
     raw: Optional[str] = None
     parse_error: Optional[str] = None
     end: Optional[str] = None
+    truncated: bool = False
     usage: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -282,6 +285,8 @@ class PolicyInfo(_Model):
     name: str
     model: Optional[str] = None
     revision: Optional[str] = None
+    #: The interface profile a model policy spoke (``openwebrl``, ``owrl``); None for others.
+    profile: Optional[str] = None
 
 
 class Trajectory(_Model):

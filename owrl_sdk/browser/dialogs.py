@@ -6,6 +6,10 @@ against the arrival of a dialog (:meth:`Dialogs.until`): when one opens first, t
 left pending and the caller reports the dialog instead. :meth:`Dialogs.answer` accepts or
 dismisses it, then lets the pending action finish. An answer given while no dialog is open
 is kept as the decision for the next one, which is then answered on arrival.
+
+With ``auto_accept`` (the browser's ``dialogs="accept"``, the mode OpenWebRL's models were
+trained in) no dialog is held: each is accepted on arrival (a prompt with its default
+text), reported, and ``shown`` is called with it so the page can display what it said.
 """
 
 from __future__ import annotations
@@ -27,9 +31,12 @@ class Dialogs:
     """The dialogs of one browser context. ``spawn`` runs a coroutine in the background;
     ``report`` takes a line for the next feedback."""
 
-    def __init__(self, spawn: Callable[[Awaitable[Any]], None], report: Callable[[str], None]):
+    def __init__(self, spawn: Callable[[Awaitable[Any]], None], report: Callable[[str], None],
+                 shown: Optional[Callable[["Dialog"], None]] = None):
         self._spawn = spawn
         self._report = report
+        self._shown = shown
+        self.auto_accept = False
         self.held: list["Dialog"] = []
         self.decision: Optional[tuple[bool, Optional[str]]] = None
         self.closing = False
@@ -46,6 +53,12 @@ class Dialogs:
         """The context's 'dialog' event."""
         if self.closing:
             self._spawn(dialog.accept() if dialog.type == "beforeunload" else dialog.dismiss())
+            return
+        if self.auto_accept:
+            self._spawn(_answer(dialog, True, dialog.default_value if dialog.type == "prompt" else None))
+            self._report(f'{a_or_an(dialog.type)} dialog said "{short(dialog.message, 80)}"; it was accepted automatically')
+            if self._shown is not None and dialog.type != "beforeunload":
+                self._shown(dialog)
             return
         decision, self.decision = self.decision, None
         if decision is not None:

@@ -6,7 +6,15 @@ and the answer to a JavaScript dialog.
 
 A JavaScript dialog is held open and reported (see :mod:`.dialogs`): the observation
 shows it drawn over the last screenshot, and page tools are refused until ``handle_dialog``
-(or Enter / Escape through ``press_keys``) answers it.
+(or Enter / Escape through ``press_keys``) answers it. :meth:`BrowserEnv.configure` changes
+that for a policy whose model was trained otherwise: ``dialogs="accept"`` accepts each
+dialog on arrival and shows its message in the page as a box with an OK button, and
+``settle`` waits after every action (network idle, bounded, then a fixed pause) before
+the change is read and the next screenshot taken.
+
+Besides its feedback sentence, every successful call's result carries the facts in
+``data["page"]``: the active tab's ``url`` and index (``active_tab``), ``navigated_to``
+when the page the call acted on went elsewhere, and ``tabs_opened`` (indices).
 """
 
 from __future__ import annotations
@@ -73,6 +81,35 @@ class _Before:
     aria: Optional[str]
 
 
+#: The box an accepted dialog leaves in the page (owrl's own markup).
+_DIALOG_BOX = """({kind, message}) => {
+  const old = document.getElementById('owrl-dialog-box');
+  if (old) old.remove();
+  const shade = document.createElement('div');
+  shade.id = 'owrl-dialog-box';
+  shade.setAttribute('style', 'position:fixed;inset:0;z-index:2147483647;background:rgba(0,0,0,.45);' +
+    'display:flex;align-items:center;justify-content:center;font:15px system-ui,sans-serif');
+  const box = document.createElement('div');
+  box.setAttribute('role', 'dialog');
+  box.setAttribute('aria-label', kind);
+  box.setAttribute('style', 'background:#fff;color:#222;border-radius:6px;padding:18px 20px;min-width:300px;' +
+    'max-width:80vw;box-shadow:0 6px 24px rgba(0,0,0,.3)');
+  const text = document.createElement('p');
+  text.textContent = message;
+  text.setAttribute('style', 'margin:0 0 16px;white-space:pre-wrap;word-break:break-word');
+  const ok = document.createElement('button');
+  ok.textContent = 'OK';
+  ok.setAttribute('style', 'float:right;padding:6px 18px;border:0;border-radius:4px;background:#1a5fd0;color:#fff');
+  const close = () => { shade.remove(); document.removeEventListener('keydown', onKey, true); };
+  const onKey = (e) => { if (e.key === 'Escape') close(); };
+  ok.addEventListener('click', close);
+  shade.addEventListener('click', (e) => { if (e.target === shade) close(); });
+  document.addEventListener('keydown', onKey, true);
+  box.append(text, ok);
+  shade.append(box);
+  (document.body || document.documentElement).append(shade);
+}"""
+
 _ROLE_NAME = re.compile(r'\s*-\s+([a-z]+)\s+"((?:[^"\\]|\\.)*)"')
 
 
@@ -105,7 +142,9 @@ class BrowserEnv:
         self._generation = 0
         self._titles: dict[int, str] = {}
         self._events: list[tuple[str, Any]] = []
-        self._dialogs = Dialogs(spawn=self._spawn, report=lambda text: self._events.append(("dialog", text)))
+        self._dialogs = Dialogs(spawn=self._spawn, report=lambda text: self._events.append(("dialog", text)),
+                                shown=self._show_dialog_box)
+        self._settle_after: Optional[dict[str, float]] = None
         self._tabs_opened = 0
         self._snapshot: Optional[_Snapshot] = None
         self._last_screenshot: Optional[bytes] = None
@@ -120,6 +159,17 @@ class BrowserEnv:
         self._pages_before_call = 0
 
     # ================================================================== protocol
+
+    def configure(self, dialogs: str = "hold", settle: Optional[dict[str, float]] = None) -> None:
+        """How this environment treats the episodes that follow.
+
+        ``dialogs``: ``hold`` (report, wait for ``handle_dialog``) or ``accept`` (accept on
+        arrival and show the message in the page). ``settle``: after every action, wait up to
+        ``network_idle_ms`` for the network to be idle, then ``after_ms`` more; None: no wait."""
+        if dialogs not in ("hold", "accept"):
+            raise ValueError(f"dialogs must be 'hold' or 'accept', not {dialogs!r}")
+        self._dialogs.auto_accept = dialogs == "accept"
+        self._settle_after = dict(settle) if settle else None
 
     async def reset(self, task: Task) -> None:
         """A fresh context and page, on the task's start page."""
@@ -237,6 +287,8 @@ class BrowserEnv:
                 raise
             self._raise_if_dead(err)
             done, result = True, ToolResult.failure(explain(err, _what(tool, args)))
+        if done and result.ok and not result.ends_episode and self._settle_after:
+            await self._settle_action()
         if not done:
             result = ToolResult(feedback=self._bound([*self._event_texts(), self._dialogs.note()]))
         elif not result.ok:
@@ -245,6 +297,8 @@ class BrowserEnv:
                 result.feedback = self._bound([result.feedback, *events])
         elif not result.ends_episode:
             result.feedback = await self._describe_change(before, result.feedback)
+        if done and result.ok:
+            result.data["page"] = self._facts(before)
         self._events = []
         result.feedback = secrets.redact(result.feedback) or ""
         result.error = secrets.redact(result.error)
@@ -526,6 +580,49 @@ class BrowserEnv:
         if not any(parts):
             return NO_CHANGE
         return self._bound(parts)
+
+    def _facts(self, before: _Before) -> dict[str, Any]:
+        """The change a call made, as data (see the module doc)."""
+        page = self._active
+        facts: dict[str, Any] = {
+            "url": page.url if page is not None else None,
+            "active_tab": self.pages.index(page) if page in self.pages else None,
+            "tabs_opened": [self.pages.index(obj) for kind, obj in self._events
+                            if kind == "tab_opened" and obj in self.pages],
+        }
+        origin = before.page
+        if origin is not None and origin in self.pages and origin.url != before.url:
+            facts["navigated_to"] = origin.url
+        return facts
+
+    async def _settle_action(self) -> None:
+        """The wait of ``configure(settle=...)``: network idle (bounded), then a pause."""
+        assert self._settle_after is not None
+        page = self._active
+        idle = float(self._settle_after.get("network_idle_ms", 0))
+        if page is not None and idle > 0:
+            try:
+                await self._dialogs.gather(page.wait_for_load_state("networkidle", timeout=idle))
+            except Exception as err:  # still busy (polling, streaming): the pause still comes
+                if not _is_playwright_error(err):
+                    raise
+                self._raise_if_dead(err)
+        await asyncio.sleep(float(self._settle_after.get("after_ms", 0)) / 1000)
+
+    def _show_dialog_box(self, dialog: "Dialog") -> None:
+        """Show an accepted dialog's message in its page: a box with an OK button, closed
+        by OK, Escape or a click beside it (what ``dialogs="accept"`` models were trained with)."""
+        page = getattr(dialog, "page", None)
+        if page is None or page.is_closed():
+            return
+
+        async def show() -> None:
+            try:
+                await page.evaluate(_DIALOG_BOX, {"kind": dialog.type, "message": dialog.message})
+            except Exception:  # noqa: BLE001 - the page navigated away meanwhile: nothing to show
+                pass
+
+        self._spawn(show())
 
     async def _await_new_tabs(self) -> None:
         """Wait (bounded) until every tab the browser created during the call has been announced."""

@@ -16,6 +16,7 @@ which is what the Processor would do.
 from __future__ import annotations
 
 import io
+import re
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -57,6 +58,8 @@ class Generation:
     seconds: float
     image_tokens: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    #: ``stop`` (the model ended its answer) or ``length`` (cut at ``max_new_tokens``)
+    finish_reason: str = "stop"
 
 
 def _remedy(model_id: str) -> str:
@@ -98,6 +101,23 @@ def text_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             content = "\n".join(p["text"] for p in content)
         out.append({**m, "content": content})
     return out
+
+
+_ASSISTANT_BLOCK = re.compile(r"(<\|im_start\|>assistant\n)(.*?)(<\|im_end\|>)", re.S)
+
+
+def restore_assistant_text(rendered: str, messages: list[dict[str, Any]]) -> str:
+    """``rendered`` with each assistant block's content replaced by the message's own text,
+    in order (a template that strips earlier ``<think>`` blocks loses nothing)."""
+    said = ["".join(p["text"] for p in m["content"] if p["type"] == "text") if not isinstance(m["content"], str)
+            else m["content"] for m in messages if m["role"] == "assistant"]
+    it = iter(said)
+
+    def put_back(match: re.Match) -> str:
+        text = next(it, None)
+        return match.group(0) if text is None else match.group(1) + text + match.group(3)
+
+    return _ASSISTANT_BLOCK.sub(put_back, rendered, count=len(said))
 
 
 class VLBackend:
@@ -173,8 +193,11 @@ class VLBackend:
         template = self.tokenizer.chat_template or ""
         use_tools = tools_in_template and "tools" in template
         messages = prompt.messages if self.kind == "vl" else text_messages(prompt.messages)
-        return self.tokenizer.apply_chat_template(
+        text = self.tokenizer.apply_chat_template(
             messages, tools=prompt.tools if use_tools else None, tokenize=False, add_generation_prompt=True)
+        if prompt.keep_assistant_text:
+            text = restore_assistant_text(text, prompt.messages)
+        return text
 
     def encode(self, texts: list[str], images: list[list[bytes]]) -> dict[str, Any]:
         """Token ids, attention mask and pixel values for a batch, images expanded to patches."""
@@ -243,12 +266,15 @@ class VLBackend:
             new = out[i, prompt_len:]
             eos = self.tokenizer.eos_token_id
             n = int((new != self.tokenizer.pad_token_id).sum())
-            if eos is not None and (new == eos).any():
+            ended = eos is not None and bool((new == eos).any())
+            if ended:
                 n = int((new == eos).nonzero()[0]) + 1
+            finish = "length" if not ended and n >= sampling.max_new_tokens else "stop"
             text = self.tokenizer.decode(new[:n], skip_special_tokens=False)
             text = text.replace(self.tokenizer.eos_token or "", "").replace(self.tokenizer.pad_token or "", "")
             for token in CONTROL_TOKENS:  # they would be read as real markers in the next prompt
                 text = text.replace(token, "")
             results.append(Generation(text=text, prompt_tokens=int(batch["attention_mask"][i].sum()),
-                                      completion_tokens=n, seconds=seconds, image_tokens=int(image_tokens[i])))
+                                      completion_tokens=n, seconds=seconds, image_tokens=int(image_tokens[i]),
+                                      finish_reason=finish))
         return results

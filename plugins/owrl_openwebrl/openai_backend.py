@@ -75,10 +75,12 @@ class OpenAIBackend:
             resp = self._post(payload)
             try:
                 text = resp["choices"][0]["message"].get("content") or ""
+                finish = resp["choices"][0].get("finish_reason") or "stop"
             except (KeyError, IndexError, TypeError):
                 raise InfraError(f"endpoint answered without choices: {str(resp)[:200]}", code="endpoint_error") from None
             usage = resp.get("usage") or {}
             out.append(Generation(text=text, prompt_tokens=int(usage.get("prompt_tokens", 0)),
                                   completion_tokens=int(usage.get("completion_tokens", 0)),
-                                  seconds=time.perf_counter() - started, extra={"usage": usage}))
+                                  seconds=time.perf_counter() - started, extra={"usage": usage},
+                                  finish_reason="length" if finish == "length" else "stop"))
         return out

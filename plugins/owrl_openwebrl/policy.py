@@ -15,6 +15,7 @@ from owrl_sdk.types import PolicyInfo, Turn
 
 from .backend import Sampling, VLBackend
 from .parser import parse_turn
+from .profiles import EVAL_SAMPLING, SETTLE, OpenWebRLProfile, OwrlProfile, check_profile, default_profile
 from .prompt import Prompt, build_prompt
 
 DEFAULT_POLICY_MODEL = "OpenWebRL/OpenWebRL-4B"
@@ -76,40 +77,80 @@ class Batcher:
 
 
 class _ModelPolicy(Policy):
-    """Shared by both: render the OpenWebRL prompt, generate, parse."""
+    """Shared by the model policies: render through an interface profile, generate, parse.
+
+    The profile (``profile`` option, else the ``profile`` setting, else by checkpoint:
+    ``openwebrl`` for OpenWebRL checkpoints, ``owrl`` otherwise) decides the prompt, the
+    declared tools, how calls map onto owrl's tools, the generation defaults and what the
+    environment is asked for (see :mod:`.profiles`)."""
 
     def __init__(self, settings, backend: Any = None, **options: Any):
         super().__init__(settings, **options)
         self.conf = {**settings.plugin(self.name), **options}
-        self.sampling = Sampling.from_options(self.conf)
         self.text_mode = bool(self.conf.get("text_mode", False))
         self.backend = backend if backend is not None else self._make_backend()
+        self.profile = self._make_profile()
+        self.warnings = list(self.profile.warnings)
+        defaults = EVAL_SAMPLING if self.profile.name == "openwebrl" else {}
+        self.sampling = Sampling.from_options({**defaults, **self.conf})
         self.batcher = Batcher(self.backend, max_batch=int(self.conf.get("max_batch", 16)))
 
     def _make_backend(self) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _model_id(self) -> Optional[str]:
+        return getattr(self, "model_id", None) or getattr(self.backend, "model_id", None)
+
+    def _profile_name(self) -> str:
+        chosen = self.conf.get("profile") or getattr(self.settings, "profile", None)
+        return check_profile(chosen) if chosen else default_profile(self._model_id())
+
+    def _make_profile(self) -> Any:
+        name = self._profile_name()
+        if name == "owrl":
+            return OwrlProfile(text_mode=self.text_mode)
+        if self.text_mode:
+            raise UsageError("the openwebrl profile reads screenshots: it has no text mode (use profile owrl)")
+        from .fetch import prompt_files
+
+        screen = (self.settings.viewport_width, self.settings.viewport_height)
+        return OpenWebRLProfile.from_options(self.conf, screen, found=prompt_files("openwebrl"))
 
     def _tools_in_system(self) -> bool:
         return True
 
     def prompt(self, context: Context) -> Prompt:
         """The messages this policy sends for ``context`` (training rebuilds them with it)."""
-        return build_prompt(context, text_mode=self.text_mode, tools_in_system=self._tools_in_system())
+        return self.profile.render(context, tools_in_system=self._tools_in_system())
+
+    def environment(self) -> dict[str, Any]:
+        if self.profile.name != "openwebrl":
+            return {}
+        return {"dialogs": self.conf.get("dialogs", "accept"), "settle": {**SETTLE, **self.conf.get("settle", {})}}
 
     async def act(self, context: Context) -> Turn:
         gen = await self.batcher.generate(self.prompt(context), self.sampling)
+        usage = {"prompt_tokens": gen.prompt_tokens, "completion_tokens": gen.completion_tokens,
+                 "image_tokens": gen.image_tokens, "seconds": round(gen.seconds, 4)}
+        if getattr(gen, "finish_reason", "stop") == "length":
+            return Turn(raw=gen.text, truncated=True, usage=usage)
         turn = parse_turn(gen.text)
-        turn.usage = {"prompt_tokens": gen.prompt_tokens, "completion_tokens": gen.completion_tokens,
-                      "image_tokens": gen.image_tokens, "seconds": round(gen.seconds, 4)}
+        if not turn.parse_error:
+            turn.calls = self.profile.to_builtin(turn.calls)
+        turn.usage = usage
         return turn
 
 
 class OpenWebRLPolicy(_ModelPolicy):
     """OpenWebRL-4B (or any Qwen-VL checkpoint): 4-bit on CUDA, unquantized on CPU.
 
-    Options (``[plugins.openwebrl]``): ``quantize`` (auto, 4bit, none), ``adapter`` (LoRA
-    folder), ``text_mode``, ``temperature`` 0.6, ``top_p`` 0.95, ``top_k`` 20,
-    ``max_new_tokens`` 512, ``seed``, ``max_batch`` 8."""
+    Options (``[plugins.openwebrl]``): ``profile`` (openwebrl, owrl; default by checkpoint),
+    ``quantize`` (auto, 4bit, none), ``adapter`` (LoRA folder), ``text_mode`` (owrl profile),
+    ``temperature``, ``top_p`` 0.95, ``top_k`` 20, ``max_new_tokens``, ``seed``, ``max_batch`` 16.
+    Generation defaults: greedy with 2048 new tokens in the openwebrl profile (as OpenWebRL
+    evaluates), temperature 0.6 with 512 in the owrl profile. The openwebrl profile also
+    reads ``system_prompt_file``, ``tool_list_file``, ``screenshots`` (1), ``dialogs``
+    (accept) and ``settle`` ({network_idle_ms: 5000, after_ms: 1000})."""
 
     name = "openwebrl"
 
@@ -124,7 +165,7 @@ class OpenWebRLPolicy(_ModelPolicy):
 
     def info(self) -> PolicyInfo:
         return PolicyInfo(name=self.name, model=getattr(self.backend, "model_id", None),
-                          revision=getattr(self.backend, "revision", None))
+                          revision=getattr(self.backend, "revision", None), profile=self.profile.name)
 
 
 #: Tools a text policy declares by default: what a page's accessibility tree lets it use.
@@ -159,6 +200,12 @@ class TextPolicy(OpenWebRLPolicy):
                              "or fetch SmolLM2 once with `owrl model fetch smollm2`")
         return shared_backend(str(self.model_id), self.conf.get("quantize", "auto"), self.conf.get("adapter"))
 
+    def _profile_name(self) -> str:
+        chosen = self.conf.get("profile")
+        if chosen and chosen != "owrl":
+            raise UsageError(f"the owrl-text policy speaks the owrl profile only, not '{chosen}'")
+        return "owrl"
+
     def prompt(self, context: Context) -> Prompt:
         tools = [t for t in context.tools if t.name in self.tool_names]
         return build_prompt(dataclasses.replace(context, tools=tools), text_mode=True, compact=True)
@@ -181,4 +228,5 @@ class OpenAIPolicy(_ModelPolicy):
                              retries=int(c.get("retries", 4)), backoff=float(c.get("backoff", 1.0)))
 
     def info(self) -> PolicyInfo:
-        return PolicyInfo(name=self.name, model=self.backend.model, revision=self.backend.base_url)
+        return PolicyInfo(name=self.name, model=self.backend.model, revision=self.backend.base_url,
+                          profile=self.profile.name)

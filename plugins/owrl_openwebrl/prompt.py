@@ -54,6 +54,9 @@ UNTRUSTED_CLOSE = "</page_content>"
 class Prompt:
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] = field(default_factory=list)
+    #: Put each past answer back verbatim after the chat template ran (Qwen3 templates drop
+    #: the reasoning of earlier turns; the openwebrl profile keeps it, as its training did).
+    keep_assistant_text: bool = False
 
     def images(self) -> list[bytes]:
         return [p["image"] for m in self.messages for p in m["content"] if p["type"] == "image"]

@@ -1,0 +1,150 @@
+"""The openwebrl profile's units and environment in a real Chromium: scroll fractions,
+drag steps, the default wait, dialogs answered by the environment, the settle wait, and
+the facts its status lines report."""
+
+from __future__ import annotations
+
+import time
+
+from browser_support import act, grid, task
+from owrl_openwebrl.backend import Generation
+from owrl_openwebrl.profiles import status_line, to_builtin
+from owrl_sdk.types import CallRecord, ToolCall
+
+
+async def official(env, name, **arguments):
+    """Run a call as the released model writes it: mapped onto the builtin tool, then told back."""
+    raw = ToolCall(name=name, arguments=arguments)
+    mapped = to_builtin(raw, env.viewport)
+    result = await act(env, mapped.name, **mapped.arguments)
+    return result, status_line(CallRecord(call=mapped, result=result), env.viewport, raw)
+
+
+async def centre(env, selector):
+    box = await env.page.locator(selector).bounding_box()
+    return grid(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+
+
+async def scroll_y(env):
+    return await env.page.evaluate("() => window.scrollY")
+
+
+async def test_a_scroll_of_half_moves_half_the_viewport(env, site):
+    await env.reset(task(f"{site}/scroll.html"))
+    assert env.viewport[1] == 1000
+    result, line = await official(env, "scroll", direction="down", amount=0.5)
+    assert result.ok and await scroll_y(env) == 500
+    assert line == "Succeed: `scroll` down by 50%."
+    result, _ = await official(env, "scroll")  # the defaults: down, half the viewport
+    assert await scroll_y(env) == 1000
+    result, _ = await official(env, "scroll", direction="up", amount=0.25)
+    assert await scroll_y(env) == 750
+    result, _ = await official(env, "scroll", direction="up", amount=3)  # clamped to one viewport
+    assert await scroll_y(env) == 0
+    result, line = await official(env, "scroll", direction="up")
+    assert await scroll_y(env) == 0 and line.endswith("The page did not move: it may be at its edge.")
+
+
+async def test_drag_moves_the_mouse_in_the_given_number_of_steps(env, site):
+    await env.reset(task(f"{site}/moves.html"))
+    result, line = await official(env, "drag", start_point_2d=[100, 100], end_point_2d=[600, 500], steps=7)
+    assert result.ok and line == "Succeed: `drag`."
+    assert await env.page.inner_text("#count") == "7"
+    await official(env, "drag", start_point_2d=[100, 100], end_point_2d=[600, 500])
+    assert await env.page.inner_text("#count") == "10"  # the official default
+
+
+async def test_wait_defaults_to_three_seconds(env, site):
+    await env.reset(task(f"{site}/basic.html"))
+    started = time.monotonic()
+    result, line = await official(env, "wait")
+    assert result.ok and time.monotonic() - started >= 2.9
+    assert line == "Succeed: waited 3 seconds."
+
+
+async def test_dialogs_are_accepted_by_the_environment_and_shown_in_the_page(env, site):
+    env.configure(dialogs="accept")
+    await env.reset(task(f"{site}/dialogs.html"))
+    result, line = await official(env, "click", point_2d=await centre(env, "#confirm"))
+    assert result.ok and line.startswith('Succeed: `click` at (') and 'on <button> "Confirm"' in line
+    assert "accepted automatically" in result.feedback
+    assert await env.page.inner_text("#result") == "confirmed"
+    # the page shows what the dialog said, in a box the model can close
+    await env.page.wait_for_selector("#owrl-dialog-box")
+    assert "Delete everything?" in await env.page.inner_text("#owrl-dialog-box")
+    obs = await env.observe()
+    assert obs.screenshot and "Delete everything?" in obs.aria
+    result, _ = await official(env, "click", point_2d=await centre(env, "#owrl-dialog-box button"))
+    assert result.ok and await env.page.locator("#owrl-dialog-box").count() == 0
+    # a prompt is accepted with its default text
+    await official(env, "click", point_2d=await centre(env, "#prompt"))
+    assert await env.page.inner_text("#result") == "name: anon"
+    await official(env, "press_keys", keys=["Escape"])
+    assert await env.page.locator("#owrl-dialog-box").count() == 0
+
+
+async def test_settle_waits_for_a_change_that_comes_late(env, site):
+    env.configure(settle={"network_idle_ms": 1000, "after_ms": 1000})
+    await env.reset(task(f"{site}/delayed.html"))
+    started = time.monotonic()
+    result, _ = await official(env, "click", point_2d=await centre(env, "#load"))
+    assert result.ok and time.monotonic() - started >= 1.0
+    # the paragraph appears 700 ms after the click: the call's own feedback and the next look see it
+    assert "Results are ready" in result.feedback
+    assert "Results are ready" in (await env.observe()).aria
+
+
+async def test_click_and_write_report_navigation_tabs_and_held_values(env, site):
+    await env.reset(task(f"{site}/basic.html"))
+    result, line = await official(env, "click", point_2d=await centre(env, "#noop"))
+    assert line.endswith('on <button> "Does nothing". No navigation and no new tab followed.')
+    await official(env, "click", point_2d=await centre(env, "#zip"))
+    result, line = await official(env, "write", message="1234567")
+    assert result.ok and line == ('Succeed: `write` typed "1234567" into <input> "Zip code". '
+                                  'The field holds "12345", which is not the text typed.')
+    result, line = await official(env, "click", point_2d=await centre(env, "#popup"))
+    assert "A new tab opened (tab 1)." in line
+    await official(env, "switch_tab", tab_index=0)
+    result, line = await official(env, "click", point_2d=await centre(env, "#next"))
+    assert f"The page navigated to {site}/second.html." in line
+
+
+class Scripted:
+    model_id = "OpenWebRL/OpenWebRL-4B"
+
+    def __init__(self, answers):
+        self.answers, self.prompts = list(answers), []
+
+    def generate(self, prompts, sampling):
+        self.prompts.extend(prompts)
+        return [Generation(text=self.answers.pop(0), prompt_tokens=1, completion_tokens=1, seconds=0.0) for _ in prompts]
+
+
+async def test_an_episode_in_the_openwebrl_profile(env, site, plugins, tmp_path, monkeypatch):
+    from owrl_openwebrl.policy import OpenWebRLPolicy
+    from owrl_sdk.config import Settings
+    from owrl_sdk.loop import Episode
+
+    monkeypatch.setenv("OWRL_CACHE_DIR", str(tmp_path / "cache"))
+    backend = Scripted([
+        '<think>\nThe list goes on below.\n</think>\n<tool_call>\n{"name": "scroll", "arguments": {"amount": 0.5}}\n</tool_call>',
+        '<think>\nBlock 2 is in view.\n</think>\n<tool_call>\n{"name": "done", "arguments": {"response": "Block 2"}}\n</tool_call>',
+    ])
+    settings = Settings()
+    policy = OpenWebRLPolicy(settings, backend=backend, settle={"network_idle_ms": 200, "after_ms": 100})
+    the_task = task(f"{site}/scroll.html")
+    episode = Episode(task=the_task, env=env, policy=policy, memory=plugins.catalogue.get("memories", "default")(settings),
+                      tools=list(plugins.catalogue.items["tools"].values()), hooks=plugins.for_task(the_task))
+    traj = await episode.run()
+    assert traj.outcome.status == "success" and traj.outcome.answer == "Block 2"
+    assert traj.policy.profile == "openwebrl" and env._dialogs.auto_accept
+    # the trajectory keeps owrl's call (wheel notches) and the model's own words
+    assert traj.steps[0].calls[0].call.arguments == {"direction": "down", "amount": 5.0}
+    assert '"amount": 0.5' in traj.steps[0].turn.raw
+    assert await scroll_y(env) == 500
+    second = backend.prompts[1].messages
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+    reply = second[-1]["content"]
+    assert reply[0]["text"].startswith("<tool_response>\nSucceed: `scroll` down by 50%.\n\n<observation>\nscreen size: 1280 x 1000\n")
+    assert reply[1]["type"] == "image" and reply[-1]["text"] == "\n</observation>\n</tool_response>"
+    assert [p["type"] for p in second[1]["content"]] == ["text"]  # the first screenshot is no longer sent
