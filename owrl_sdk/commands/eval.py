@@ -24,6 +24,9 @@ def _fmt_rate(block: dict) -> str:
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Episodes in parallel: browser contexts (local backend) or Ray actors (ray).")
 @click.option("--policy", help="Policy plugin (default: the 'policy' setting).")
 @click.option("--model", help="Model id or local path for model policies.")
+@click.option("--profile", type=click.Choice(["openwebrl", "owrl"]),
+              help="Interface profile of model policies: openwebrl (the released OpenWebRL models' contract) or owrl "
+              "(default: by checkpoint).")
 @click.option("--judge", default="composite", show_default=True, help="Judge plugin that scores each episode.")
 @click.option("--max-steps", type=int, help="Steps per episode (default: the task's, else 30).")
 @click.option("--browser-endpoint", metavar="WS_URL", help="Connect to a Playwright browser server "
@@ -38,7 +41,7 @@ def _fmt_rate(block: dict) -> str:
 @click.option("--out", type=click.Path(file_okay=False), help="Output folder (default: eval/<suite>-<policy>).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of the table.")
 def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: int, policy: Optional[str],
-                 model: Optional[str], judge: str, max_steps: Optional[int], browser_endpoint: Optional[str],
+                 model: Optional[str], profile: Optional[str], judge: str, max_steps: Optional[int], browser_endpoint: Optional[str],
                  cdp_endpoint: Optional[str], backend: str, ray_address: Optional[str], contexts: int,
                  out: Optional[str], as_json: bool) -> None:
     """Evaluate a policy on a task suite; re-running the same command resumes."""
@@ -57,7 +60,7 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
         raise UsageError("--ray-address needs --backend ray")
     if browser_endpoint and cdp_endpoint:
         raise UsageError("give --browser-endpoint or --cdp-endpoint, not both")
-    settings = load_settings({"policy": policy, "model": model, "max_steps": max_steps,
+    settings = load_settings({"policy": policy, "model": model, "profile": profile, "max_steps": max_steps,
                               **remote_browser(browser_endpoint, cdp_endpoint)})
     plugins = Plugins()
     console = Console(stderr=True)

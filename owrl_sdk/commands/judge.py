@@ -16,15 +16,19 @@ from owrl_sdk.plugins import hookimpl
 @click.argument("path", type=click.Path(exists=True))
 @click.option("--judge", "judge_name", default="openwebrl-judge", show_default=True, help="Judge plugin.")
 @click.option("--model", help="Model id or local path for model judges.")
+@click.option("--profile", type=click.Choice(["openwebrl", "owrl"]),
+              help="Interface profile of model judges: openwebrl (OpenWebRL-Judge-8B's SUCCESS / NOT SUCCESS "
+              "contract) or owrl (default: by checkpoint).")
 @click.option("--save/--no-save", default=True, show_default=True, help="Add the judgement to the trajectory file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the judgement as JSON.")
-def judge_command(path: str, judge_name: str, model: Optional[str], save: bool, as_json: bool) -> None:
+def judge_command(path: str, judge_name: str, model: Optional[str], profile: Optional[str], save: bool,
+                  as_json: bool) -> None:
     """Score a run folder or trajectory file."""
     from owrl_sdk.config import load_settings
     from owrl_sdk.documents import load_trajectory, save_trajectory
     from owrl_sdk.plugins import Plugins
 
-    settings = load_settings()
+    settings = load_settings({"profile": profile})
     cls = Plugins().catalogue.get("judges", judge_name)
     judge = cls(settings, model=model) if model else cls(settings)
     p = Path(path)
@@ -41,6 +45,8 @@ def judge_command(path: str, judge_name: str, model: Optional[str], save: bool, 
     else:
         label = {True: "success", False: "failure", None: "no label"}[judgement.success]
         click.echo(f"{judge_name}: {label}, score {judgement.score:.2f} — {judgement.reason}")
+        for warning in judgement.details.get("warnings") or []:
+            click.echo(f"warning: {warning}", err=True)
 
 
 @hookimpl

@@ -63,6 +63,9 @@ class LiveView:
 @click.option("--url", help="Start URL (taken from the flow when omitted).")
 @click.option("--policy", help="Policy plugin (default: the 'policy' setting).")
 @click.option("--model", help="Model id or local path for model policies.")
+@click.option("--profile", type=click.Choice(["openwebrl", "owrl"]),
+              help="Interface profile of model policies: openwebrl (the released OpenWebRL models' contract) or owrl "
+              "(default: by checkpoint).")
 @click.option("--flow", "flow_file", type=click.Path(dir_okay=False), help="Play this flow (owrl.flow/1, JSON or YAML) with the scripted policy.")
 @click.option("--replay", type=click.Path(), help="Replay the calls of a recorded trajectory (file or run folder).")
 @click.option("--heal-with", "healer", help="With --flow: hand over to this policy when the flow's expectations fail; "
@@ -78,7 +81,7 @@ class LiveView:
 @click.option("--out", type=click.Path(file_okay=False), help="Folder for run folders (default: runs).")
 @click.option("--trace", is_flag=True, help="Record a Playwright trace (trace.zip) in the run folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON result to stdout instead of the live view.")
-def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str], model: Optional[str],
+def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str], model: Optional[str], profile: Optional[str],
                 flow_file: Optional[str], replay: Optional[str], healer: Optional[str], allow_domains: tuple[str, ...], max_steps: Optional[int], headed: bool,
                 browser_endpoint: Optional[str], cdp_endpoint: Optional[str],
                 out: Optional[str], trace: bool, as_json: bool) -> None:
@@ -111,7 +114,7 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
         raise UsageError("missing --url URL (where the agent starts)")
     url = resolve_url(url)
 
-    settings = load_settings({"policy": policy, "model": model, "max_steps": max_steps,
+    settings = load_settings({"policy": policy, "model": model, "profile": profile, "max_steps": max_steps,
                               "headless": False if headed else None,
                               "allowed_domains": list(allow_domains) or None,
                               **remote_browser(browser_endpoint, cdp_endpoint)})

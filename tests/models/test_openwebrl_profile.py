@@ -138,6 +138,18 @@ def test_status_lines_carry_the_official_facts():
     assert "holds" not in status_line(typed)  # the field holds what was typed: nothing to say
 
 
+def test_unreadable_answers_and_unattended_questions_come_back_as_failed_lines():
+    from owrl_sdk.types import Observation, Step, Turn
+
+    unreadable = Step(index=0, observation=Observation(url="u"), turn=Turn(raw="I think I should click", parse_error="no <tool_call> block found"))
+    assert OpenWebRLProfile().feedback(unreadable) == ["Failed: the answer could not be read: no <tool_call> block found"]
+    # runs are unattended: call_user reaches no one, and the model is told so as a failure
+    asked = ToolCall(name="call_user", arguments={"question": "Which size?"})
+    assert to_builtin(asked, (1280, 1000)) == asked
+    record = CallRecord(call=asked, result=ToolResult.failure("unknown tool 'call_user'. Available tools: click, done."))
+    assert status_line(record).startswith("Failed: `call_user`: unknown tool")
+
+
 def test_restore_think_only_when_the_template_opened_the_block():
     assert restore_think("a\n</think>\n<tool_call>x</tool_call>").startswith("<think>\na\n</think>")
     assert restore_think("<think>a</think>") == "<think>a</think>"
