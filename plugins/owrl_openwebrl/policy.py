@@ -156,7 +156,12 @@ class OpenWebRLPolicy(_ModelPolicy):
 
     def _make_backend(self) -> Any:
         self.model_id = self.settings.model or self.conf.get("model") or DEFAULT_POLICY_MODEL
-        return shared_backend(self.model_id, self.conf.get("quantize", "auto"), self.conf.get("adapter"))
+        path = self.model_id
+        if self.model_id == DEFAULT_POLICY_MODEL:  # weights from `owrl model fetch openwebrl`, when there
+            from .fetch import fetched_weights
+
+            path = str(fetched_weights("openwebrl") or path)
+        return shared_backend(path, self.conf.get("quantize", "auto"), self.conf.get("adapter"))
 
     def _tools_in_system(self) -> bool:
         # The checkpoint's chat template declares the tools itself when it knows how.

@@ -432,14 +432,17 @@ _OPENWEBRL_NAME = re.compile(r"openwebrl", re.I)
 
 
 def default_profile(model_id: Optional[str]) -> str:
-    """``openwebrl`` for OpenWebRL checkpoints (by name, or a checkpoint that says so in
-    ``owrl_profile.txt``), ``owrl`` for everything else."""
+    """``openwebrl`` for OpenWebRL checkpoints (by name, weights fetched by ``owrl model
+    fetch openwebrl``, or a checkpoint that says so in ``owrl_profile.txt``), ``owrl`` for
+    everything else."""
     if not model_id:
         return "owrl"
     path = Path(str(model_id)).expanduser()
     marker = path / "owrl_profile.txt"
     if marker.is_file():
         return marker.read_text().strip() or "owrl"
+    if path.name == "weights" and (path.parent / "interface" / "manifest.json").is_file():
+        return "openwebrl"
     return "openwebrl" if _OPENWEBRL_NAME.search(path.name if path.exists() else str(model_id)) else "owrl"
 
 

@@ -199,6 +199,12 @@ def test_profile_by_checkpoint_and_by_setting(tmp_path):
     assert default_profile(str(ckpt)) == "owrl"
     (ckpt / "owrl_profile.txt").write_text("openwebrl\n")
     assert default_profile(str(ckpt)) == "openwebrl"
+    fetched = tmp_path / "cache" / "models" / "openwebrl"
+    (fetched / "weights").mkdir(parents=True)
+    (fetched / "interface").mkdir()
+    assert default_profile(str(fetched / "weights")) == "owrl"
+    (fetched / "interface" / "manifest.json").write_text("{}")
+    assert default_profile(str(fetched / "weights")) == "openwebrl"  # what `owrl model fetch openwebrl` wrote
 
 
 class Scripted:
