@@ -142,6 +142,10 @@ class ToolResult(_Model):
     answer: Optional[str] = None
     ends_episode: bool = False
     data: dict[str, Any] = Field(default_factory=dict)
+    #: What a successful call did to the browser, set by the browser environment: the active
+    #: tab's ``url`` and index (``active_tab``), ``navigated_to`` when the page acted on went
+    #: elsewhere, and ``tabs_opened`` (indices). None outside a browser.
+    page: Optional[dict[str, Any]] = None
 
     @classmethod
     def failure(cls, error: str, **kw: Any) -> "ToolResult":

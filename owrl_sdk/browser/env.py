@@ -13,7 +13,7 @@ dialog on arrival and shows its message in the page as a box with an OK button, 
 the change is read and the next screenshot taken.
 
 Besides its feedback sentence, every successful call's result carries the facts in
-``data["page"]``: the active tab's ``url`` and index (``active_tab``), ``navigated_to``
+``ToolResult.page``: the active tab's ``url`` and index (``active_tab``), ``navigated_to``
 when the page the call acted on went elsewhere, and ``tabs_opened`` (indices).
 """
 
@@ -298,7 +298,7 @@ class BrowserEnv:
         elif not result.ends_episode:
             result.feedback = await self._describe_change(before, result.feedback)
         if done and result.ok:
-            result.data["page"] = self._facts(before)
+            result.page = self._facts(before)
         self._events = []
         result.feedback = secrets.redact(result.feedback) or ""
         result.error = secrets.redact(result.error)

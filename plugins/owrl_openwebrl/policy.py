@@ -132,7 +132,8 @@ class _ModelPolicy(Policy):
         gen = await self.batcher.generate(self.prompt(context), self.sampling)
         usage = {"prompt_tokens": gen.prompt_tokens, "completion_tokens": gen.completion_tokens,
                  "image_tokens": gen.image_tokens, "seconds": round(gen.seconds, 4)}
-        if getattr(gen, "finish_reason", "stop") == "length":
+        if getattr(gen, "finish_reason", "stop") == "length" and self.profile.name == "openwebrl":
+            # the released models' runs end on a cut answer; the owrl profile reads what it holds
             return Turn(raw=gen.text, truncated=True, usage=usage)
         turn = parse_turn(gen.text)
         if not turn.parse_error:

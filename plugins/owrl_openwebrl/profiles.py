@@ -197,7 +197,8 @@ def status_line(record: CallRecord, viewport: tuple[int, int] = SCREEN, raw: Opt
     """What the openwebrl profile tells the model after one call: ``Succeed:`` or ``Failed:``,
     the call, and only the facts the official environment reports (the element under the
     point, a navigation, a new tab, a scroll that did not move, the field's value when it
-    differs from the text typed). ``raw`` is the call as the model wrote it."""
+    differs from the text typed), read from ``result.page`` and the builtin tools' ``data``.
+    ``raw`` is the call as the model wrote it."""
     call = raw or record.call
     name = call.name
     if record.skipped:
@@ -208,7 +209,7 @@ def status_line(record: CallRecord, viewport: tuple[int, int] = SCREEN, raw: Opt
     if not result.ok:
         return _short(f"Failed: `{name}`: {result.error}", FEEDBACK_CHARS)
     data = result.data or {}
-    page = data.get("page") or {}
+    page = result.page or {}
     a = call.arguments
     if name == "done":
         return _short(f"Succeed: the task is finished. Response: {result.answer or ''}", FEEDBACK_CHARS)

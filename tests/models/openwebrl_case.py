@@ -27,8 +27,8 @@ def _obs(path: str, title: str, tabs: int = 1) -> Observation:
     return Observation(url=url, title=title, tabs=listed)
 
 
-def _record(raw: ToolCall, **data) -> CallRecord:
-    return CallRecord(call=to_builtin(raw, SCREEN), result=ToolResult(data=data))
+def _record(raw: ToolCall, page: dict, **data) -> CallRecord:
+    return CallRecord(call=to_builtin(raw, SCREEN), result=ToolResult(data=data, page=page))
 
 
 def steps() -> list[Step]:

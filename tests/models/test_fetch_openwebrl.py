@@ -4,12 +4,9 @@ manifest, and one-line errors. Nothing reaches beyond the loopback interface."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import json
 import socket
-import threading
 from pathlib import Path
 
 import pytest
@@ -75,26 +72,16 @@ TOOLS_PATH = "openwebrl/env/prompts/tool_list.json"
 REWARD_PATH = "openwebrl/reward_browser.py"
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args) -> None:
-        pass
-
-
 @pytest.fixture
-def serve():
-    """serve(folder) -> the base URL of a loopback HTTP server over ``folder``."""
-    servers = []
+def serve(owrl_page_server):
+    """serve(folder) -> the base URL of a loopback HTTP server over the files in ``folder``."""
 
     def start(folder: Path) -> str:
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return f"http://127.0.0.1:{server.server_address[1]}"
+        files = {"/" + f.relative_to(folder).as_posix(): f.read_text(encoding="utf-8")
+                 for f in folder.rglob("*") if f.is_file()}
+        return owrl_page_server(files).rstrip("/")
 
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    return start
 
 
 def source_tree(root: Path, reward: str = FAKE_REWARD) -> Path:
@@ -232,7 +219,7 @@ def test_a_missing_file_is_one_line_and_leaves_nothing(tmp_path, serve):
     out = fetch("openwebrl", "--no-weights", "--cache", str(cache), source=base, tmp_path=tmp_path)
     line = one_error_line(out)
     assert line == (f"Error: cannot fetch the openwebrl interface files from {base}: "
-                    f"HTTP 404 File not found for {base}/{TOOLS_PATH}")
+                    f"HTTP 404 Not Found for {base}/{TOOLS_PATH}")
     assert not (cache / "models" / "openwebrl").exists()
 
 

@@ -103,9 +103,9 @@ def trajectory(shots=(b"shot-1", b"shot-2", b"shot-3"), outcome=Outcome(status="
     traj.steps.append(Step(
         index=0, observation=Observation(url=f"{BASE}/", screenshot=shots[0]),
         turn=Turn(thought="The search button is in the middle.", raw=CLICK_RAW, calls=[click]),
-        calls=[CallRecord(call=click, result=ToolResult(feedback="clicked", data={
-            "point": [640, 300], "element": element("button", text="Search"),
-            "page": {"navigated_to": f"{BASE}/results", "tabs_opened": []}}))]))
+        calls=[CallRecord(call=click, result=ToolResult(
+            feedback="clicked", data={"point": [640, 300], "element": element("button", text="Search")},
+            page={"navigated_to": f"{BASE}/results", "tabs_opened": []}))]))
     traj.steps.append(Step(
         index=1, observation=Observation(url=f"{BASE}/results", screenshot=shots[1]),
         turn=Turn(raw=UNREADABLE_RAW, parse_error="no <tool_call> block found")))
@@ -117,8 +117,8 @@ def trajectory(shots=(b"shot-1", b"shot-2", b"shot-3"), outcome=Outcome(status="
         turn=Turn(thought="Type the query, submit, answer.", raw=LAST_RAW, calls=[write, keys, done]),
         calls=[CallRecord(call=write, result=ToolResult(data={
                    "element": element("input", label="Query", type_="text"), "value": "red hat"})),
-               CallRecord(call=keys, result=ToolResult(data={
-                   "page": {"navigated_to": f"{BASE}/results?q=red+hat", "tabs_opened": []}})),
+               CallRecord(call=keys, result=ToolResult(
+                   page={"navigated_to": f"{BASE}/results?q=red+hat", "tabs_opened": []})),
                CallRecord(call=done, result=ToolResult(answer=ANSWER, ends_episode=True))]))
     traj.outcome = outcome
     return traj

@@ -273,6 +273,14 @@ async def test_a_length_limited_answer_is_its_own_failure(tmp_path, monkeypatch,
     assert any("approximate" in w for w in traj.warnings)
 
 
+async def test_the_owrl_profile_reads_what_a_cut_answer_holds(tmp_path):
+    backend = Scripted(['<think>x</think><tool_call>{"name": "wait", "arguments": {}}</tool_call> and then'],
+                       finish="length")
+    backend.model_id = str(tmp_path / "my-model")
+    turn = await _policy(backend, tmp_path).act(context())
+    assert not turn.truncated and [c.name for c in turn.calls] == ["wait"]
+
+
 def test_official_files_replace_owrl_wording(tmp_path, monkeypatch):
     monkeypatch.setenv("OWRL_CACHE_DIR", str(tmp_path / "cache"))
     system = tmp_path / "system.md"
