@@ -163,6 +163,10 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
         console.print(f"[bold {colour}]{outcome.status}[/bold {colour}]"
                       + (f" · answer: {outcome.answer}" if outcome.answer else "")
                       + (f" · {outcome.failure.kind}: {outcome.failure.detail}" if outcome.failure else ""))
+        from rich.markup import escape
+
+        for warning in traj.warnings:
+            console.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False, soft_wrap=True)
         console.print(f"run folder: {run_dir}")
         if run_dir:
             from owrl_sdk.report import write_run_report
