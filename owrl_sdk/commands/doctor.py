@@ -145,13 +145,14 @@ def doctor_command(as_json: bool) -> Optional[int]:
         click.echo(json.dumps([c.__dict__ for c in checks], indent=2))
     else:
         from rich.console import Console
+        from rich.markup import escape
 
         console = Console(highlight=False)
         marks = {"ok": "[green]✓[/green]", "warn": "[yellow]![/yellow]", "fail": "[red]✗[/red]"}
-        for c in checks:
-            line = f"{marks[c.status]} {c.name:<16} {c.state}"
+        for c in checks:  # a state is often an exception's text (a path, a selector): never markup
+            line = f"{marks[c.status]} {escape(f'{c.name:<16}')} {escape(c.state)}"
             if c.remedy:
-                line += f"\n    [dim]→ {c.remedy}[/dim]"
+                line += f"\n    [dim]→ {escape(c.remedy)}[/dim]"
             console.print(line)
     if any(c.status == "fail" for c in checks):
         sys.exit(3)

@@ -18,7 +18,7 @@ def _fmt_rate(block: dict) -> str:
 
 
 @click.command("eval")
-@click.option("--suite", required=True, help="A task suite name (owrl plugins lists them) or a task file (.jsonl/.json).")
+@click.option("--suite", required=True, help="A task suite name (owrl tasks lists them) or a task file (.jsonl/.json).")
 @click.option("--tasks", "task_ids", help="Comma-separated task ids to run (default: all).")
 @click.option("--episodes", type=click.IntRange(min=1), default=1, show_default=True, help="Episodes per task.")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Episodes in parallel: browser contexts (local backend) or Ray actors (ray).")
@@ -46,6 +46,7 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
                  out: Optional[str], as_json: bool) -> None:
     """Evaluate a policy on a task suite; re-running the same command resumes."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from owrl_sdk.config import load_settings
@@ -67,7 +68,8 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
     if Path(suite).is_file():
         tasks, bad = load_tasks(suite)
         for b in bad:
-            console.print(f"[yellow]skipped {suite} {b.where}: {b.error}[/yellow]", highlight=False, soft_wrap=True)
+            console.print(f"[yellow]skipped {escape(suite)} {escape(str(b.where))}: {escape(str(b.error))}[/yellow]",
+                          highlight=False, soft_wrap=True)
         if not tasks:
             raise UsageError(f"{suite}: no readable task")
         the_suite = TaskFileSuite(settings, tasks)
@@ -94,13 +96,16 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
     already = {r.key for r in read_records(out_dir / "episodes.jsonl")}
     done_before = sum(1 for t in tasks for n in range(episodes) if f"{t.id}#{n}" in already)
     wins = {"ok": 0, "judged": 0}
+    # A TextColumn's text is read as markup after formatting: the description (a file's stem, a
+    # policy's name) is escaped where it is made.
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=console)
 
     with progress:
-        bar = progress.add_task(f"{suite_name} · {settings.policy}", total=total, completed=done_before, rate="")
+        bar = progress.add_task(escape(f"{suite_name} · {settings.policy}"), total=total, completed=done_before, rate="")
         if done_before:
-            console.print(f"resuming: {done_before} of {total} episodes already in {out_dir / 'episodes.jsonl'}")
+            console.print(f"resuming: {done_before} of {total} episodes already in {escape(str(out_dir / 'episodes.jsonl'))}",
+                          highlight=False, soft_wrap=True)
 
         def on_record(record) -> None:
             if not record.infra:
@@ -120,25 +125,28 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
 
     from owrl_sdk.report import write_eval_report
 
-    console.print(f"report: {write_eval_report(out_dir)}", highlight=False, soft_wrap=True)
+    console.print(f"report: {escape(str(write_eval_report(out_dir)))}", highlight=False, soft_wrap=True)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
     from rich.table import Table
 
-    table = Table(title=f"{suite_name} · policy {settings.policy} · judge {judge}")
+    # Table cells and titles given as str are read as markup: task ids and names are escaped.
+    table = Table(title=escape(f"{suite_name} · policy {settings.policy} · judge {judge}"))
     for col in ("task", "episodes", "success [95% CI]", "mean steps", "mean time", "infra errors"):
         table.add_column(col, justify="left" if col == "task" else "right")
     for tid, b in summary["per_task"].items():
-        table.add_row(tid, str(b["episodes"]), _fmt_rate(b), f"{b['mean_steps']:.1f}", f"{b['mean_seconds']:.1f}s",
+        table.add_row(escape(tid), str(b["episodes"]), _fmt_rate(b), f"{b['mean_steps']:.1f}", f"{b['mean_seconds']:.1f}s",
                       str(b["infra_errors"]))
     table.add_section()
     table.add_row("[bold]overall[/bold]", str(summary["episodes"]), _fmt_rate(summary), f"{summary['mean_steps']:.1f}",
                   f"{summary['mean_seconds']:.1f}s", str(summary["infra_errors"]))
-    Console().print(table)
+    out_console = Console()
+    out_console.print(table)
     if backend == "ray":
-        Console().print(f"ray: {summary['workers_lost']} worker(s) lost, {summary['episodes_retried']} episode(s) retried")
-    Console().print(f"results: {out_dir / 'summary.json'} · episodes: {out_dir / 'episodes.jsonl'}")
+        out_console.print(f"ray: {summary['workers_lost']} worker(s) lost, {summary['episodes_retried']} episode(s) retried")
+    out_console.print(f"results: {escape(str(out_dir / 'summary.json'))} · episodes: {escape(str(out_dir / 'episodes.jsonl'))}",
+                      highlight=False, soft_wrap=True)
 
 
 @hookimpl

@@ -29,17 +29,19 @@ def plugins_command(show_all: bool, as_json: bool) -> None:
         click.echo(json.dumps(data, indent=2))
         return
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
     table = Table(title="owrl plugins" + ("" if show_all else " (defaults hidden: --all shows them)"))
     for col in ("name", "version", "hooks", "source"):
         table.add_column(col, overflow="fold")
-    for i in infos:
-        table.add_row(i.name, i.version or "-", ", ".join(i.hooks), i.source)
+    for i in infos:  # str cells are read as markup: names, versions and sources come from installed packages
+        table.add_row(escape(i.name), escape(i.version or "-"), escape(", ".join(i.hooks)), escape(str(i.source)))
     console.print(table)
     for f in plugins.failures:
-        console.print(f"[red]✗ plugin '{f.name}' ({f.source}) failed to load:[/red] {f.error}", highlight=False)
+        console.print(f"[red]✗ plugin '{escape(f.name)}' ({escape(str(f.source))}) failed to load:[/red] {escape(str(f.error))}",
+                      highlight=False, soft_wrap=True)
 
 
 @hookimpl

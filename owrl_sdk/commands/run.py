@@ -132,7 +132,12 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
 
     console = Console(stderr=as_json, quiet=as_json)
     view = LiveView(console, settings.max_steps)
-    console.print(f"[bold]task[/bold] {intent}\n[bold]url[/bold]  {url}\n[bold]policy[/bold] {agent.policy.name}")
+    from rich.markup import escape
+
+    # Everything in these lines that came from a user, a flow, a page or a model is escaped:
+    # rich would read "[red]" in an answer or 'role=link[name="Bag"]' in an error as markup.
+    console.print(f"[bold]task[/bold] {escape(intent)}\n[bold]url[/bold]  {escape(url)}\n"
+                  f"[bold]policy[/bold] {escape(agent.policy.name)}", highlight=False, soft_wrap=True)
 
     async def go():
         try:
@@ -149,7 +154,7 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
         target = next_flow_version(flow_file)
         target.write_text(repaired.to_json(), encoding="utf-8")
         traj.metadata["repaired_flow"] = str(target)
-        console.print(f"[green]flow repaired:[/green] {target}")
+        console.print(f"[green]flow repaired:[/green] {escape(str(target))}", highlight=False, soft_wrap=True)
     run_dir = traj.metadata.get("run_dir")
     failure = outcome.failure.model_dump() if outcome.failure else None
     if as_json:
@@ -160,18 +165,18 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
         click.echo(json.dumps(result))
     else:
         colour = "green" if outcome.status == "success" else "red"
-        console.print(f"[bold {colour}]{outcome.status}[/bold {colour}]"
-                      + (f" · answer: {outcome.answer}" if outcome.answer else "")
-                      + (f" · {outcome.failure.kind}: {outcome.failure.detail}" if outcome.failure else ""))
-        from rich.markup import escape
-
+        # soft_wrap: an answer or a selector is printed whole, not cut at the terminal's width
+        console.print(f"[bold {colour}]{escape(outcome.status)}[/bold {colour}]"
+                      + (f" · answer: {escape(outcome.answer)}" if outcome.answer else "")
+                      + (f" · {escape(outcome.failure.kind)}: {escape(outcome.failure.detail)}" if outcome.failure else ""),
+                      highlight=False, soft_wrap=True)
         for warning in traj.warnings:
             console.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False, soft_wrap=True)
-        console.print(f"run folder: {run_dir}")
+        console.print(f"run folder: {escape(str(run_dir))}", highlight=False, soft_wrap=True)
         if run_dir:
             from owrl_sdk.report import write_run_report
 
-            console.print(f"report: {write_run_report(run_dir)}", highlight=False, soft_wrap=True)
+            console.print(f"report: {escape(str(write_run_report(run_dir)))}", highlight=False, soft_wrap=True)
     code = STATUS_EXIT[outcome.status]
     if code:
         sys.exit(code)

@@ -32,6 +32,7 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
                 grad_accum: int, save_every: int, four_bit: bool, text_mode: bool, resume: bool) -> None:
     """Supervised fine-tuning with LoRA on per-turn samples."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .data import load_samples
@@ -53,7 +54,7 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
         samples = load_samples(data, render=TextPolicy(load_settings(), backend=trainable.backend).prompt)
     else:
         samples = load_samples(data, tools_in_system="tools" not in template, text_mode=text_mode)
-    console.print(f"{len(samples)} samples from {data}")
+    console.print(f"{len(samples)} samples from {escape(data)}", highlight=False, soft_wrap=True)
     with Progress(TextColumn("[bold]sft"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"),
                   TimeElapsedColumn(), console=console) as progress:
         bar = progress.add_task("sft", total=None, loss="-")
@@ -62,8 +63,10 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
             progress.update(bar, total=m["total_steps"], completed=m["step"], loss=f"{m['loss']:.4f}")
 
         result = train_sft(samples, cfg, model=trainable, on_step=on_step)
-    console.print(f"adapter: {result['adapter']} · {result['steps']} steps · final loss {result['final_loss']:.4f}")
-    console.print(f"use it: owrl run --policy {policy_name} --model {result['adapter']} ...")
+    adapter = escape(str(result["adapter"]))  # a user's path: never markup
+    console.print(f"adapter: {adapter} · {result['steps']} steps · final loss {result['final_loss']:.4f}",
+                  highlight=False, soft_wrap=True)
+    console.print(f"use it: owrl run --policy {escape(policy_name)} --model {adapter} ...", highlight=False, soft_wrap=True)
 
 
 @train_command.command("rl")
@@ -75,6 +78,7 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
 def rl_command(config_file: str, backend: Optional[str], ray_address: Optional[str]) -> None:
     """Online MM-GRPO on live pages; re-running the same command resumes."""
     from rich.console import Console
+    from rich.markup import escape
 
     from owrl_sdk.config import load_settings
     from owrl_sdk.plugins import Plugins
@@ -111,7 +115,8 @@ def rl_command(config_file: str, backend: Optional[str], ray_address: Optional[s
             await rollouts.close()
 
     asyncio.run(go())
-    console.print(f"checkpoints: {cfg.out / 'checkpoints'} · TensorBoard: {cfg.out / 'tensorboard'}")
+    console.print(f"checkpoints: {escape(str(cfg.out / 'checkpoints'))} · TensorBoard: {escape(str(cfg.out / 'tensorboard'))}",
+                  highlight=False, soft_wrap=True)
 
 
 @train_command.command("export")
