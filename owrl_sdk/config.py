@@ -11,6 +11,7 @@ Plugins keep their settings in a table of their own, ``[plugins.NAME]``, read wi
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 from pathlib import Path
@@ -91,7 +92,9 @@ def _config_files(cwd: Path) -> list[Path]:
     return [f for f in files if f.is_file()]
 
 
-def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
+def _from_env(environ: Mapping[str, str], names: Optional[dict[str, str]] = None) -> dict[str, Any]:
+    """The settings given as ``OWRL_*`` variables; ``names``, when given, gets each setting's variable
+    (max_steps -> OWRL_MAX_STEPS), so that an error can name the variable to fix."""
     known = set(Settings.model_fields) - {"plugins"}
     out: dict[str, Any] = {}
     for key, value in environ.items():
@@ -104,10 +107,20 @@ def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
                 out[name] = [v.strip() for v in value.split(",") if v.strip()]
             else:
                 out[name] = value
+            if names is not None:
+                names[name] = key
     return out
 
 
-def _build(layers: list[tuple[dict[str, Any], str]]) -> Settings:
+def _suggestion(key: str) -> str:
+    """A hint naming the closest known setting to a misspelt ``key`` (empty when none is close)."""
+    close = difflib.get_close_matches(key, list(Settings.model_fields), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def _build(layers: list[tuple[dict[str, Any], str]], env_names: Optional[Mapping[str, str]] = None) -> Settings:
+    """Settings from layers of values, later ones winning; each layer's source names it in errors.
+    ``env_names`` maps the keys of the "environment" layer to their variables (OWRL_MAX_STEPS)."""
     merged: dict[str, Any] = {}
     origin: dict[str, str] = {}
     for values, source in layers:
@@ -118,7 +131,7 @@ def _build(layers: list[tuple[dict[str, Any], str]]) -> Settings:
                     plugins.setdefault(name, {}).update(table if isinstance(table, dict) else {"": table})
             else:
                 merged[key] = value
-            origin[key] = source
+            origin[key] = (env_names or {}).get(key, source) if source == "environment" else source
     try:
         return Settings.model_validate(merged)
     except ValidationError as err:
@@ -126,7 +139,7 @@ def _build(layers: list[tuple[dict[str, Any], str]]) -> Settings:
         key = str(first["loc"][0]) if first["loc"] else "?"
         where = origin.get(key, "settings")
         if first["type"] == "extra_forbidden":
-            raise ConfigError(f"unknown setting '{key}' (from {where})") from None
+            raise ConfigError(f"unknown setting '{key}' (from {where}){_suggestion(key)}") from None
         raise ConfigError(f"setting '{key}' (from {where}): {first['msg']}") from None
 
 
@@ -144,7 +157,8 @@ def load_settings(
         except tomllib.TOMLDecodeError as err:
             raise ConfigError(f"{path}: not valid TOML ({err})") from None
         layers.append((data, str(path)))
-    layers.append((_from_env(environ), "environment"))
+    env_names: dict[str, str] = {}
+    layers.append((_from_env(environ, env_names), "environment"))
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     layers.append((given, "command line"))
-    return _build(layers)
+    return _build(layers, env_names)

@@ -44,7 +44,7 @@ def test_usage_errors_exit_2_with_one_line(tmp_path):
     assert out.stderr.strip().startswith("Error: no policy named 'nope' (available:")
     out = owrl("run", "--task", "x", "--url", "http://127.0.0.1:9/", env={"OWRL_MAX_STEPS": "-1"}, cwd=tmp_path)
     assert out.returncode == 2
-    assert "setting 'max_steps' (from environment)" in out.stderr
+    assert "setting 'max_steps' (from OWRL_MAX_STEPS)" in out.stderr
     assert "Traceback" not in out.stderr
 
 

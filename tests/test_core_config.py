@@ -25,7 +25,7 @@ def test_precedence(tmp_path, monkeypatch):
 
 def test_errors_name_key_and_source(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "none"))
-    with pytest.raises(ConfigError, match=r"setting 'max_steps' \(from environment\): Input should be a valid integer"):
+    with pytest.raises(ConfigError, match=r"setting 'max_steps' \(from OWRL_MAX_STEPS\): Input should be a valid integer"):
         load_settings(environ={"OWRL_MAX_STEPS": "many"}, cwd=tmp_path)
     (tmp_path / "owrl.toml").write_text("max_stepz = 3\n")
     with pytest.raises(ConfigError, match=r"unknown setting 'max_stepz' \(from .*owrl.toml\)"):

@@ -9,6 +9,7 @@ from typing import Optional
 
 import click
 
+from owrl_sdk.errors import UsageError
 from owrl_sdk.plugins import hookimpl
 
 
@@ -35,7 +36,7 @@ def judge_command(path: str, judge_name: str, model: Optional[str], profile: Opt
     traj_file = p / "trajectory.json" if p.is_dir() else p
     traj = load_trajectory(traj_file)
     traj.metadata.setdefault("run_dir", str(traj_file.parent))
-    judgement = asyncio.run(judge.judge(traj))
+    judgement = asyncio.run(_judge(judge, judge_name, traj))
     if save:
         traj.judgements.append(judgement)
         save_trajectory(traj, traj_file)
@@ -47,6 +48,30 @@ def judge_command(path: str, judge_name: str, model: Optional[str], profile: Opt
         click.echo(f"{judge_name}: {label}, score {judgement.score:.2f} — {judgement.reason}")
         for warning in judgement.details.get("warnings") or []:
             click.echo(f"warning: {warning}", err=True)
+
+
+async def _judge(judge, judge_name: str, traj):
+    """The judgement; a model judge whose weights cannot be had says what works for ``owrl judge``."""
+    try:
+        from owrl_openwebrl.backend import WeightsUnavailable
+    except ImportError:  # the openwebrl plugin is not installed: no model judge of its kind either
+        return await judge.judge(traj)
+    try:
+        return await judge.judge(traj)
+    except WeightsUnavailable:
+        # The backend's own remedy names `owrl run`'s options (--policy openai), which this command lacks.
+        raise UsageError(_no_weights(judge, judge_name)) from None
+
+
+def _no_weights(judge, judge_name: str) -> str:
+    model_id = getattr(judge, "model_id", None)
+    what = f"the judge model '{model_id}'" if model_id else f"the model of judge '{judge_name}'"
+    fetch = ""
+    if judge_name == "openwebrl-judge" and model_id == "OpenWebRL/OpenWebRL-Judge-8B":
+        fetch = " fetch it once with `owrl model fetch openwebrl-judge`,"
+    return (f"cannot load {what}: its weights are not on this machine and cannot be downloaded. "
+            f"Pass --model PATH to a local checkpoint,{fetch} or use an endpoint: "
+            f'backend = "openai" and base_url = "http://HOST:PORT/v1" in [plugins.{judge_name}] of owrl.toml')
 
 
 @hookimpl

@@ -54,8 +54,18 @@ def render(kind: str, name: str, out: Path, extra: Optional[dict] = None) -> Pat
         made = cookiecutter(str(templates_dir() / kind), no_input=True, output_dir=str(out),
                             extra_context={"name": name, **(extra or {})})
     except Exception as err:  # cookiecutter's own errors: an existing folder, a bad name
-        raise UsageError(f"cannot render the {kind} template: {err}") from None
+        raise UsageError(f"cannot render the {kind} template: {_reason(err)}") from None
     return Path(made)
+
+
+def _reason(err: Exception) -> str:
+    """Cookiecutter's message without its own "Error: " (the CLI adds one), on one line."""
+    text = " ".join(str(err).split()) or type(err).__name__
+    if text[:6].lower() == "error:":
+        text = text[6:].lstrip()
+    if type(err).__name__ == "OutputDirExistsException":
+        text += ": remove it, or choose another NAME or --out"
+    return text
 
 
 @click.command("new")

@@ -19,10 +19,20 @@ def model_command() -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 def tiny_command(out: str, family: str, seed: int) -> None:
     """Write a tiny random checkpoint to OUT (it proves plumbing, not skill)."""
+    from transformers.utils import logging as hf_logging
+
     from .tiny import build_tiny_vl
 
-    path = build_tiny_vl(out, family, seed)
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a bar for one tiny shard is noise ("Writing model shards")
+    try:
+        path = build_tiny_vl(out, family, seed)
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
     click.echo(f"wrote a tiny {family} checkpoint to {path}")
+    click.echo("its weights are random: a run with it is expected to end 'aborted · policy.unparseable' "
+               "(or 'fail · policy.length_limit' in the openwebrl profile); that proves the plumbing works")
 
 
 @model_command.command("fetch")
