@@ -39,6 +39,8 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "owrl_sdk.commands.new",
     "owrl_sdk.commands.serve",
     "owrl_sdk.commands.report",
+    "owrl_sdk.commands.inspect",
+    "owrl_sdk.commands.tasks",
     "builtin_tools",
     "builtin_judges",
     "owrl_sdk.failures",

@@ -36,6 +36,10 @@ _NET_HINTS = {
 }
 
 
+#: Where a person finds the page snapshot an error message points to.
+SNAPSHOT_WHERE = "the run folder's report.html, or `owrl inspect URL`"
+
+
 class ActionError(Exception):
     """A tool could not do what it was asked; the message tells the model what to do instead."""
 
@@ -58,7 +62,8 @@ def explain(error: BaseException, what: str) -> str:
     if strict:
         return (
             f"{what} failed: it matches {strict.group(1)} elements. Make the selector specific "
-            "(more text, an attribute, :nth-match(...)) or use a ref from the page snapshot."
+            "(more text, an attribute, :nth-match(...)) or use a ref from the page snapshot"
+            f" ({SNAPSHOT_WHERE})."
         )
     if "while parsing" in head or "Unexpected token" in head or "Unknown engine" in head:
         first = head.splitlines()[0]
@@ -113,5 +118,5 @@ def _timeout_reason(log: str, what: str, seconds: str) -> str:
     if "navigating to" in text or "waiting for navigation" in text or 'waiting until "load"' in text:
         return f"the page did not finish loading within {seconds}."
     if not any("resolved to" in line for line in lines):
-        return f"no element matches it (waited {seconds}). Check the page snapshot for the right ref or name."
+        return f"no element matches it (waited {seconds}). Find its ref or name in the page snapshot ({SNAPSHOT_WHERE})."
     return f"timed out after {seconds}."

@@ -82,7 +82,7 @@ def test_explain_reads_playwright_errors():
     missing = FakeError('Locator.click: Timeout 5000ms exceeded.\nCall log:\n  - waiting for locator("#buy")\n')
     assert explain(missing, "click on selector #buy") == (
         "click on selector #buy failed: no element matches it (waited 5 s). "
-        "Check the page snapshot for the right ref or name."
+        "Find its ref or name in the page snapshot (the run folder's report.html, or `owrl inspect URL`)."
     )
     net = FakeError("Page.goto: net::ERR_NAME_NOT_RESOLVED at https://nowhere.invalid/")
     assert "ERR_NAME_NOT_RESOLVED: the host name does not resolve" in explain(net, "goto_url")
