@@ -49,9 +49,19 @@ def cli(debug: bool) -> None:
     """owrl: run, evaluate and train visual web agents on a real Chromium."""
 
 
+def _one_line_warning(message: Any, category: type, filename: str, lineno: int, file: Any = None,
+                      line: Optional[str] = None) -> None:
+    """Python warnings as one ``warning: ...`` line (the source line means nothing to a user)."""
+    click.echo(f"warning: {message}", err=True)
+
+
 def main(argv: Optional[list[str]] = None) -> Any:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
+    if not debug:
+        import warnings
+
+        warnings.showwarning = _one_line_warning
     try:
         return cli.main(args=args, prog_name="owrl", standalone_mode=False)
     except click.exceptions.Abort:
