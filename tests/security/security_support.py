@@ -1,0 +1,46 @@
+"""The security suite's table: every attack tried, and what stopped it.
+
+A test wraps the part that tries an attack and checks the defence in ``attack(...)``; the
+row is recorded as held only when that block ends without an exception. The conftest
+prints the table in the terminal summary, the way the fault suite prints its faults.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
+
+
+@dataclass
+class Row:
+    area: str
+    attack: str
+    defence: str
+    held: bool = False
+
+
+ROWS: list[Row] = []
+
+
+@contextmanager
+def attack(area: str, what: str, stopped_by: str) -> Iterator[Row]:
+    """Record one attack: ``what`` was tried, ``stopped_by`` is the defence the block checks."""
+    row = Row(area, what, stopped_by)
+    ROWS.append(row)
+    yield row
+    row.held = True
+
+
+def table(rows: list[Row]) -> list[str]:
+    widths = [max(len(h), *(len(getattr(r, k)) for r in rows)) for h, k in
+              (("area", "area"), ("attack", "attack"), ("stopped by", "defence"))]
+    widths = [min(w, 70) for w in widths]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c[:w].ljust(w) for c, w in zip(cells, widths))
+
+    out = [line(["area", "attack", "stopped by"]) + "  held", line(["-" * w for w in widths]) + "  ----"]
+    for r in rows:
+        out.append(line([r.area, r.attack, r.defence]) + ("  yes" if r.held else "  NO"))
+    return out
