@@ -1,6 +1,6 @@
 """What BrowserEnv costs over raw Playwright doing the same work, in the same run.
 
-    .venv/bin/python bench/bench_browser.py [--episodes 30] [--steps 5]
+    .venv/bin/python bench/bench_browser.py [--episodes 30] [--steps 5] [--allow-domain 127.0.0.1]
 
 Both sides share one Chromium (launched by BrowserHost with the SDK's flags), and their
 episodes alternate, so the machine's state weighs on both alike.
@@ -12,10 +12,18 @@ episodes alternate, so the machine's state weighs on both alike.
   what-changed feedback) then ``observe()``.
 - observe: the observation alone (BrowserEnv's ``observe()`` against one screenshot plus
   one aria snapshot).
+- load: the page's ``goto`` of a local page with 30 images, to the load event (31 requests;
+  the click of a step makes none). BrowserEnv's side goes through its context, so under a
+  domain policy each request is routed; raw Playwright routes nothing.
 
 Pages: a local form page served on 127.0.0.1, and MiniWoB++'s click-button task over
 file:// (``pip install miniwob``), clicking the button the utterance names.
 Medians in milliseconds; ratio = BrowserEnv / raw.
+
+``--allow-domain DOMAIN`` (repeatable) gives BrowserEnv's episodes a domain policy, as
+``owrl run --allow-domain`` does: every request of their contexts is then routed through
+the policy's checks, which is what this measures (raw Playwright routes nothing). Allow
+127.0.0.1, or the local page is refused.
 """
 
 from __future__ import annotations
@@ -66,9 +74,19 @@ def miniwob_page() -> Path | None:
     return page if page.exists() else None
 
 
+IMAGES = 30
+LOAD_PAGE = "<!doctype html><html><head><title>Gallery</title></head><body><h1>Gallery</h1>" + "".join(
+    f"<img src='img{i}.svg' width='40' height='40' alt='picture {i}'>" for i in range(IMAGES)) + "</body></html>"
+
+
 def serve(html: str) -> tuple[str, Callable[[], None]]:
     folder = Path(tempfile.mkdtemp(prefix="owrl-bench-"))
     (folder / "form.html").write_text(html, encoding="utf-8")
+    (folder / "load.html").write_text(LOAD_PAGE, encoding="utf-8")
+    for i in range(IMAGES):
+        (folder / f"img{i}.svg").write_text(
+            f"<svg xmlns='http://www.w3.org/2000/svg' width='40' height='40'><rect width='40' height='40' "
+            f"fill='#{(i * 7919) % 0xFFFFFF:06x}'/></svg>", encoding="utf-8")
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:
@@ -113,11 +131,12 @@ def miniwob_selector(utterance: str) -> str:
     return f'#area button:text-is("{wanted}") >> nth=0'
 
 
-async def run(episodes: int, steps: int) -> None:
-    settings = Settings()
+async def run(episodes: int, steps: int, allow_domains: list[str]) -> None:
+    settings = Settings(allowed_domains=allow_domains)
     quality = settings.screenshot_quality
     viewport = {"width": settings.viewport_width, "height": settings.viewport_height}
     local_url, stop_server = serve(LOCAL_PAGE)
+    load_url = local_url.replace("/form.html", "/load.html")
     click_button = miniwob_page()
     timer = Timer()
     click = Click()
@@ -143,6 +162,7 @@ async def run(episodes: int, steps: int) -> None:
 
                 await timer.measure("local step raw", step())
             await timer.measure("local observe raw", raw_observe(page, quality))
+            await timer.measure("local load raw", page.goto(load_url, wait_until="load"))
             await context.close()
 
         async def owrl_local() -> None:
@@ -161,6 +181,7 @@ async def run(episodes: int, steps: int) -> None:
 
                 await timer.measure("local step owrl", step())
             await timer.measure("local observe owrl", env.observe())
+            await timer.measure("local load owrl", env.page.goto(load_url, wait_until="load"))
             await env.close()
 
         async def raw_miniwob(seed: int) -> None:
@@ -217,9 +238,10 @@ async def run(episodes: int, steps: int) -> None:
                     await work(i)
     stop_server()
 
-    print(f"BrowserEnv vs raw Playwright, medians in ms ({episodes} episodes; local: {steps} steps each)")
+    policy = f"; BrowserEnv's domain policy allows {', '.join(allow_domains)}" if allow_domains else ""
+    print(f"BrowserEnv vs raw Playwright, medians in ms ({episodes} episodes; local: {steps} steps each{policy})")
     print(f"{'':18}{'raw':>9}{'owrl':>9}{'ratio':>8}   {'py-cpu raw':>11}{'py-cpu owrl':>12}")
-    rows = ["local reset", "local step", "local observe"]
+    rows = ["local reset", "local step", "local observe", "local load"]
     if click_button is not None:
         rows += ["miniwob reset", "miniwob step"]
     for row in rows:
@@ -233,15 +255,18 @@ async def run(episodes: int, steps: int) -> None:
     else:
         print(f"MiniWoB++ click-button solved: raw {rewards['raw']}/{episodes}, owrl {rewards['owrl']}/{episodes}")
     print("py-cpu: CPU time of this Python process (Playwright client + SDK), not the browser's")
-    print(f"reproduce: .venv/bin/python bench/bench_browser.py --episodes {episodes} --steps {steps}")
+    allow = "".join(f" --allow-domain {d}" for d in allow_domains)
+    print(f"reproduce: .venv/bin/python bench/bench_browser.py --episodes {episodes} --steps {steps}{allow}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=30)
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--allow-domain", action="append", default=[], metavar="DOMAIN",
+                        help="give BrowserEnv's episodes this allowed domain (repeatable): measures the routed case")
     options = parser.parse_args()
-    asyncio.run(run(options.episodes, options.steps))
+    asyncio.run(run(options.episodes, options.steps, options.allow_domain))
 
 
 if __name__ == "__main__":

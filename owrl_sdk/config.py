@@ -143,6 +143,27 @@ def _build(layers: list[tuple[dict[str, Any], str]], env_names: Optional[Mapping
         raise ConfigError(f"setting '{key}' (from {where}): {first['msg']}") from None
 
 
+def _read_toml(path: Path) -> dict[str, Any]:
+    """One config file's table; a file that cannot be read or parsed raises :class:`ConfigError`."""
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read ({err.strerror})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: not UTF-8 text (byte 0x{raw[err.start]:02x} on line {line}); "
+                          "save it as UTF-8") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML ({err})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to read (arrays or tables inside each other "
+                          "thousands of levels down)") from None
+
+
 def load_settings(
     overrides: Optional[Mapping[str, Any]] = None,
     environ: Optional[Mapping[str, str]] = None,
@@ -152,10 +173,7 @@ def load_settings(
     environ = os.environ if environ is None else environ
     layers: list[tuple[dict[str, Any], str]] = []
     for path in _config_files(cwd or Path.cwd()):
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError(f"{path}: not valid TOML ({err})") from None
+        data = _read_toml(path)
         layers.append((data, str(path)))
     env_names: dict[str, str] = {}
     layers.append((_from_env(environ, env_names), "environment"))

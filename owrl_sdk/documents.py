@@ -7,6 +7,7 @@ field by its path in the document (``steps[3].calls[0].call.name``).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Optional, TypeVar, Union
 
@@ -40,13 +41,33 @@ def parse_document(model: type[M], data: Any, source: str) -> M:
         raise DocumentError(f"{source}: {format_validation_error(err)}") from None
 
 
-def _read_data(path: Path) -> Any:
+def not_utf8(path: Union[str, Path], err: UnicodeDecodeError) -> str:
+    """The one-line message for a file whose bytes are not UTF-8: where the first bad byte is."""
+    line = err.object[: err.start].count(b"\n") + 1
+    return f"{path}: not UTF-8 text (byte 0x{err.object[err.start]:02x} on line {line}); save it as UTF-8"
+
+
+def too_deep(path: Union[str, Path]) -> str:
+    """The one-line message for a document nested deeper than a parser can follow."""
+    return f"{path}: nested too deeply to read (lists or objects inside each other thousands of levels down)"
+
+
+def read_text(path: Path) -> str:
+    """A document's text; a missing, unreadable or non-UTF-8 file raises :class:`DocumentError`."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise DocumentError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise DocumentError(f"{path}: is a folder, not a file") from None
     except OSError as err:
         raise DocumentError(f"{path}: cannot read ({err.strerror})") from None
+    except UnicodeDecodeError as err:
+        raise DocumentError(not_utf8(path, err)) from None
+
+
+def _read_data(path: Path) -> Any:
+    text = read_text(path)
     if path.suffix in (".yaml", ".yml"):
         import yaml
 
@@ -54,10 +75,14 @@ def _read_data(path: Path) -> Any:
             return yaml.safe_load(text)
         except yaml.YAMLError as err:
             raise DocumentError(f"{path}: not valid YAML ({err})") from None
+        except RecursionError:
+            raise DocumentError(too_deep(path)) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
         raise DocumentError(f"{path}: not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})") from None
+    except RecursionError:
+        raise DocumentError(too_deep(path)) from None
 
 
 # ---------------------------------------------------------------------------- trajectory
@@ -84,10 +109,12 @@ def load_trajectory(path: Union[str, Path]) -> Trajectory:
 def save_trajectory(traj: Trajectory, path: Union[str, Path]) -> None:
     p = Path(path)
     tmp = p.with_suffix(p.suffix + ".tmp")
-    from .secrets import redact
+    from .secrets import dumps
 
-    # the last line of defence: no secret value reaches a file, whatever put it in the trajectory
-    tmp.write_text(redact(trajectory_to_json(traj)) or "", encoding="utf-8")
+    # the last line of defence: every string is scrubbed (secrets.scrub), whatever put it in the
+    # trajectory, so no secret value (nor a prefix, an escaped or an encoded form) reaches a file
+    text = dumps(traj.model_dump(mode="json", by_alias=True), indent=2, ensure_ascii=False)
+    tmp.write_text(text, encoding="utf-8")
     tmp.replace(p)  # atomic: a crash never leaves half a trajectory
 
 
@@ -147,9 +174,73 @@ def load_flow(path: Union[str, Path]) -> Flow:
     return flow_from_data(_read_data(p), str(p))
 
 
+#: ``{{secret:NAME}}``, ``{{input:NAME}}`` and the like: text whose value is known only later.
+_PLACEHOLDER = re.compile(r"\{\{.*?\}\}", re.S)
+
+
+def _holds_placeholder(value: Any) -> bool:
+    """Whether a string in ``value`` (or in its lists and objects) holds a ``{{...}}`` placeholder."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if _PLACEHOLDER.search(item):
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
+def _placeholders_explain(tool: Any, arguments: dict[str, Any]) -> bool:
+    """Whether every problem in ``arguments`` may come from an argument holding a placeholder:
+    such a value can only be judged once it is filled in, so the check lets it through."""
+    held = {k for k, v in arguments.items() if _holds_placeholder(v)}
+    args_model = getattr(tool, "Args", None)
+    if not held or not (isinstance(args_model, type) and issubclass(args_model, BaseModel)):
+        return False
+    try:
+        args_model.model_validate(arguments)
+    except ValidationError as err:
+        errors = err.errors()
+    else:
+        return False  # the tool's own parse_args objected, not its arguments' model
+    if any(e["type"] == "extra_forbidden" for e in errors):
+        return False  # a misspelt argument is wrong whatever its value
+    if all(e["loc"] and e["loc"][0] in held for e in errors):
+        return True
+    # a check of the arguments together (press_keys' key names): try them without the placeholders
+    try:
+        args_model.model_validate({k: v for k, v in arguments.items() if k not in held})
+    except ValidationError as err:
+        return all(e["loc"] and e["loc"][0] in held for e in err.errors())
+    return True
+
+
+def check_flow_tools(flow: Flow, tools: dict[str, Any], source: str = "flow") -> None:
+    """Every call of ``flow`` names a tool of ``tools`` (the catalogue's, by name) and gives it
+    arguments its ``parse_args`` accepts; else :class:`DocumentError` naming the turn and call
+    (counted from 1). Run before an episode starts, so a typo does not cost a browser."""
+    from .tools import ToolArgumentError
+
+    for t, turn in enumerate(flow.turns, 1):
+        for c, call in enumerate(turn.calls, 1):
+            where = f"{source}: turn {t}, call {c}"
+            tool = tools.get(call.name)
+            if tool is None:
+                raise DocumentError(f"{where}: unknown tool '{call.name}' (tools: {', '.join(sorted(tools))})")
+            try:
+                tool.parse_args(call.arguments)
+            except ToolArgumentError as err:
+                if not _placeholders_explain(tool, call.arguments):
+                    raise DocumentError(f"{where}: {err}") from None
+
+
 __all__ = [
     "Flow",
     "FlowTurn",
+    "check_flow_tools",
     "load_flow",
     "load_trajectory",
     "save_trajectory",

@@ -4,9 +4,17 @@ A :class:`DomainPolicy` combines a task's ``allowed_domains``, the ``allowed_dom
 ``blocked_domains`` settings and ``--allow-domain``. With no allowed domain, every host is
 allowed except blocked ones. A host matches a domain when it equals it or ends with
 ``.domain``. Schemes: http, https and about:blank are navigable; ``data:``, ``blob:``,
-``javascript:`` and ``file:`` are refused when any allowlist is set (a ``data:`` page has
-no host to check, which is how such a policy is usually slipped past), and ``file:`` is
-refused unless the start page itself is a file.
+``javascript:``, ``file:`` and ``filesystem:`` are refused when an allowlist or a blocklist
+is set (a ``data:`` page has no host to check, which is how such a policy is usually slipped
+past), and ``file:`` is refused unless the start page itself is a file. :attr:`routes` says
+whether hosts are checked at all: only then does the browser route the episode's requests.
+
+``deny_local`` (what ``owrl serve`` turns on unless its operator allows local files)
+refuses, with or without any list, the schemes that reach the machine the browser runs on
+rather than the web: ``file:``, ``view-source:``, ``filesystem:``, the browser's own pages
+(``chrome:``, ``chrome-untrusted:``, ``chrome-extension:``, ``chrome-search:``,
+``devtools:``) and ``about:`` pages other than about:blank and about:srcdoc. A ``file:``
+start page does not lift it.
 """
 
 from __future__ import annotations
@@ -16,6 +24,12 @@ from typing import Iterable, Optional
 from urllib.parse import urlsplit
 
 OPAQUE_SCHEMES = ("data", "blob", "javascript", "file", "filesystem")
+
+#: Schemes that read the browser's machine (or the browser itself), refused by ``deny_local``.
+LOCAL_SCHEMES = ("file", "view-source", "filesystem", "chrome", "chrome-untrusted", "chrome-extension",
+                 "chrome-search", "devtools")
+
+_BLANK = ("", "about:blank", "about:srcdoc")
 
 
 def _matches(host: str, domains: Iterable[str]) -> bool:
@@ -32,23 +46,36 @@ class DomainPolicy:
     allowed: list[str] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)
     allow_files: bool = False
+    deny_local: bool = False
 
     @classmethod
     def for_task(cls, task_allowed: Iterable[str], settings_allowed: Iterable[str] = (),
-                 blocked: Iterable[str] = (), start_url: str = "") -> "DomainPolicy":
+                 blocked: Iterable[str] = (), start_url: str = "", deny_local: bool = False) -> "DomainPolicy":
         return cls(allowed=[*task_allowed, *settings_allowed], blocked=list(blocked),
-                   allow_files=start_url.startswith("file:"))
+                   allow_files=start_url.startswith("file:") and not deny_local, deny_local=deny_local)
+
+    @property
+    def routes(self) -> bool:
+        """Whether hosts are checked: an allowlist or a blocklist is set, so every request of
+        the episode goes through the policy (without one, nothing is routed)."""
+        return bool(self.allowed or self.blocked)
 
     @property
     def active(self) -> bool:
-        return bool(self.allowed or self.blocked)
+        """Whether anything at all can be refused."""
+        return self.routes or self.deny_local
 
     def refusal(self, url: str) -> Optional[str]:
         """Why ``url`` may not be opened, or None when it may."""
-        if not self.active or url in ("", "about:blank", "about:srcdoc"):
+        url = url.strip()
+        if not self.active or url.split("#")[0] in _BLANK:
             return None
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
+        if self.deny_local and (scheme in LOCAL_SCHEMES or scheme == "about"):
+            return f"{scheme}: addresses are refused here (local files and the browser's own pages are off)"
+        if not self.routes:
+            return None
         if scheme == "file" and self.allow_files:
             return None
         if scheme in OPAQUE_SCHEMES:

@@ -3,16 +3,21 @@
 Layout: ``trajectory.json`` (owrl.trajectory/1, rewritten atomically after every step,
 so a crash loses at most the step in flight), ``screenshots/NNNN.jpg``, ``result.json``
 once the episode ended, ``trace.zip`` and ``downloads/`` when the environment makes them.
+
+Every JSON file is written through :func:`owrl_sdk.secrets.dumps`, which scrubs each string of
+secrets. A trace cannot be scrubbed: once the episode ended, a trace of an episode that used a
+secret is deleted (and the trajectory says so) unless traces with secrets were allowed
+(``owrl run --trace-with-secrets``, :func:`owrl_sdk.secrets.allow_secrets_in_traces`).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import re
 from pathlib import Path
 from typing import Optional, Union
 
+from . import secrets
 from .documents import save_trajectory
 from .types import Step, Trajectory
 
@@ -26,6 +31,9 @@ class RunDir:
     def __init__(self, path: Path):
         self.path = path
         (path / "screenshots").mkdir(parents=True, exist_ok=True)
+        #: placeholders resolved in this process before the run began: any more, and a secret
+        #: may have been typed while the trace recorded
+        self._resolved_before = secrets.resolution_count()
 
     @property
     def trajectory_file(self) -> Path:
@@ -37,6 +45,8 @@ class RunDir:
             name = f"screenshots/{step.index:04d}.jpg"
             (self.path / name).write_bytes(step.observation.screenshot)
             step.observation.screenshot_file = name
+        if trajectory.outcome is not None and step is None:
+            self.check_traces(trajectory)  # before the trajectory is saved: it carries the warning
         save_trajectory(trajectory, self.trajectory_file)
         if trajectory.outcome is not None and step is None:
             self.write_result(trajectory)
@@ -54,8 +64,31 @@ class RunDir:
             "ended_at": trajectory.ended_at,
         }
         tmp = self.path / "result.json.tmp"
-        tmp.write_text(json.dumps(result, indent=2), encoding="utf-8")
+        tmp.write_text(secrets.dumps(result, indent=2), encoding="utf-8")
         tmp.replace(self.path / "result.json")
+
+    def check_traces(self, trajectory: Trajectory) -> None:
+        """Delete the traces of an episode that used secrets, unless they were allowed; either
+        way, say so in the trajectory. An episode used a secret when a placeholder was resolved
+        in this process while it ran, or a known secret shows in the trace in a form redaction
+        knows (in text; pictures cannot be searched)."""
+        traces = sorted(self.path.glob("trace*.zip"))
+        if not traces:
+            return
+        used = secrets.resolution_count() != self._resolved_before or any(secrets.found_in_file(t) for t in traces)
+        if not used:
+            return
+        names = ", ".join(t.name for t in traces)
+        if secrets.secrets_in_traces_allowed():
+            warning = (f"{names} holds the secrets this episode used in clear (--trace-with-secrets): "
+                       "traces are not redacted, do not share it")
+        else:
+            for t in traces:
+                t.unlink(missing_ok=True)
+            warning = (f"{names} deleted: this episode used secrets and a trace records them in clear "
+                       "(pass --trace-with-secrets to keep it)")
+        if warning not in trajectory.warnings:
+            trajectory.warnings.append(warning)
 
 
 class RunStore:

@@ -4,22 +4,41 @@ Tasks, flows and model output carry the placeholder; the value comes from the
 ``resolve_secret`` hook (a secret-store plugin) or the environment variable
 ``OWRL_SECRET_NAME``, at the moment a tool needs it. Every value resolved in this
 process (and every ``OWRL_SECRET_*`` value) is redacted back to its placeholder in
-feedback, observations and trajectory files, so it reaches no prompt, log or judge.
+feedback, observations and everything owrl writes or prints, so it reaches no prompt,
+log, file or judge.
+
+Redaction matches more than the value as typed: any prefix of at least :data:`MIN_PREFIX`
+characters (a ``maxlength`` field, text cut for feedback), and each character in its
+JSON-escaped, percent-encoded (``+`` for a space), HTML-escaped or raw form, with runs of
+whitespace collapsed or encoded. :func:`scrub` applies it to every string of any value (a
+pydantic model, dicts and lists): it is the one choke point the run store, the CLI and
+``owrl serve`` pass everything through before it leaves the process.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
-from typing import Callable, Optional
+import zipfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, Optional, TypeVar, Union
 
 PLACEHOLDER = re.compile(r"\{\{\s*secret:([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 ENV_PREFIX = "OWRL_SECRET_"
 _MIN_LEN = 3  # shorter values would redact ordinary text
+#: The shortest prefix of a secret that is redacted on its own (a field's ``maxlength`` or a
+#: cut in feedback leaves a prefix). Shorter pieces are ordinary text too often to blank out.
+MIN_PREFIX = 6
 
 _known: dict[str, str] = {}  # value -> name, for every secret resolved in this process
 _lock = threading.Lock()
+_resolutions = 0  # how many times a placeholder was resolved in this process
+_traces_allowed = False
+
+T = TypeVar("T")
 
 
 class SecretMissing(LookupError):
@@ -36,30 +55,234 @@ def resolve(text: str, lookup: Optional[Callable[[str], Optional[str]]] = None) 
     """``text`` with every placeholder replaced by its value (raises :class:`SecretMissing`)."""
 
     def value(m: re.Match) -> str:
+        global _resolutions
         name = m.group(1)
         found = lookup(name) if lookup is not None else None
         if found is None:
             found = os.environ.get(ENV_PREFIX + name)
         if found is None:
             raise SecretMissing(name)
-        if len(found) >= _MIN_LEN:
-            with _lock:
+        with _lock:
+            _resolutions += 1
+            if len(found) >= _MIN_LEN:
                 _known[found] = name
         return found
 
     return PLACEHOLDER.sub(value, text)
 
 
-def redact(text: Optional[str]) -> Optional[str]:
-    """``text`` with every known secret value put back as its placeholder."""
-    if not text:
-        return text
+def resolution_count() -> int:
+    """How many placeholders were resolved in this process so far (it only grows)."""
+    return _resolutions
+
+
+def known() -> dict[str, str]:
+    """value -> name for every secret this process redacts: the resolved ones and ``OWRL_SECRET_*``."""
     with _lock:
-        known = dict(_known)
+        found = dict(_known)
     for key, value in os.environ.items():
         if key.startswith(ENV_PREFIX) and len(value) >= _MIN_LEN:
-            known.setdefault(value, key[len(ENV_PREFIX):])
-    for value in sorted(known, key=len, reverse=True):  # longest first: no partial leftovers
-        if value in text:
-            text = text.replace(value, "{{secret:" + known[value] + "}}")
-    return text
+            found.setdefault(value, key[len(ENV_PREFIX):])
+    return found
+
+
+# ---------------------------------------------------------------------------- matching
+
+
+def _ci(text: str) -> str:
+    """A regex for ``text`` whose letters (hex digits) match in either case."""
+    return "(?i:" + re.escape(text) + ")"
+
+
+def _char(c: str) -> str:
+    """A regex matching the character ``c`` in any form owrl can meet it in."""
+    forms: list[tuple[str, bool]] = [(c, False)]  # (literal, hex digits in either case)
+    data = c.encode("utf-8")
+    forms.append(("".join(f"%{b:02X}" for b in data), True))  # percent-encoded
+    forms.append(("".join(f"%25{b:02X}" for b in data), True))  # percent-encoded twice
+    once = json.dumps(c)[1:-1]
+    if once != c:  # " \ and control characters
+        forms.append((once, False))
+        forms.append((json.dumps(once)[1:-1], False))  # escaped again: JSON inside a JSON string
+    escaped = json.dumps(c, ensure_ascii=True)[1:-1]
+    if escaped.startswith("\\u"):
+        forms.append((escaped, True))
+    if c in "/'\"":
+        forms.append(("\\" + c, False))  # JSON's \/, a JavaScript string's \' and \"
+    forms.append((f"&#{ord(c)};", False))
+    forms.append((f"&#x{ord(c):x};", True))
+    named = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&apos;"}.get(c)
+    if named:
+        forms.append((named, True))
+    # longest first: the rest of a value is matched without backtracking, so "\\\\" must be
+    # tried before "\\" and "&amp;" before "&"
+    forms = sorted(set(forms), key=lambda f: (-len(f[0]), f[0]))
+    return "(?:" + "|".join(_ci(text) if ci else re.escape(text) for text, ci in forms) + ")"
+
+
+#: A run of whitespace, collapsed, kept, or encoded (form encoding writes a space as +).
+_SPACE = (r"(?:\s|\+|(?i:%(?:25)?(?:20|09|0a|0d|c2%(?:25)?a0))|\\[ntr]|(?i:\\u00(?:20|a0|09|0a|0d))"
+          r"|(?i:&nbsp;)|&#0*(?:32|160|9|10|13);|(?i:&#x0*(?:20|a0|9|a|d);))+")
+
+
+@lru_cache(maxsize=512)
+def _matcher(value: str) -> tuple[re.Pattern, tuple[re.Pattern, ...]]:
+    """The head (the first MIN_PREFIX characters, or the whole of a shorter value) as one
+    pattern, and the rest as one pattern per character, tried one after another."""
+    units: list[tuple[int, str]] = []
+    for piece in re.findall(r"\s+|\S", value):
+        units.append((len(piece), _SPACE if piece.isspace() else _char(piece)))
+    head, covered = 0, 0
+    while head < len(units) and covered < MIN_PREFIX:
+        covered += units[head][0]
+        head += 1
+    return (re.compile("".join(p for _, p in units[:head])),
+            tuple(re.compile(p) for _, p in units[head:]))
+
+
+def _spans(text: str, value: str) -> list[tuple[int, int]]:
+    """Where ``value`` (or a prefix of it of MIN_PREFIX+ characters) is in ``text``, in any form."""
+    head, tail = _matcher(value)
+    found = []
+    pos = 0
+    while True:
+        m = head.search(text, pos)
+        if m is None:
+            return found
+        end = m.end()
+        for unit in tail:  # the longest prefix of the value that goes on matching
+            more = unit.match(text, end)
+            if more is None:
+                break
+            end = more.end()
+        found.append((m.start(), end))
+        pos = end
+
+
+class _Redactor:
+    #: Characters of texts redacted already, kept to answer again at once: a trajectory is saved
+    #: whole after every step, its earlier steps unchanged.
+    MEMO_CHARS = 16_000_000
+
+    def __init__(self, secrets: dict[str, str]):
+        self.items = [(v, "{{secret:" + secrets[v] + "}}") for v in sorted(secrets, key=len, reverse=True)]
+        self._memo: dict[str, str] = {}
+        self._memo_chars = 0
+
+    def __call__(self, text: str) -> str:
+        done = self._memo.get(text)
+        if done is None:
+            done = self._redact(text)
+            if self._memo_chars + len(text) > self.MEMO_CHARS:
+                self._memo, self._memo_chars = {}, 0
+            self._memo[text] = done
+            self._memo_chars += len(text)
+        return done
+
+    def _redact(self, text: str) -> str:
+        spans = sorted((start, end, placeholder) for value, placeholder in self.items
+                       for start, end in _spans(text, value))
+        if not spans:
+            return text
+        # overlapping matches (one secret's prefix inside another's whole value) become one
+        # placeholder, the longest match's, so no piece of either is left in clear
+        merged: list[list[Any]] = []
+        for start, end, placeholder in spans:
+            last = merged[-1] if merged else None
+            if last is not None and start < last[1]:
+                if end - start > last[3]:
+                    last[2], last[3] = placeholder, end - start
+                last[1] = max(last[1], end)
+            else:
+                merged.append([start, end, placeholder, end - start])
+        parts, pos = [], 0
+        for start, end, placeholder, _ in merged:
+            parts += [text[pos:start], placeholder]
+            pos = end
+        parts.append(text[pos:])
+        return "".join(parts)
+
+    def found_in(self, text: str) -> bool:
+        return any(_matcher(value)[0].search(text) for value, _ in self.items)
+
+
+@lru_cache(maxsize=8)
+def _redactor_for(secrets: tuple[tuple[str, str], ...]) -> _Redactor:
+    return _Redactor(dict(secrets))
+
+
+def _redactor() -> _Redactor:
+    return _redactor_for(tuple(sorted(known().items())))
+
+
+def redact(text: Optional[str]) -> Optional[str]:
+    """``text`` with every known secret value (whole, a prefix of MIN_PREFIX+ characters, or an
+    escaped or encoded form of either) put back as its placeholder."""
+    if not text:
+        return text
+    return _redactor()(text)
+
+
+def scrub(value: T) -> T:
+    """A copy of ``value`` with every string in it redacted: strings, dict keys and values,
+    lists, tuples and pydantic models (field by field, so bytes such as a screenshot stay).
+    Everything owrl records, prints or sends goes through here (or :func:`dumps`)."""
+    r = _redactor()
+    if not r.items:
+        return value
+    return _scrub(value, r)
+
+
+def _scrub(value: Any, r: _Redactor) -> Any:
+    if isinstance(value, str):
+        return r(value) if value else value
+    if isinstance(value, dict):
+        return {_scrub(k, r): _scrub(v, r) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        items = [_scrub(v, r) for v in value]
+        return items if isinstance(value, list) else tuple(items)
+    from pydantic import BaseModel
+
+    if isinstance(value, BaseModel):
+        update = {name: _scrub(getattr(value, name), r) for name in type(value).model_fields}
+        return value.model_copy(update=update)
+    return value
+
+
+def dumps(value: Any, **kwargs: Any) -> str:
+    """``json.dumps`` of the scrubbed value (a pydantic model is dumped in JSON mode first)."""
+    from pydantic import BaseModel
+
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json", by_alias=True)
+    return json.dumps(scrub(value), **kwargs)
+
+
+# ---------------------------------------------------------------------------- traces
+
+
+def allow_secrets_in_traces(allowed: bool = True) -> None:
+    """Keep Playwright traces of episodes that used secrets (``owrl run --trace-with-secrets``).
+    A trace cannot be redacted: it holds screenshots, page snapshots and request bodies."""
+    global _traces_allowed
+    _traces_allowed = allowed
+
+
+def secrets_in_traces_allowed() -> bool:
+    return _traces_allowed
+
+
+def found_in_file(path: Union[str, Path]) -> bool:
+    """Whether any known secret (in a form :func:`redact` matches) is in the file, or in any
+    member of it when it is a zip (a trace). Pictures are bytes: a secret drawn in one is not found."""
+    r = _redactor()
+    if not r.items:
+        return False
+    p = Path(path)
+    try:
+        if zipfile.is_zipfile(p):
+            with zipfile.ZipFile(p) as z:
+                return any(r.found_in(z.read(name).decode("utf-8", "replace")) for name in z.namelist())
+        return r.found_in(p.read_bytes().decode("utf-8", "replace"))
+    except (OSError, zipfile.BadZipFile):
+        return True  # unreadable: assume the worst

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from .documents import format_validation_error
+from .documents import format_validation_error, read_text, too_deep
 from .errors import DocumentError
 from .types import Task
 
@@ -61,16 +61,21 @@ def record_to_task(rec: dict[str, Any], source: str = "") -> Task:
                      "(task_id, confirmed_task, website), WebVoyager or DeepShop (id, ques, web) fields")
 
 
+class _TooDeep(ValueError):
+    """A record nested deeper than the JSON parser can follow (reported, and skipped)."""
+
+    msg = "nested too deeply to read"
+
+
 def _records(path: Path) -> list[tuple[str, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DocumentError(f"{path}: no such file") from None
+    text = read_text(path)  # a missing, unreadable or non-UTF-8 file is an error of the whole file
     if text.lstrip().startswith("["):
         try:
             data = json.loads(text)
         except json.JSONDecodeError as err:
             raise DocumentError(f"{path}: not valid JSON (line {err.lineno}: {err.msg})") from None
+        except RecursionError:
+            raise DocumentError(too_deep(path)) from None
         return [(f"record {i + 1}", rec) for i, rec in enumerate(data)]
     out: list[tuple[str, Any]] = []
     for n, line in enumerate(text.splitlines(), 1):
@@ -80,6 +85,8 @@ def _records(path: Path) -> list[tuple[str, Any]]:
             out.append((f"line {n}", json.loads(line)))
         except json.JSONDecodeError as err:
             out.append((f"line {n}", err))
+        except RecursionError:
+            out.append((f"line {n}", _TooDeep()))
     return out
 
 
@@ -90,6 +97,9 @@ def load_tasks(path: Union[str, Path], suite: str = "") -> tuple[list[Task], lis
     bad: list[BadRecord] = []
     seen: set[str] = set()
     for where, rec in _records(p):
+        if isinstance(rec, _TooDeep):
+            bad.append(BadRecord(where, rec.msg))
+            continue
         if isinstance(rec, Exception):
             bad.append(BadRecord(where, f"not valid JSON: {rec.msg}"))
             continue
@@ -103,6 +113,9 @@ def load_tasks(path: Union[str, Path], suite: str = "") -> tuple[list[Task], lis
             continue
         except (ValueError, KeyError, TypeError) as err:
             bad.append(BadRecord(where, str(err)))
+            continue
+        except RecursionError:
+            bad.append(BadRecord(where, _TooDeep.msg))
             continue
         if task.id in seen:
             bad.append(BadRecord(where, f"duplicate task id {task.id!r}"))

@@ -15,6 +15,17 @@ the change is read and the next screenshot taken.
 Besides its feedback sentence, every successful call's result carries the facts in
 ``ToolResult.page``: the active tab's ``url`` and index (``active_tab``), ``navigated_to``
 when the page the call acted on went elsewhere, and ``tabs_opened`` (indices).
+
+The domain policy (:class:`owrl_sdk.domains.DomainPolicy`) is enforced here. When it checks
+hosts (an allowlist or a blocklist), every request of the episode's context, of any type,
+is routed: one to a refused address is answered with an empty 204 before it leaves;
+redirect hops, which Playwright's routing does not see, are held by the host
+(:meth:`BrowserHost.guard_hops`); WebSockets to a refused host are closed before they
+connect; service workers are blocked (their requests would bypass routing); a new tab that
+ends on a refused address, or whose opening navigation was refused, is closed; a document
+that a ``javascript:`` address replaced is left for about:blank. Navigations that never
+reach the network (``data:``, ``file:``, ...) are checked when they commit. Without a list,
+nothing is routed and none of this costs anything.
 """
 
 from __future__ import annotations
@@ -50,6 +61,13 @@ UNSAFE_CONTEXT_OPTIONS = ("ignore_https_errors", "bypass_csp")
 FRESH_SNAPSHOT_S = 1.0
 POLL_S = 0.1
 
+#: How long a call's feedback waits for a ``javascript:`` address it scheduled to show whether
+#: it replaced the document; one that has not after SCRIPT_URL_FORGET seconds is forgotten.
+SCRIPT_URL_WAIT = 0.3
+SCRIPT_URL_FORGET = 5.0
+#: ``javascript:`` addresses that evaluate to nothing and so can never replace a document.
+_HARMLESS_SCRIPT = re.compile(r"^javascript:\s*(void\s*\(\s*0\s*\)|void\s+0|undefined|null|false|)\s*;?\s*$", re.I)
+
 
 def _is_playwright_error(error: BaseException) -> bool:
     from playwright.async_api import Error as PlaywrightError
@@ -79,6 +97,24 @@ class _Before:
     page: Optional["Page"]
     url: str
     aria: Optional[str]
+
+
+@dataclass
+class _Blocked:
+    """A navigation the domain policy refused, and where it was going to happen (when known)."""
+
+    url: str
+    reason: str
+    page: Optional["Page"] = None
+    frame_id: Optional[str] = None
+    hop: bool = False
+
+    def __str__(self) -> str:
+        how = " (a redirect)" if self.hop else ""
+        scheme = self.url.split(":", 1)[0].lower()
+        # a script or a whole page in the address: its text is the page's, not worth repeating
+        where = f"a {scheme}: address" if scheme in ("javascript", "data") else short(self.url, 80)
+        return f"navigation to {where}{how} blocked: {self.reason}"
 
 
 #: The box an accepted dialog leaves in the page (owrl's own markup).
@@ -123,8 +159,11 @@ class BrowserEnv:
         trace: bool = False,
         unsafe: Optional[dict[str, Any]] = None,
         context_options: Optional[dict[str, Any]] = None,
+        deny_local: bool = False,
     ):
         self.host = host
+        #: Refuse local files and the browser's own pages in every navigation (``owrl serve``).
+        self.deny_local = deny_local
         self.settings = host.settings
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.trace = trace
@@ -157,6 +196,13 @@ class BrowserEnv:
         self._traces = 0
         self._context_id: Optional[str] = None
         self._pages_before_call = 0
+        # the domain policy's helpers (see _watch): each tab's CDP session task, its target id,
+        # javascript: addresses scheduled per frame, refused documents being left, tabs closed quietly
+        self._watches: dict[int, asyncio.Future] = {}
+        self._targets: dict[int, str] = {}
+        self._scripts: dict[str, tuple[str, float]] = {}
+        self._leaving: set[asyncio.Future] = set()
+        self._quiet: set[int] = set()
 
     # ================================================================== protocol
 
@@ -178,12 +224,19 @@ class BrowserEnv:
         self.warnings = [*self.host.warnings, *self._own_warnings]
         if note:
             self.warnings.append(note)
+        s = self.settings
+        self.domains = DomainPolicy.for_task(task.allowed_domains, s.allowed_domains, s.blocked_domains, task.start_url,
+                                             deny_local=self.deny_local)
         options: dict[str, Any] = {
             "viewport": {"width": self.settings.viewport_width, "height": self.settings.viewport_height},
             "accept_downloads": True,
+            # a service worker's requests bypass routing: none under a policy that checks hosts
+            **({"service_workers": "block"} if self.domains.routes else {}),
             **self._context_options,
             **self._unsafe,
         }
+        if self.domains.routes and options.get("service_workers") != "block":
+            self.warnings.append("service workers are allowed: their requests are not held to the domain policy")
         try:
             context = await browser.new_context(**options)
         except Exception as err:
@@ -195,10 +248,9 @@ class BrowserEnv:
         context.set_default_navigation_timeout(self.settings.navigation_timeout * 1000)
         context.on("page", self._on_page)
         context.on("dialog", self._dialogs.on_dialog)
-        s = self.settings
-        self.domains = DomainPolicy.for_task(task.allowed_domains, s.allowed_domains, s.blocked_domains, task.start_url)
-        if self.domains.active:
+        if self.domains.routes:
             await context.route("**/*", self._guard)
+            await context.route_web_socket(self._refuses_socket, self._refuse_socket)
         if self.trace:
             await context.tracing.start(screenshots=True, snapshots=True, sources=False)
         try:
@@ -207,8 +259,16 @@ class BrowserEnv:
             raise self._infra(err, "could not open a page") from None
         self._on_page(page)
         self._context_id = await self._find_context_id(context, page)
+        if self.domains.routes:
+            if not await self.host.guard_hops(self, self._context_id):
+                self.warnings.append("redirect hops are not checked against the domain policy "
+                                     "(this browser gives no browser-level CDP session)")
+            watch = self._watches.get(id(page))
+            if watch is not None:
+                await asyncio.wait({watch}, timeout=self.settings.action_timeout)
         self._events.clear()
         self._tabs_opened = 0
+        failure: Optional[str] = None
         try:
             await self._dialogs.until(page.goto(task.start_url, wait_until="load"))
         except Exception as err:
@@ -218,9 +278,14 @@ class BrowserEnv:
             if "Timeout" in str(err) and page.url not in ("", "about:blank"):
                 self.warnings.append(f"the start page was still loading after {self.settings.navigation_timeout:g} s")
             else:
-                raise InfraError(
-                    explain(err, f"opening the start page {task.start_url}"), code="start_page_unreachable"
-                ) from None
+                failure = explain(err, f"opening the start page {task.start_url}")
+        # the start page's own navigation (or a hop of it) refused; a refused iframe does not count
+        refused = [obj for kind, obj in self._events if kind == "blocked" and obj.frame_id != ""]
+        if refused and (failure is not None or page.url in ("", "about:blank")):
+            raise InfraError(f"the start page {task.start_url} was refused: {refused[-1]}",
+                             code="start_page_unreachable")
+        if failure is not None:
+            raise InfraError(failure, code="start_page_unreachable")
         self._events.clear()
         self._tabs_opened = 0
 
@@ -258,13 +323,14 @@ class BrowserEnv:
         self._last_screenshot = shot
         self._snapshot = _Snapshot(page, page.url, aria, time.monotonic())
         self._observed = self._snapshot  # what the policy saw: its refs resolve stale ones again
-        return Observation(
+        # every field scrubbed (the URL and each tab's title and URL too): the policy reads them
+        return secrets.scrub(Observation(
             url=page.url,
-            title=secrets.redact(self._titles.get(id(page), "")) or "",
+            title=self._titles.get(id(page), ""),
             tabs=self._tab_list(),
-            aria=secrets.redact(aria),
+            aria=aria,
             screenshot=shot,
-        )
+        ))
 
     async def execute(self, tool: Any, args: Any, call: ToolCall) -> ToolResult:
         """Run ``tool`` and describe what changed; action errors come back as failures."""
@@ -300,9 +366,11 @@ class BrowserEnv:
         if done and result.ok:
             result.page = self._facts(before)
         self._events = []
-        result.feedback = secrets.redact(result.feedback) or ""
-        result.error = secrets.redact(result.error)
-        return result
+        # every string the policy reads back (feedback, error, the URLs in page, data) without
+        # secrets; the answer is the policy's own, recorded (and scrubbed) with the outcome
+        scrubbed = secrets.scrub(result)
+        scrubbed.answer = result.answer
+        return scrubbed
 
     async def verify(self, expect: Expectation) -> Verdict:
         """Poll the expectation until every key holds or ``expect_timeout`` passes."""
@@ -318,7 +386,9 @@ class BrowserEnv:
             if all(c.ok for c in checks) or time.monotonic() >= deadline:
                 break
             await asyncio.sleep(min(POLL_S, max(deadline - time.monotonic(), 0)))
-        return Verdict(ok=all(c.ok for c in checks), checks=checks, waited_ms=(time.monotonic() - started) * 1000)
+        # a check's detail quotes the page (a field's value, the URL): scrubbed like feedback
+        return secrets.scrub(Verdict(ok=all(c.ok for c in checks), checks=checks,
+                                     waited_ms=(time.monotonic() - started) * 1000))
 
     async def close(self) -> None:
         """Close this episode's context (the browser stays for other episodes)."""
@@ -402,6 +472,9 @@ class BrowserEnv:
     async def open_tab(self, url: Optional[str] = None) -> "Page":
         if self.context is None:
             raise ActionError("no browser session is open")
+        reason = self.domains.refusal(url) if url else None
+        if reason is not None:
+            raise ActionError(f"cannot open {url}: {reason}")
         page = await self.context.new_page()
         self._on_page(page)
         if url:
@@ -465,30 +538,138 @@ class BrowserEnv:
         page.on("crash", lambda p=page: self._crashed.add(id(p)))
         page.on("download", self._on_download)
         page.on("framenavigated", self._on_navigated)
+        if self.domains.routes and id(page) not in self._watches:
+            watch = asyncio.ensure_future(self._watch(page))
+            self._watches[id(page)] = watch
+            self._background.add(watch)
+            watch.add_done_callback(_forget(self._background))
 
     async def _guard(self, route: Any) -> None:
-        """Refuse navigations (any tab, any frame, redirects included) outside the domain policy."""
+        """Refuse every request of the context (any tab, frame or type) outside the domain policy.
+
+        Only first requests come here: the hops of a redirect are the host's (guard_hops)."""
         request = route.request
-        reason = self.domains.refusal(request.url) if request.is_navigation_request() else None
+        reason = self.domains.refusal(request.url)
         try:
             if reason is None:
                 await route.continue_()
                 return
-            self._events.append(("blocked", f"navigation to {short(request.url, 80)} blocked: {reason}"))
-            # 204 No Content: the browser stays on the page it was on (an abort would put an
-            # error page in its place)
+            if request.is_navigation_request():
+                page, main = _tab_of(request)
+                self._events.append(("blocked", _Blocked(request.url, reason, page=page if main else None,
+                                                         frame_id=None if main else "")))
+                if main and page not in self.pages:
+                    # a tab that has shown nothing yet (a popup's opening navigation): an error
+                    # page, so that the tab is announced, then closed; a 204 would leave it hidden
+                    await route.abort("blockedbyclient")
+                    return
+            # 204 No Content: a navigation stays on the page it was on (an abort would put an
+            # error page in its place); a fetch, an image, a beacon get an empty answer
             await route.fulfill(status=204, body="")
         except Exception:  # noqa: BLE001 - the page or context closed meanwhile
             pass
 
+    def refuse_hop(self, url: str, frame_id: str, resource_type: str, tab: bool = False) -> Optional[str]:
+        """How a redirect hop of this episode to ``url`` is refused, asked by the host's hop guard
+        before the hop is sent (``tab``: it navigates a tab, not an iframe): None (it is not),
+        ``"empty"`` (a 204: the page stays as it was) or ``"fail"`` (an error page, for a tab that
+        has shown nothing yet, so that it is announced and closed). A refused navigation is reported."""
+        reason = self.domains.refusal(url)
+        if reason is None:
+            return None
+        if resource_type != "Document":
+            return "empty"
+        self._events.append(("blocked", _Blocked(url, reason, frame_id=frame_id if tab else "", hop=True)))
+        return "fail" if tab and frame_id not in self._targets.values() else "empty"
+
+    def _refuses_socket(self, url: str) -> bool:
+        return self.domains.refusal(url) is not None
+
+    async def _refuse_socket(self, socket: Any) -> None:
+        # never connected to the server: the page's socket is closed at once
+        try:
+            await socket.close(code=1008, reason="refused by the domain policy")
+        except Exception:  # noqa: BLE001 - a code this Playwright will not send: close plainly
+            try:
+                await socket.close()
+            except Exception:  # noqa: BLE001 - the page went away meanwhile
+                pass
+
+    async def _watch(self, page: "Page") -> None:
+        """Follow one tab on a CDP session of our own (under a policy that checks hosts).
+
+        It tells the host which context the tab's in-process frames belong to (so that their
+        redirect hops are checked), and it catches a document replaced by a ``javascript:``
+        address: such an address never reaches the network, and a page cannot be kept from
+        assigning one to ``location``, but the browser announces the scheduled navigation and
+        then the document it made; that document is left for about:blank and the refusal
+        reported. A ``javascript:`` address that evaluates to nothing (``javascript:void(0)``
+        links) replaces nothing and is left alone."""
+        context = self.context
+        if context is None or page.is_closed():
+            return
+        try:
+            session = await context.new_cdp_session(page)
+            info = (await session.send("Target.getTargetInfo"))["targetInfo"]
+        except Exception:  # noqa: BLE001 - the tab closed meanwhile, or no CDP (not Chromium)
+            return
+        context_id = info.get("browserContextId")
+        self._targets[id(page)] = info.get("targetId", "")
+        host = self.host
+
+        def navigating(frame_id: str) -> None:
+            self._scripts.pop(frame_id, None)
+
+        session.on("Page.frameAttached", lambda e: host.note_frame(e.get("frameId", ""), context_id))
+        session.on("Page.frameScheduledNavigation", self._on_scheduled)
+        session.on("Page.frameStartedNavigating", lambda e: navigating(e.get("frameId", "")))
+        session.on("Page.frameStartedLoading", lambda e: navigating(e.get("frameId", "")))
+        session.on("Page.frameNavigated", lambda e: navigating(e.get("frame", {}).get("id", "")))
+        session.on("Page.lifecycleEvent", lambda e: self._on_lifecycle(session, e))
+        try:
+            await session.send("Page.enable")
+            await session.send("Page.setLifecycleEventsEnabled", {"enabled": True})
+            tree = (await session.send("Page.getFrameTree"))["frameTree"]
+        except Exception:  # noqa: BLE001 - the tab closed meanwhile
+            return
+        nodes = [tree]
+        while nodes:
+            node = nodes.pop()
+            host.note_frame(node.get("frame", {}).get("id", ""), context_id)
+            nodes.extend(node.get("childFrames", []))
+
+    def _on_scheduled(self, event: dict[str, Any]) -> None:
+        url = event.get("url") or ""
+        if url[:11].lower() == "javascript:" and not _HARMLESS_SCRIPT.match(url) and self.domains.refusal(url):
+            self._scripts[event.get("frameId", "")] = (url, time.monotonic())
+
+    def _on_lifecycle(self, session: Any, event: dict[str, Any]) -> None:
+        # a new document in a frame that started no navigation: the javascript: address made it
+        if event.get("name") != "init":
+            return
+        frame_id = event.get("frameId", "")
+        scheduled = self._scripts.pop(frame_id, None)
+        if scheduled is None or time.monotonic() - scheduled[1] > SCRIPT_URL_FORGET:
+            return
+        url = scheduled[0]
+        self._events.append(("blocked", _Blocked(url, self.domains.refusal(url) or "refused", frame_id=frame_id)))
+        leave = asyncio.ensure_future(session.send("Page.navigate", {"url": "about:blank", "frameId": frame_id}))
+        self._leaving.add(leave)
+        self._background.add(leave)
+        leave.add_done_callback(_forget(self._background))
+        leave.add_done_callback(self._leaving.discard)
+
     def _on_navigated(self, frame: Any) -> None:
-        # data:, blob: and javascript: navigations never reach the network, so routing cannot
-        # see them: catch them here, report them and leave the page.
-        reason = self.domains.refusal(frame.url) if self.domains.active else None
+        # data:, blob:, file: and the like never reach the network, so routing cannot see them:
+        # catch them here, report them and leave the page. (A browser error page shows nothing
+        # from anywhere: it stays, to say what failed.)
+        reason = self.domains.refusal(frame.url) if not frame.url.startswith("chrome-error:") else None
         if reason is None:
             return
-        self._events.append(("blocked", f"navigation to {short(frame.url, 80)} blocked: {reason}"))
-        target = frame.page if frame.parent_frame is None else None
+        main = frame.parent_frame is None
+        self._events.append(("blocked", _Blocked(frame.url, reason, page=frame.page if main else None,
+                                                 frame_id=None if main else "")))
+        target = frame.page if main else None
         if target is not None:
             self._spawn(target.goto("about:blank"))
         else:
@@ -501,7 +682,7 @@ class BrowserEnv:
         self.pages.remove(page)
         self._titles.pop(id(page), None)
         self._dialogs.drop_page(page)
-        if not self._closing:
+        if not self._closing and id(page) not in self._quiet:
             self._events.append(("tab_closed", (index, page.url)))
         if self._active is page:
             self._active = self.pages[min(index, len(self.pages) - 1)] if self.pages else None
@@ -554,6 +735,7 @@ class BrowserEnv:
     async def _describe_change(self, before: _Before, tool_feedback: str) -> str:
         parts = [tool_feedback]
         await self._await_new_tabs()
+        await self._await_script_addresses()
         origin = before.page if before.page in self.pages else None
         after = None
         if origin is not None and before.aria is not None and not self._dialogs.held and _same_document(origin.url, before.url):
@@ -566,6 +748,7 @@ class BrowserEnv:
         for kind, obj in list(self._events):
             if kind == "tab_opened" and obj in self.pages:
                 await self._settle(obj)
+                await self._refuse_new_tab(obj, origin)
         parts.extend(self._event_texts())
         page = self._active
         if page is not None and page is not origin and not self._tabs_opened and not self._dialogs.held:
@@ -632,6 +815,61 @@ class BrowserEnv:
                 break
             await asyncio.sleep(0.01)
 
+    async def _await_script_addresses(self) -> None:
+        """Give a ``javascript:`` address the call scheduled a moment to show whether it replaced
+        the document (then it is being left: wait for that too), so that this call reports it."""
+        deadline = time.monotonic() + SCRIPT_URL_WAIT
+        while time.monotonic() < deadline and any(
+                time.monotonic() - at < SCRIPT_URL_WAIT for _, at in self._scripts.values()):
+            await asyncio.sleep(0.01)
+        if self._leaving:
+            await asyncio.wait(set(self._leaving), timeout=self.settings.navigation_timeout)
+
+    async def _refuse_new_tab(self, page: "Page", origin: Optional["Page"]) -> None:
+        """Close a tab the call opened when it ended on a refused address, or when it is still
+        blank because its opening navigation (or a redirect of it) was refused."""
+        if not self.domains.active or page not in self.pages:
+            return
+        url = page.url
+        shown = not (url in ("", "about:blank") or url.startswith("chrome-error:"))
+        reason = self.domains.refusal(url) if shown else None
+        if reason is None:
+            if shown:
+                return
+            watch = self._watches.get(id(page))
+            if watch is not None and not watch.done():
+                await asyncio.wait({watch}, timeout=self.settings.action_timeout)
+            target = self._targets.get(id(page))
+            refused = [obj for kind, obj in self._events if kind == "blocked" and (
+                obj.page is page or (target and obj.frame_id == target))]
+            # an opening navigation Playwright could not tie to its tab yet
+            refused = refused or [obj for kind, obj in self._events
+                                  if kind == "blocked" and obj.page is None and obj.frame_id is None]
+            if not refused:
+                return
+            url, reason = refused[-1].url, refused[-1].reason
+        self._quiet.add(id(page))
+        try:
+            await page.close()
+        except Exception as err:
+            if not _is_playwright_error(err):
+                raise
+            self._raise_if_dead(err)
+        self._on_close(page)
+        target = self._targets.get(id(page))
+
+        def told(kind: str, obj: Any) -> bool:  # said by the line below
+            if kind == "tab_opened":
+                return obj is page
+            return kind == "blocked" and (obj.page is page or bool(target and obj.frame_id == target)
+                                          or (obj.page is None and obj.frame_id is None))
+
+        self._events = [(kind, obj) for kind, obj in self._events if not told(kind, obj)]
+        self._events.append(("tab_refused", f"a new tab opened for {short(url, 80)} and was closed: "
+                                            f"navigation blocked: {reason}"))
+        if origin is not None and origin in self.pages:
+            self._active = origin
+
     async def _find_context_id(self, context: "BrowserContext", page: "Page") -> Optional[str]:
         try:
             session = await context.new_cdp_session(page)
@@ -677,14 +915,14 @@ class BrowserEnv:
         from .picture import draw_dialog
 
         shot = draw_dialog(self._last_screenshot, dialog.type, dialog.message, self.viewport, self.settings.screenshot_quality)
-        return Observation(
+        return secrets.scrub(Observation(
             url=page.url,
             title=self._titles.get(id(page), ""),
             tabs=self._tab_list(),
             aria=self._dialogs.aria(),
             screenshot=shot,
             extras={"dialog": {"type": dialog.type, "message": dialog.message, "default_value": dialog.default_value}},
-        )
+        ))
 
     # ================================================================== tabs
 
@@ -742,6 +980,7 @@ class BrowserEnv:
         context, self.context = self.context, None
         self._closing = self._dialogs.closing = True
         self._dialogs.reset()
+        self.host.release_hops(self._context_id)
         if context is not None and self.host.connected and self.host.generation == self._generation:
             if self._background:
                 await asyncio.wait(set(self._background), timeout=self.settings.navigation_timeout)
@@ -761,6 +1000,11 @@ class BrowserEnv:
         self._crashed = set()
         self._snapshot = None
         self._last_screenshot = None
+        self._watches = {}
+        self._targets = {}
+        self._scripts = {}
+        self._leaving = set()
+        self._quiet = set()
 
     async def _save_trace(self, context: "BrowserContext") -> None:
         if self.run_dir is None:
@@ -772,6 +1016,16 @@ class BrowserEnv:
             await asyncio.wait_for(context.tracing.stop(path=str(self.run_dir / name)), timeout=30)
         except Exception as err:  # noqa: BLE001 - a lost trace must not lose the episode
             self.warnings.append(f"the trace could not be saved: {short(str(err), 120)}")
+
+
+def _tab_of(request: Any) -> tuple[Optional["Page"], bool]:
+    """The tab of a navigation request, and whether it navigates the tab itself (its main frame).
+    A popup's opening navigation comes before Playwright knows its frame: (None, True)."""
+    try:
+        frame = request.frame
+    except Exception:  # noqa: BLE001
+        return None, True
+    return frame.page, frame.parent_frame is None
 
 
 def _same_document(url: str, other: str) -> bool:

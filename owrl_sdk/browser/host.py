@@ -19,6 +19,15 @@ host's: it is never killed, only disconnected from. A lost connection is made ag
 way a crashed browser is relaunched (:meth:`ensure_running`), retried for
 :data:`RECONNECT_WINDOW` seconds so that a restarting browser pod is waited for; an
 endpoint that cannot be reached is an ``InfraError`` ``browser_connect_failed`` naming it.
+
+Redirect hops: Playwright's routing sees only the first request of a redirect chain (it
+lets every later hop through on its own), so an episode whose domain policy checks hosts
+registers with :meth:`BrowserHost.guard_hops`. While one is registered, a browser-level
+CDP session of the host intercepts every request of the browser (``Fetch`` at the request
+stage) and holds each redirect hop against the policy of the context it belongs to (known
+by its frame: page and iframe targets from target discovery, in-process frames as the
+episode reports them); a refused hop is answered with an empty 204 before it is sent.
+Other requests, and hops of contexts without a policy, are let through at once.
 """
 
 from __future__ import annotations
@@ -96,6 +105,14 @@ class BrowserHost:
         # page targets created per browser context, seen on a CDP session of our own: they are
         # announced before the action that opened them returns, well before Playwright's 'page' event
         self._pages_created: dict[str, int] = {}
+        # the redirect-hop guard (see guard_hops): the browser-level CDP session, the envs whose
+        # policy it applies (by browser context id), and which context each frame belongs to
+        self._cdp: Any = None
+        self._hop_envs: dict[str, "BrowserEnv"] = {}
+        self._target_contexts: dict[str, str] = {}
+        self._page_targets: set[str] = set()
+        self._frame_contexts: dict[str, str] = {}
+        self._hop_tasks: set[asyncio.Future] = set()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -142,6 +159,7 @@ class BrowserHost:
         trace: bool = False,
         unsafe: Optional[dict[str, Any]] = None,
         context_options: Optional[dict[str, Any]] = None,
+        deny_local: bool = False,
     ) -> "BrowserEnv":
         """An environment whose episodes run in fresh contexts of this browser.
 
@@ -149,13 +167,16 @@ class BrowserHost:
         Playwright trace (``run_dir/trace.zip``). ``unsafe`` holds context options that lower
         safety defaults (``ignore_https_errors``, ``bypass_csp``, ...): each one given puts a
         warning in the trajectory. ``context_options`` are other Playwright context options
-        (locale, timezone_id, user_agent, ...).
+        (locale, timezone_id, user_agent, ...). ``deny_local`` refuses local files and the
+        browser's own pages in every navigation of its episodes (see
+        :class:`owrl_sdk.domains.DomainPolicy`); ``owrl serve`` sets it.
         """
         from .env import BrowserEnv
 
         if not self.connected:
             await self.start()
-        env = BrowserEnv(self, run_dir=run_dir, trace=trace, unsafe=unsafe, context_options=context_options)
+        env = BrowserEnv(self, run_dir=run_dir, trace=trace, unsafe=unsafe, context_options=context_options,
+                         deny_local=deny_local)
         self._envs.add(env)
         return env
 
@@ -341,19 +362,117 @@ class BrowserHost:
 
     async def _watch_targets(self, browser: "Browser") -> None:
         self._pages_created = {}
+        self._cdp = None
+        self._hop_envs = {}
+        self._target_contexts = {}
+        self._page_targets = set()
+        self._frame_contexts = {}
 
         def created(event: dict[str, Any]) -> None:
             info = event.get("targetInfo", {})
+            key = info.get("browserContextId") or ""
+            if info.get("targetId"):
+                self._target_contexts[info["targetId"]] = key
+                if info.get("type") == "page":
+                    self._page_targets.add(info["targetId"])
             if info.get("type") == "page":
-                key = info.get("browserContextId") or ""
                 self._pages_created[key] = self._pages_created.get(key, 0) + 1
+
+        def destroyed(event: dict[str, Any]) -> None:
+            self._target_contexts.pop(event.get("targetId", ""), None)
+            self._page_targets.discard(event.get("targetId", ""))
 
         try:
             session = await browser.new_browser_cdp_session()
             session.on("Target.targetCreated", created)
+            session.on("Target.targetDestroyed", destroyed)
+            session.on("Fetch.requestPaused", self._on_request_paused)
             await session.send("Target.setDiscoverTargets", {"discover": True})
+            self._cdp = session
         except Exception:  # noqa: BLE001 - without it, popups are only seen when Playwright reports them
             pass
+
+    # ------------------------------------------------------------------ redirect hops
+
+    async def guard_hops(self, env: "BrowserEnv", context_id: Optional[str]) -> bool:
+        """Hold every redirect hop of the browser context ``context_id`` against ``env``'s
+        domain policy (``env.refuse_hop``: None, ``"empty"`` for a 204, ``"fail"`` for a network
+        error) until :meth:`release_hops`. False when this browser
+        offers no browser-level CDP session (the hops then go unchecked)."""
+        session = self._cdp
+        if session is None or not context_id:
+            return False
+        first = not self._hop_envs
+        self._hop_envs[context_id] = env
+        if first:
+            try:
+                await session.send("Fetch.enable", {"patterns": [{"urlPattern": "*", "requestStage": "Request"}]})
+            except Exception:  # noqa: BLE001 - an old or remote browser that will not intercept
+                self._hop_envs.pop(context_id, None)
+                return False
+        return True
+
+    def release_hops(self, context_id: Optional[str]) -> None:
+        """Stop guarding ``context_id`` (its episode ended); the last one turns interception off."""
+        if not context_id:
+            return
+        self._frame_contexts = {f: c for f, c in self._frame_contexts.items() if c != context_id}
+        if self._hop_envs.pop(context_id, None) is None:
+            return
+        if not self._hop_envs and self._cdp is not None and self.connected:
+            self._keep(asyncio.ensure_future(self._cdp.send("Fetch.disable")))
+
+    def note_frame(self, frame_id: str, context_id: Optional[str]) -> None:
+        """An in-process frame of a guarded context (not a target of its own: an env reports it)."""
+        if frame_id and context_id:
+            self._frame_contexts[frame_id] = context_id
+
+    def _on_request_paused(self, event: dict[str, Any]) -> None:
+        session = self._cdp
+        if session is not None:
+            self._keep(asyncio.ensure_future(self._answer_paused(session, event)))
+
+    async def _answer_paused(self, session: Any, event: dict[str, Any]) -> None:
+        refused: Optional[str] = None
+        if event.get("redirectedRequestId"):
+            try:
+                refused = self._refuse_hop(event)
+            except Exception:  # noqa: BLE001 - a fault here must not stall the browser's requests
+                refused = None
+        try:
+            if refused == "fail":
+                # a tab that has shown nothing yet: an error page, so that the tab is announced
+                # (and closed by its episode); a 204 would leave it hidden and pending
+                await session.send("Fetch.failRequest", {"requestId": event["requestId"],
+                                                         "errorReason": "BlockedByClient"})
+            elif refused:
+                # 204 No Content: a navigation stays on the page it was on (an abort would put an
+                # error page there); a sub-resource gets an empty answer
+                await session.send("Fetch.fulfillRequest", {"requestId": event["requestId"], "responseCode": 204,
+                                                            "responseHeaders": []})
+            else:
+                await session.send("Fetch.continueRequest", {"requestId": event["requestId"]})
+        except Exception:  # noqa: BLE001 - the request was cancelled meanwhile, or the browser went away
+            pass
+
+    def _refuse_hop(self, event: dict[str, Any]) -> Optional[str]:
+        frame_id = event.get("frameId") or ""
+        context_id = self._target_contexts.get(frame_id) or self._frame_contexts.get(frame_id)
+        env = self._hop_envs.get(context_id) if context_id is not None else None
+        if env is None:  # a context without a policy (or a frame no episode reported): let it be
+            return None
+        return env.refuse_hop(event["request"]["url"], frame_id, event.get("resourceType", ""),
+                              tab=frame_id in self._page_targets)
+
+    def _keep(self, task: asyncio.Future) -> None:
+        self._hop_tasks.add(task)
+
+        def done(t: asyncio.Future) -> None:
+            self._hop_tasks.discard(t)
+            if not t.cancelled():
+                t.exception()
+
+        task.add_done_callback(done)
 
     async def _find_pid(self, browser: "Browser", before: set[int]) -> Optional[int]:
         try:

@@ -9,12 +9,13 @@ from typing import Optional
 
 import click
 
+from owrl_sdk.cli import PathArg
 from owrl_sdk.errors import UsageError
 from owrl_sdk.plugins import hookimpl
 
 
 @click.command("judge")
-@click.argument("path", type=click.Path(exists=True))
+@click.argument("path", type=PathArg("any", "a run folder or trajectory file", exists=True))
 @click.option("--judge", "judge_name", default="openwebrl-judge", show_default=True, help="Judge plugin.")
 @click.option("--model", help="Model id or local path for model judges.")
 @click.option("--profile", type=click.Choice(["openwebrl", "owrl"]),

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Optional
 
 import click
 
+from owrl_sdk.cli import PathArg
 from owrl_sdk.plugins import hookimpl
 
 
 @click.command("report")
-@click.argument("path", type=click.Path(exists=True, file_okay=False))
-@click.option("--out", type=click.Path(dir_okay=False),
+@click.argument("path", type=PathArg("folder", "a run or evaluation folder", exists=True))
+@click.option("--out", type=PathArg("file", "a report file"),
               help="The page to write (default: PATH/report.html). An evaluation's run reports always go "
                    "next to each run's trajectory.json.")
 def report_command(path: str, out: Optional[str]) -> None:
@@ -22,7 +25,34 @@ def report_command(path: str, out: Optional[str]) -> None:
     each episode to its run's page, written next to that run's trajectory.json."""
     from owrl_sdk.report import write_report
 
+    _check_eval_inputs(Path(path))
     click.echo(str(write_report(path, out)))
+
+
+def _check_eval_inputs(folder: Path) -> None:
+    """An evaluation folder's own files, read once before the report: one that is not UTF-8, or
+    that is nested too deeply to parse, is an error naming that file. (A run folder's
+    trajectory.json gets the same from its loader; a line that is merely not JSON is skipped
+    by the report, as by ``owrl eval``.)"""
+    from owrl_sdk.documents import read_text, too_deep
+    from owrl_sdk.errors import DocumentError
+
+    if (folder / "trajectory.json").is_file():
+        return
+    for name in ("episodes.jsonl", "summary.json"):
+        file = folder / name
+        if not file.is_file():
+            continue
+        text = read_text(file)
+        for piece in text.splitlines() if name.endswith(".jsonl") else [text]:
+            try:
+                data = json.loads(piece)
+            except ValueError:
+                continue
+            except RecursionError:
+                raise DocumentError(too_deep(file)) from None
+            if name == "summary.json" and not isinstance(data, dict):
+                raise DocumentError(f"{file}: not a JSON object (an evaluation's summary)")
 
 
 @hookimpl

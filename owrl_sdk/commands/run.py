@@ -7,10 +7,11 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import click
 
+from owrl_sdk.cli import PathArg
 from owrl_sdk.plugins import hookimpl
 
 STATUS_EXIT = {"success": 0, "fail": 1, "aborted": 1, "infra_error": 3}
@@ -34,6 +35,10 @@ class LiveView:
             return
         from rich.markup import escape
         from rich.panel import Panel
+
+        from owrl_sdk.secrets import scrub
+
+        step = scrub(step)  # every string shown (the title's URL, a verdict's detail) without secrets
 
         lines = []
         if step.turn.thought:
@@ -66,8 +71,8 @@ class LiveView:
 @click.option("--profile", type=click.Choice(["openwebrl", "owrl"]),
               help="Interface profile of model policies: openwebrl (the released OpenWebRL models' contract) or owrl "
               "(default: by checkpoint).")
-@click.option("--flow", "flow_file", type=click.Path(dir_okay=False), help="Play this flow (owrl.flow/1, JSON or YAML) with the scripted policy.")
-@click.option("--replay", type=click.Path(), help="Replay the calls of a recorded trajectory (file or run folder).")
+@click.option("--flow", "flow_file", type=PathArg("file", "a flow file"), help="Play this flow (owrl.flow/1, JSON or YAML) with the scripted policy.")
+@click.option("--replay", type=PathArg("any", "a trajectory file or run folder"), help="Replay the calls of a recorded trajectory (file or run folder).")
 @click.option("--heal-with", "healer", help="With --flow: hand over to this policy when the flow's expectations fail; "
               "a repaired run is saved as a new flow version next to the flow.")
 @click.option("--allow-domain", "allow_domains", multiple=True,
@@ -78,19 +83,23 @@ class LiveView:
               "(playwright run-server) at this ws:// address instead of launching Chromium.")
 @click.option("--cdp-endpoint", metavar="URL", help="Connect over CDP to a running Chromium at this http:// "
               "(or ws://) DevTools address instead of launching one.")
-@click.option("--out", type=click.Path(file_okay=False), help="Folder for run folders (default: runs).")
-@click.option("--trace", is_flag=True, help="Record a Playwright trace (trace.zip) in the run folder.")
+@click.option("--out", type=PathArg("folder", "a folder for run folders"), help="Folder for run folders (default: runs).")
+@click.option("--trace", is_flag=True, help="Record a Playwright trace (trace.zip) in the run folder; refused when the "
+              "run uses secrets (traces are not redacted).")
+@click.option("--trace-with-secrets", is_flag=True, help="Record a trace even though the run uses secrets: it holds "
+              "them in clear (the trajectory warns).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON result to stdout instead of the live view.")
 def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str], model: Optional[str], profile: Optional[str],
                 flow_file: Optional[str], replay: Optional[str], healer: Optional[str], allow_domains: tuple[str, ...], max_steps: Optional[int], headed: bool,
                 browser_endpoint: Optional[str], cdp_endpoint: Optional[str],
-                out: Optional[str], trace: bool, as_json: bool) -> None:
+                out: Optional[str], trace: bool, trace_with_secrets: bool, as_json: bool) -> None:
     """Run one task in a real Chromium and show each step."""
     from owrl_sdk.agent import Agent
     from owrl_sdk.config import load_settings
     from owrl_sdk.documents import Flow, load_flow, load_trajectory
     from owrl_sdk.errors import UsageError
 
+    given_url = bool(url)
     if flow_file and replay:
         raise UsageError("give --flow or --replay, not both")
     if healer and not flow_file:
@@ -102,7 +111,14 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
         flow = load_flow(flow_file)
     elif replay:
         flow = Flow.from_trajectory(load_trajectory(replay))
+    plugins: Any = None
     if flow is not None:
+        from owrl_sdk.documents import check_flow_tools
+        from owrl_sdk.plugins import Plugins
+
+        # every call against the tool catalogue now: a typo in turn 9 should not cost a browser and 8 turns
+        plugins = Plugins()
+        check_flow_tools(flow, plugins.catalogue.items["tools"], str(flow_file or replay))
         if policy not in (None, "scripted"):
             raise UsageError(f"--flow/--replay play with the scripted policy, not '{policy}'")
         policy = "scripted"
@@ -112,7 +128,18 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
         raise UsageError("missing --task TEXT (what the agent should do)")
     if not url:
         raise UsageError("missing --url URL (where the agent starts)")
-    url = resolve_url(url)
+    url = resolve_url(url, note=lambda text: click.echo(text, err=True),
+                      given_as="--url" if given_url else f"{flow_file or replay}: start_url")
+
+    if trace_with_secrets:
+        from owrl_sdk import secrets
+
+        trace = True
+        secrets.allow_secrets_in_traces()
+    elif trace and uses_secrets(intent, flow):
+        raise UsageError("--trace records the typed values and pages in clear and cannot be redacted, and this run "
+                         "uses secrets ({{secret:...}} in the task or flow, or OWRL_SECRET_* set): pass "
+                         "--trace-with-secrets to record it anyway, or leave out --trace")
 
     settings = load_settings({"policy": policy, "model": model, "profile": profile, "max_steps": max_steps,
                               "headless": False if headed else None,
@@ -122,11 +149,11 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
         from owrl_scripted import HealingPolicy
         from owrl_sdk.plugins import Plugins
 
-        plugins = Plugins()
+        plugins = plugins or Plugins()
         healing = HealingPolicy(settings, flow=flow, healer=plugins.catalogue.get("policies", healer)(settings))
         agent = Agent(healing, settings=settings, plugins=plugins)
     else:
-        agent = Agent(settings=settings, **({"flow": flow} if flow is not None else {}))
+        agent = Agent(settings=settings, plugins=plugins, **({"flow": flow} if flow is not None else {}))
 
     from rich.console import Console
 
@@ -148,7 +175,9 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
             await agent.close()
 
     traj = asyncio.run(go())
-    outcome = traj.outcome
+    from owrl_sdk import secrets
+
+    outcome = secrets.scrub(traj.outcome)  # what is printed below, --json included, is scrubbed
     if healer and outcome.status == "success" and getattr(agent.policy, "healed_at", None) is not None:
         repaired = Flow.from_trajectory(traj)
         target = next_flow_version(flow_file)
@@ -162,7 +191,7 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
                                                   "failure": failure}, "steps": len(traj.steps)}
         if "repaired_flow" in traj.metadata:
             result["repaired_flow"] = traj.metadata["repaired_flow"]
-        click.echo(json.dumps(result))
+        click.echo(secrets.dumps(result))
     else:
         colour = "green" if outcome.status == "success" else "red"
         # soft_wrap: an answer or a selector is printed whole, not cut at the terminal's width
@@ -170,7 +199,7 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
                       + (f" · answer: {escape(outcome.answer)}" if outcome.answer else "")
                       + (f" · {escape(outcome.failure.kind)}: {escape(outcome.failure.detail)}" if outcome.failure else ""),
                       highlight=False, soft_wrap=True)
-        for warning in traj.warnings:
+        for warning in secrets.scrub(traj.warnings):
             console.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False, soft_wrap=True)
         console.print(f"run folder: {escape(str(run_dir))}", highlight=False, soft_wrap=True)
         if run_dir:
@@ -180,6 +209,19 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
     code = STATUS_EXIT[outcome.status]
     if code:
         sys.exit(code)
+
+
+def uses_secrets(intent: Optional[str], flow: Any) -> bool:
+    """Whether a run may type a secret: a placeholder in the task or the flow, or any OWRL_SECRET_*
+    set (a model can be told a placeholder's name). A secret-store plugin can answer others; the run
+    folder deletes a trace of an episode that resolved one anyway."""
+    import os
+
+    from owrl_sdk import secrets
+
+    if secrets.has_placeholder(intent or "") or (flow is not None and secrets.has_placeholder(flow.to_json())):
+        return True
+    return any(key.startswith(secrets.ENV_PREFIX) for key in os.environ)
 
 
 def remote_browser(browser_endpoint: Optional[str], cdp_endpoint: Optional[str]) -> dict[str, Optional[str]]:
@@ -196,14 +238,52 @@ def next_flow_version(path):
     return nxt(path)
 
 
-def resolve_url(url: str) -> str:
-    """URLs as users type them: a bare host gets https://, a path becomes a file:// URL."""
-    if "://" in url or url.startswith(("about:", "data:", "demo:")):
+def resolve_url(url: str, note: Optional[Callable[[str], None]] = None, given_as: Optional[str] = None) -> str:
+    """URLs as users type them: a bare host gets https:// (said through ``note``), a path becomes a
+    file:// URL. With ``given_as`` (where the address came from: "--url"), an address that cannot
+    be one raises :class:`UsageError` naming it; without, it is passed on as it is."""
+    if url.startswith(("about:", "data:", "demo:")):
         return url  # plugin schemes (demo:shop) are resolved by the resolve_url hook
+    if "://" in url:
+        return _checked_url(url, url, given_as) if given_as else url
     p = Path(url)
     if p.exists():
         return p.resolve().as_uri()
-    return "https://" + url
+    resolved = _checked_url("https://" + url, url, given_as) if given_as else "https://" + url
+    if note is not None:
+        note(f"note: no scheme given: using {resolved}")
+    return resolved
+
+
+#: Schemes whose addresses name a host (file:// and others need not).
+_HOST_SCHEMES = ("http", "https", "ws", "wss", "ftp")
+
+
+def _checked_url(url: str, given: str, given_as: str) -> str:
+    """``url`` if it can be an address; else a one-line UsageError about ``given``."""
+    import re
+    from urllib.parse import urlsplit
+
+    from owrl_sdk.errors import UsageError
+
+    def bad(why: str) -> UsageError:
+        return UsageError(f"{given_as} {given!r} is not a valid address: {why}")
+
+    scheme = url.split("://", 1)[0]
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme):
+        raise bad(f"{scheme!r} is not a scheme (write it like https://example.com/)")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError as err:
+        raise bad(str(err)) from None
+    if parts.scheme.lower() in _HOST_SCHEMES:
+        host = parts.hostname or ""
+        if not host:
+            raise bad("it names no host")
+        if "[" not in parts.netloc and not re.fullmatch(r"[\w.%-]+", host):
+            raise bad(f"{host!r} is not a host name")
+    return url
 
 
 @hookimpl

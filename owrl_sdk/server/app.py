@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import os
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -31,6 +32,9 @@ from .jobs import Job, JobStatus, JobStore
 from .runner import RESERVED_OPTIONS, JobEnded, JobNotFound, JobRunner, SpecError
 
 PUBLIC_PATHS = frozenset({"/health", "/openapi.json"})
+
+#: Set to 1 (true, yes) to let jobs open local files and the browser's own pages (off by default).
+ALLOW_LOCAL_FILES_ENV = "OWRL_SERVE_ALLOW_LOCAL_FILES"
 
 Domain = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")]
 JobId = Annotated[str, PathParam(description="the job's id", max_length=64)]
@@ -132,14 +136,19 @@ class BearerAuth:
 
 
 def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
-               settings: Optional[Settings] = None, plugins: Optional[Plugins] = None) -> FastAPI:
+               settings: Optional[Settings] = None, plugins: Optional[Plugins] = None,
+               allow_local_files: Optional[bool] = None) -> FastAPI:
     """The application; ``token`` None serves without authentication (loopback only, checked by
-    the command)."""
+    the command). Jobs may not open local files (``file:``, ``view-source:``, ``chrome:``, ...)
+    unless ``allow_local_files`` is true; None reads ``OWRL_SERVE_ALLOW_LOCAL_FILES``."""
     data_dir = Path(data_dir)
     settings = settings or load_settings()
     plugins = plugins or Plugins()
     store = JobStore(data_dir / "jobs.sqlite3")
-    runner = JobRunner(store, data_dir, settings, plugins, max_concurrent=max_concurrent)
+    if allow_local_files is None:
+        allow_local_files = os.environ.get(ALLOW_LOCAL_FILES_ENV, "").strip().lower() in ("1", "true", "yes")
+    runner = JobRunner(store, data_dir, settings, plugins, max_concurrent=max_concurrent,
+                       allow_local_files=allow_local_files)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

@@ -20,6 +20,7 @@ from typing import IO, Any, Literal, Optional
 
 from pydantic import BaseModel, Field
 
+from ..secrets import redact, scrub
 from ..types import Outcome, utc_now
 
 JobStatus = Literal["queued", "running", "finished", "failed", "cancelled"]
@@ -142,7 +143,9 @@ class JobStore:
 
     def end(self, job_id: str, status: str, *, outcome: Optional[Outcome] = None, steps: Optional[int] = None,
             error: Optional[str] = None) -> None:
+        """Only scrubbed text reaches the file: a failure's detail or an error may quote a secret."""
         assert status in ENDED, status
+        outcome, error = scrub(outcome), redact(error)
         self._write(
             "UPDATE jobs SET status = ?, ended_at = ?, outcome = ?, error = ?, steps = COALESCE(?, steps) "
             "WHERE id = ? AND status NOT IN ('finished', 'failed', 'cancelled')",
@@ -175,12 +178,13 @@ def lock_data_dir(folder: Path) -> IO[str]:
 
 
 def _job(row: sqlite3.Row) -> Job:
+    """The job as the API shows it, scrubbed (rows an older server wrote included)."""
     spec = json.loads(row["spec"])
-    return Job(
+    return scrub(Job(
         id=row["id"], kind=row["kind"], status=row["status"],
         task=spec.get("task", ""), start_url=spec.get("start_url", ""), policy=spec.get("policy", ""),
         max_steps=spec.get("max_steps"), allowed_domains=spec.get("allowed_domains") or [],
         created_at=row["created_at"], started_at=row["started_at"], ended_at=row["ended_at"],
         steps=row["steps"], outcome=Outcome.model_validate_json(row["outcome"]) if row["outcome"] else None,
         error=row["error"], run=row["run"],
-    )
+    ))

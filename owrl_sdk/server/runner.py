@@ -25,7 +25,7 @@ from ..domains import DomainPolicy
 from ..errors import OwrlError
 from ..plugins import Plugins
 from ..runstore import RunDir
-from ..secrets import redact
+from ..secrets import dumps, redact, scrub
 from ..types import Step, Task, Trajectory
 from .jobs import ENDED, INTERRUPTED, Job, JobStore
 
@@ -61,8 +61,8 @@ class JobEnded(Exception):
 
 
 def step_data(step: Step) -> dict[str, Any]:
-    """A step as the API shows it: the trajectory file's form, secrets redacted."""
-    return json.loads(redact(json.dumps(step.model_dump(mode="json", by_alias=True), ensure_ascii=False)) or "{}")
+    """A step as the API shows it: the trajectory file's form, secrets scrubbed."""
+    return scrub(step.model_dump(mode="json", by_alias=True))
 
 
 class LiveJob:
@@ -89,7 +89,8 @@ class LiveJob:
 
 
 class JobRunner:
-    def __init__(self, store: JobStore, data_dir: Path, settings: Settings, plugins: Plugins, max_concurrent: int = 1):
+    def __init__(self, store: JobStore, data_dir: Path, settings: Settings, plugins: Plugins, max_concurrent: int = 1,
+                 allow_local_files: bool = False):
         self.store = store
         self.runs_dir = Path(data_dir) / "runs"
         self.plugins = plugins
@@ -98,6 +99,9 @@ class JobRunner:
         self.allowed = list(settings.allowed_domains)
         self.settings = settings.model_copy(update={"allowed_domains": [], "runs_dir": str(self.runs_dir)})
         self.max_concurrent = max_concurrent
+        #: Off by default: every job's navigations refuse file:, view-source:, chrome: and the
+        #: like (a flow could otherwise goto_url file:///etc/passwd and read it in its steps).
+        self.allow_local_files = allow_local_files
         self.stopping = False
         self._slots: Optional[asyncio.Semaphore] = None
         self._tasks: dict[str, asyncio.Task] = {}
@@ -267,7 +271,8 @@ class JobRunner:
                 await self._host.start()
             else:
                 await self._host.ensure_running()
-        return await self._host.new_env(run_dir=run.path if run is not None else None, trace=trace)
+        return await self._host.new_env(run_dir=run.path if run is not None else None, trace=trace,
+                                        deny_local=not self.allow_local_files)
 
     # ------------------------------------------------------------------ reading
 
@@ -277,9 +282,19 @@ class JobRunner:
     def trajectory_bytes(self, job: Job) -> Optional[bytes]:
         folder = self.run_dir(job)
         try:
-            return (folder / "trajectory.json").read_bytes() if folder else None
+            data = (folder / "trajectory.json").read_bytes() if folder else None
         except FileNotFoundError:
             return None
+        if not data:
+            return data
+        # the run store writes it scrubbed; a file written before a secret was known is scrubbed here
+        text = data.decode("utf-8", "replace")
+        if redact(text) == text:
+            return data
+        try:
+            return dumps(json.loads(text), indent=2, ensure_ascii=False).encode("utf-8")
+        except ValueError:
+            return (redact(text) or "").encode("utf-8")
 
     def screenshot(self, job: Job, index: int) -> Optional[bytes]:
         folder = self.run_dir(job)
@@ -298,7 +313,7 @@ class JobRunner:
         if not data:
             return []
         try:
-            return list(json.loads(data).get("steps") or [])
+            return scrub(list(json.loads(data).get("steps") or []))
         except (ValueError, AttributeError):
             return []
 
@@ -333,7 +348,8 @@ class JobRunner:
 
 
 def _line(data: dict[str, Any]) -> str:
-    return json.dumps(data, ensure_ascii=False) + "\n"
+    """One NDJSON line of a stream: every event (steps, the ended job) is scrubbed here."""
+    return json.dumps(scrub(data), ensure_ascii=False) + "\n"
 
 
 def _one_line(err: BaseException) -> str:

@@ -1,0 +1,384 @@
+"""Secrets against the ways a value escapes redaction: failure details, the live view's title,
+transformed copies (prefixes, JSON escapes, URL encoding) and Playwright traces.
+
+Every test types a ``{{secret:NAME}}`` placeholder into a page served on 127.0.0.1 and then
+looks for any form of the value (whole or a prefix of MIN_PREFIX characters; raw, JSON-escaped,
+percent-encoded, HTML-escaped) wherever owrl writes or prints: run folders, ``owrl run``'s
+output, ``owrl serve``'s API and job store.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import sys
+import zipfile
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import quote, quote_plus
+
+import pytest
+from owrl_cli import owrl
+from security_support import attack
+
+from owrl_sdk import Agent, secrets
+from owrl_sdk.config import Settings
+from owrl_sdk.documents import Flow
+from owrl_sdk.types import Observation, Tab, Task
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "serve"))
+from serve_support import Served  # noqa: E402
+
+#: The shortest prefix of a secret that is redacted (owrl_sdk.secrets.MIN_PREFIX, documented).
+MIN_PREFIX = 6
+#: 12 characters: a space, a quote, a backslash and an ampersand.
+SECRET = 'Kq7 "z\\&w9Lp'
+#: Over 40 characters, so that feedback cuts it; double spaces, which text output may collapse.
+LONG = 'Vx3 p"ass\\phrase &  more words  that keep going on 42'
+#: Plain text with a space: the failure detail holds it as it is.
+PLAIN = "Tangerine 4417 Osprey"
+
+PAGES = {
+    "/": """<html><head><title>Form</title></head><body>
+<label>Long <input id="long"></label>
+<label>Short <input id="short" maxlength="8"></label>
+<label>Title <input id="t"></label>
+<button onclick="document.title = document.getElementById('t').value">Set title</button>
+<form action="/echo" method="get"><label>Query <input id="q" name="q"></label><button type="submit">Send</button></form>
+</body></html>""",
+    "/echo": """<html><head><title>Echo</title></head><body><h1>Echo</h1><p id="out"></p>
+<script>document.getElementById('out').textContent = 'You sent: ' + new URLSearchParams(location.search).get('q')</script>
+</body></html>""",
+}
+
+
+# ---------------------------------------------------------------------------- leak finder
+
+
+def forms(value: str) -> set[str]:
+    """The forms in which ``value`` (or its first MIN_PREFIX characters) could have leaked."""
+    out: set[str] = set()
+    for s in (value, value[:MIN_PREFIX]):
+        once = json.dumps(s)[1:-1]
+        for f in (s, once, json.dumps(once)[1:-1], json.dumps(s, ensure_ascii=True)[1:-1],
+                  quote(s, safe=""), quote(s), quote_plus(s), quote_plus(s, safe=""),
+                  html.escape(s), html.escape(s, quote=False), " ".join(s.split())):
+            out.add(f)
+            out.add(re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), f))
+    return out
+
+
+def leaks(text: str, *values: str) -> list[str]:
+    return sorted({f for v in values for f in forms(v) if f in text})
+
+
+def leaks_in_bytes(data: bytes, *values: str) -> list[str]:
+    return sorted({f for v in values for f in forms(v) if f.encode("utf-8") in data})
+
+
+def files_leaking(folder: Path, *values: str) -> dict[str, list[str]]:
+    found = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            hits = leaks_in_bytes(path.read_bytes(), *values)
+            if hits:
+                found[str(path.relative_to(folder))] = hits
+    return found
+
+
+@contextmanager
+def tried(failures: list[str], what: str, defence: str):
+    """``attack(...)`` whose failed check is collected rather than raised, so that one test tries
+    every exit and the table shows each one that let the secret through; the test then fails."""
+    try:
+        with attack("secrets", what, defence):
+            yield
+    except AssertionError as err:
+        failures.append(f"{what}: {str(err)[:800]}")
+
+
+def _flow(url: str, *turns: list[dict]) -> dict:
+    return {"schema": "owrl.flow/1", "task": "secret attack", "start_url": url,
+            "turns": [{"calls": calls} for calls in turns]}
+
+
+def write(selector: str, name: str, **extra) -> dict:
+    return {"name": "write", "arguments": {"selector": selector, "message": "{{secret:%s}}" % name}, **extra}
+
+
+def click(name: str) -> dict:
+    return {"name": "click", "arguments": {"selector": f'role=button[name="{name}"]'}}
+
+
+DONE = [{"name": "done", "arguments": {"response": "done"}}]
+
+
+def value_equals_flow(url: str) -> dict:
+    """A value_equals that fails after the secret was typed: its detail quotes the field's value."""
+    return _flow(url, [write("#long", "ATTACK_PLAIN",
+                             expect={"value_equals": {"selector": "#long", "value": "something else"}})], DONE)
+
+
+def url_contains_flow(url: str) -> dict:
+    """A GET form carries the secret into the URL; the next step's url_contains fails and quotes it."""
+    return _flow(url, [write("#q", "ATTACK"), click("Send")],
+                 [{"name": "scroll", "arguments": {"direction": "down"}, "expect": {"url_contains": "/nowhere"}}],
+                 DONE)
+
+
+SECRET_ENV = {"OWRL_SECRET_ATTACK": SECRET, "OWRL_SECRET_ATTACK_LONG": LONG, "OWRL_SECRET_ATTACK_PLAIN": PLAIN}
+
+
+@pytest.fixture
+def secret_env(monkeypatch):
+    for key, value in SECRET_ENV.items():
+        monkeypatch.setenv(key, value)
+
+
+# ---------------------------------------------------------------------------- the redaction itself
+
+
+def test_redact_catches_prefixes_escapes_and_encodings(secret_env):
+    from owrl_sdk.secrets import redact
+
+    cases = {
+        "a maxlength field holding the first 8 characters": SECRET[:8],
+        f"a prefix of exactly {MIN_PREFIX} characters": SECRET[:MIN_PREFIX],
+        "feedback cut at 40 characters": LONG[:39] + "…",
+        "the JSON-escaped form": json.dumps(SECRET)[1:-1],
+        "the JSON-escaped form of a JSON-escaped form": json.dumps(json.dumps(SECRET)[1:-1])[1:-1],
+        "\\u escapes": json.dumps(SECRET, ensure_ascii=True)[1:-1],
+        "form encoding (+ for spaces)": quote_plus(SECRET),
+        "percent-encoding in lower case": re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), quote(SECRET, safe="")),
+        "HTML entities": html.escape(SECRET),
+        "whitespace collapsed": " ".join(LONG.split()),
+    }
+    failures: list[str] = []
+    for what, form in cases.items():
+        with tried(failures, f"{what} of a secret", "redact() matches prefixes and escaped/encoded forms"):
+            out = redact(f"seen: <{form}> end")
+            assert out.startswith("seen: <{{secret:ATTACK") and out.endswith("> end"), (what, out)
+            assert not leaks(out, SECRET, LONG), (what, out)
+    assert not failures, "\n".join(failures)
+    # ordinary text is left alone: prefixes shorter than MIN_PREFIX are not secrets
+    assert redact(f"x {SECRET[:MIN_PREFIX - 1]} y") == f"x {SECRET[:MIN_PREFIX - 1]} y"
+    assert redact("Tange juice, Osprey 4417") == "Tange juice, Osprey 4417"  # not prefixes of MIN_PREFIX+
+    # the documented cost: text that begins like a secret for MIN_PREFIX+ characters is redacted
+    assert redact("Tangerine juice") == "{{secret:ATTACK_PLAIN}}juice"
+    assert secrets.MIN_PREFIX == MIN_PREFIX
+
+
+def test_scrub_walks_models_and_data_and_keeps_bytes(secret_env):
+    obs = Observation(url="http://127.0.0.1/echo?q=" + quote_plus(SECRET), title=SECRET,
+                      tabs=[Tab(index=0, url="http://h/?q=" + quote(SECRET), title=json.dumps(SECRET), active=True)],
+                      aria=f'textbox "Short": {SECRET[:8]}', extras={"dialog": {"message": LONG}},
+                      screenshot=b"\xff\xd8\xffjpeg")
+    with attack("secrets", "a secret in tabs[].title/url and extras of an observation",
+                "secrets.scrub() redacts every string of a model, nested ones included"):
+        clean = secrets.scrub(obs)
+        assert clean.screenshot == b"\xff\xd8\xffjpeg"  # not a string: kept as it is
+        assert not leaks(clean.model_dump_json(), SECRET, LONG), clean
+        data = secrets.scrub({"a": [obs.url, {"k": (obs.title, 3, None)}], obs.title: True})
+        assert not leaks(json.dumps(data, ensure_ascii=False), SECRET), data
+        assert data["a"][1]["k"][1:] == (3, None)
+
+
+# ---------------------------------------------------------------------------- failure details (CLI)
+
+
+@pytest.mark.parametrize("which", ["value_equals", "url_contains"])
+@pytest.mark.parametrize("mode", ["live", "json"])
+def test_failure_details_are_redacted_in_the_cli_and_the_run_folder(which, mode, owrl_page_server, tmp_path):
+    url = owrl_page_server(PAGES)
+    flow = (value_equals_flow if which == "value_equals" else url_contains_flow)(url)
+    secret = PLAIN if which == "value_equals" else SECRET
+    (tmp_path / "f.json").write_text(json.dumps(flow))
+    args = ["run", "--flow", "f.json", "--allow-domain", "127.0.0.1", "--out", "runs"] + (["--json"] if mode == "json" else [])
+    done = owrl(*args, cwd=tmp_path, env={**SECRET_ENV, "COLUMNS": "200"})
+    assert done.returncode == 1, done.stdout + done.stderr  # the expectation failed: the flow stopped
+    run_dir = next((tmp_path / "runs").iterdir())
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["failure"]["code"], result
+    failures: list[str] = []
+    with tried(failures, f"failed {which} after typing a secret: result.json and trajectory.json",
+               "every string written is redacted at one choke point (secrets.scrub)"):
+        assert not leaks((run_dir / "result.json").read_text(), secret), result
+        assert "{{secret:" in result["failure"]["detail"], result
+        assert not leaks((run_dir / "trajectory.json").read_text(), secret)
+        assert not files_leaking(run_dir, secret)
+    if mode == "json":
+        with tried(failures, f"failed {which} after typing a secret: owrl run --json",
+                   "the JSON result is scrubbed before it is printed"):
+            out = json.loads(done.stdout)
+            assert "{{secret:" in out["outcome"]["failure"]["detail"], out
+            assert not leaks(done.stdout + done.stderr, secret)
+    else:
+        with tried(failures, f"failed {which} after typing a secret: the live view and closing line",
+                   "each step and the outcome are scrubbed before they are printed"):
+            assert "expect ✗" in done.stdout and "{{secret:" in done.stdout.split("expect ✗")[1], done.stdout
+            assert not leaks(done.stdout + done.stderr, secret), done.stdout
+        if which == "url_contains":
+            with tried(failures, "the live view's step title shows a URL holding the secret",
+                       "the step panel's title is scrubbed"):
+                titles = [line for line in done.stdout.splitlines() if "step 2/" in line]
+                assert titles and "/echo?q={{secret:ATTACK}}" in titles[0], done.stdout
+                assert not leaks(titles[0], SECRET)
+    assert not failures, "\n".join(failures)
+
+
+# ---------------------------------------------------------------------------- failure details (serve)
+
+
+def test_failure_details_are_redacted_in_the_server_records(owrl_page_server, tmp_path):
+    url = owrl_page_server(PAGES)
+    failures: list[str] = []
+    server = Served(tmp_path / "data", (), env=dict(SECRET_ENV)).start()
+    try:
+        ids = {}
+        for which, make in (("value_equals", value_equals_flow), ("url_contains", url_contains_flow)):
+            ids[which] = server.submit_flow(make(url), allowed_domains="127.0.0.1")["id"]
+        jobs = {which: server.wait(job_id, timeout=90) for which, job_id in ids.items()}
+        for which, job in jobs.items():
+            assert job["status"] == "finished" and job["outcome"]["status"] == "fail", job
+            assert job["outcome"]["failure"]["detail"], job
+        with tried(failures, "failed expectation details in owrl serve's job record and job list",
+                   "the job store scrubs the outcome and error it stores and reads"):
+            for which, job_id in ids.items():
+                record = server.request("GET", f"/v1/jobs/{job_id}")
+                assert "{{secret:" in record.json()["outcome"]["failure"]["detail"], record.body
+                assert not leaks_in_bytes(record.body, SECRET, PLAIN), record.body
+            listed = server.request("GET", "/v1/jobs")
+            assert listed.status == 200 and not leaks_in_bytes(listed.body, SECRET, PLAIN), listed.body
+        with tried(failures, "failed expectation details in owrl serve's NDJSON end event and steps",
+                   "stream lines are scrubbed before they are sent"):
+            for which, job_id in ids.items():
+                stream = server.request("GET", f"/v1/jobs/{job_id}/steps/stream")
+                lines = [json.loads(line) for line in stream.body.splitlines()]
+                assert lines[-1]["event"] == "end" and "{{secret:" in lines[-1]["job"]["outcome"]["failure"]["detail"]
+                assert not leaks_in_bytes(stream.body, SECRET, PLAIN), stream.body
+                steps = server.request("GET", f"/v1/jobs/{job_id}/steps")
+                assert not leaks_in_bytes(steps.body, SECRET, PLAIN)
+                traj = server.request("GET", f"/v1/jobs/{job_id}/trajectory")
+                assert not leaks_in_bytes(traj.body, SECRET, PLAIN)
+    finally:
+        server.stop()
+    with tried(failures, "failed expectation details in owrl serve's SQLite file",
+               "the job store writes only scrubbed outcomes and errors"):
+        stored = [p for p in (tmp_path / "data").glob("jobs.sqlite3*")]
+        assert stored
+        for path in stored:
+            assert not leaks_in_bytes(path.read_bytes(), SECRET, PLAIN), path
+        assert not files_leaking(tmp_path / "data", SECRET, PLAIN)
+    assert not failures, "\n".join(failures)
+
+
+# ---------------------------------------------------------------------------- transformed copies
+
+
+async def test_transformed_copies_of_a_secret_are_redacted(secret_env, owrl_page_server, tmp_path):
+    url = owrl_page_server(PAGES)
+    flow = Flow.model_validate(_flow(
+        url,
+        [write("#short", "ATTACK")],                  # maxlength=8: the field keeps a prefix
+        [write("#long", "ATTACK_LONG")],              # feedback cuts the echoed value at 40 characters
+        [write("#t", "ATTACK"), click("Set title")],  # the tab's title becomes the secret
+        [write("#q", "ATTACK"), click("Send")],       # the GET form percent-encodes it into the URL
+        DONE,
+    ))
+    s = Settings(runs_dir=str(tmp_path / "runs"))
+    async with Agent(policy="scripted", flow=flow, settings=s) as agent:
+        traj = await agent.run(Task(intent="attack", start_url=url, allowed_domains=["127.0.0.1"]))
+    assert traj.outcome.status == "success", traj.outcome
+    steps = traj.steps
+    run_dir = Path(traj.metadata["run_dir"])
+    text = (run_dir / "trajectory.json").read_text()
+    failures: list[str] = []
+
+    with tried(failures, "a maxlength field holding the first 8 of 12 characters",
+               f"prefixes of {MIN_PREFIX}+ characters are redacted"):
+        assert "{{secret:ATTACK}}" in steps[1].observation.aria, steps[1].observation.aria
+        assert not leaks(steps[1].observation.aria, SECRET)
+    with tried(failures, "feedback that cuts a long echoed secret at 40 characters",
+               "the cut prefix is redacted like the whole value"):
+        feedback = steps[1].calls[0].result.feedback
+        assert "{{secret:ATTACK_LONG}}" in feedback, feedback
+        assert not leaks(feedback, LONG)
+    with tried(failures, "a secret with a quote and a backslash in tabs[].title",
+               "every observation field is scrubbed; JSON-escaped forms are redacted"):
+        obs = steps[3].observation
+        assert obs.tabs[0].title == "{{secret:ATTACK}}", obs.tabs
+        assert not leaks(obs.model_dump_json(), SECRET)
+    with tried(failures, "a GET form percent-encoding a secret into the URL",
+               "URL-encoded forms (%XX and + for spaces) are redacted in urls, tabs and feedback"):
+        obs = steps[4].observation
+        assert obs.url.endswith("/echo?q={{secret:ATTACK}}"), obs.url
+        assert not leaks(obs.model_dump_json(), SECRET)
+        assert not leaks(steps[3].calls[1].result.feedback, SECRET), steps[3].calls[1].result.feedback
+    with tried(failures, "any transformed copy in the run folder",
+               "trajectory.json, result.json and report are written scrubbed"):
+        for st in steps:
+            assert not leaks(st.model_dump_json(), SECRET, LONG), st.index
+        assert not leaks(text, SECRET, LONG)
+        assert not files_leaking(run_dir, SECRET, LONG)
+    assert not failures, "\n".join(failures)
+
+
+# ---------------------------------------------------------------------------- traces
+
+
+def trace_flow(url: str) -> dict:
+    return _flow(url, [write("#long", "ATTACK")], DONE)
+
+
+def test_trace_with_secrets_is_refused_unless_asked_for(owrl_page_server, tmp_path):
+    url = owrl_page_server(PAGES)
+    (tmp_path / "f.json").write_text(json.dumps(trace_flow(url)))
+    failures: list[str] = []
+    common = ["run", "--flow", "f.json", "--allow-domain", "127.0.0.1", "--out", "runs"]
+    with tried(failures, "owrl run --trace with a flow that types a secret",
+               "refused (exit 2) unless --trace-with-secrets is given"):
+        refused = owrl(*common, "--trace", cwd=tmp_path, env=SECRET_ENV)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert "--trace-with-secrets" in refused.stderr, refused.stderr
+        assert not list(tmp_path.glob("runs/*/trace*.zip"))
+    with tried(failures, "owrl run --trace-with-secrets keeps a trace that holds the secret",
+               "the trajectory carries a warning that the trace holds secrets in clear"):
+        kept = owrl(*common, "--trace-with-secrets", cwd=tmp_path, env=SECRET_ENV)
+        assert kept.returncode == 0, kept.stdout + kept.stderr
+        run_dir = next((tmp_path / "runs").iterdir())
+        assert (run_dir / "trace.zip").exists()
+        warnings = json.loads((run_dir / "trajectory.json").read_text())["warnings"]
+        assert any("trace" in w and "secret" in w for w in warnings), warnings
+        assert "trace" in kept.stdout and "secret" in kept.stdout  # the closing lines show the warning
+    assert not failures, "\n".join(failures)
+
+
+async def test_a_trace_recorded_through_the_api_is_not_kept_when_a_secret_was_typed(secret_env, owrl_page_server, tmp_path):
+    url = owrl_page_server(PAGES)
+    flow = Flow.model_validate(trace_flow(url))
+    s = Settings(runs_dir=str(tmp_path / "runs"))
+    with attack("secrets", "Agent.run(trace=True) with a flow that types a secret",
+                "the run folder deletes the trace at the end of the episode and says so"):
+        async with Agent(policy="scripted", flow=flow, settings=s) as agent:
+            traj = await agent.run(Task(intent="trace", start_url=url, allowed_domains=["127.0.0.1"]), trace=True)
+        assert traj.outcome.status == "success", traj.outcome
+        run_dir = Path(traj.metadata["run_dir"])
+        assert not list(run_dir.glob("trace*.zip")), list(run_dir.iterdir())
+        warnings = json.loads((run_dir / "trajectory.json").read_text())["warnings"]
+        assert any("trace" in w and "deleted" in w for w in warnings), warnings
+        assert not files_leaking(run_dir, SECRET)
+
+
+async def test_a_trace_without_secrets_is_kept(owrl_page_server, tmp_path, monkeypatch):
+    for key in SECRET_ENV:
+        monkeypatch.delenv(key, raising=False)
+    url = owrl_page_server(PAGES)
+    flow = Flow.model_validate(_flow(url, [click("Set title")], DONE))
+    s = Settings(runs_dir=str(tmp_path / "runs"))
+    async with Agent(policy="scripted", flow=flow, settings=s) as agent:
+        traj = await agent.run(Task(intent="trace", start_url=url, allowed_domains=["127.0.0.1"]), trace=True)
+    run_dir = Path(traj.metadata["run_dir"])
+    assert (run_dir / "trace.zip").exists()
+    with zipfile.ZipFile(run_dir / "trace.zip") as z:
+        assert z.namelist()
