@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from .types import PolicyInfo, Turn
 
@@ -20,8 +20,9 @@ class Policy:
         self.settings = settings
         self.options = options
 
-    #: Lines for the trajectory's warnings (e.g. an interface that is only approximate).
-    warnings: list[str] = []
+    #: Lines for the trajectory's warnings (e.g. an interface that is only approximate); a
+    #: policy that has some sets its own list.
+    warnings: Sequence[str] = ()
 
     def info(self) -> PolicyInfo:
         return PolicyInfo(name=self.name, model=self.settings.model)

@@ -28,8 +28,8 @@ from typing import Any, Optional, Sequence
 from owrl_sdk.memory import Context
 from owrl_sdk.types import CallRecord, Observation, Step, ToolCall
 
-from .parser import THINK_CLOSE, THINK_OPEN, parse_turn
-from .prompt import Prompt, build_prompt
+from .parser import THINK_CLOSE, THINK_OPEN, parse_turn, render_turn
+from .prompt import Prompt, build_prompt, tools_block
 
 PROFILES = ("openwebrl", "owrl")
 
@@ -357,8 +357,6 @@ class OpenWebRLProfile:
     def render(self, context: Context, tools_in_system: bool = True) -> Prompt:
         system = self.system_prompt if self.system_prompt is not None else OPENWEBRL_SYSTEM
         if tools_in_system:
-            from .prompt import tools_block
-
             system += "\n\n# Tools\n" + tools_block(self.tools)
         observations = [s.observation for s in context.history] + [context.observation]
         keep = min(self.screenshots, len(context.screenshots))
@@ -369,7 +367,7 @@ class OpenWebRLProfile:
         first = [_text(f"<user_request>\n{context.task.intent}\n</user_request>\n\n")]
         messages.append({"role": "user", "content": _merge(first + observation_parts(observations[0], self.screen, images[0]))})
         for i, step in enumerate(context.history):
-            said = step.turn.raw if step.turn.raw is not None else _render_calls(step)
+            said = step.turn.raw if step.turn.raw is not None else render_turn(step.turn.thought, step.turn.calls)
             messages.append({"role": "assistant", "content": [_text(restore_think(said))]})
             lines = self.feedback(step)
             head = _text("<tool_response>\n" + "\n".join(lines) + "\n\n")
@@ -388,12 +386,6 @@ class OpenWebRLProfile:
 
     def to_builtin(self, calls: list[ToolCall]) -> list[ToolCall]:
         return [to_builtin(c, self.screen) for c in calls]
-
-
-def _render_calls(step: Step) -> str:
-    from .parser import render_turn
-
-    return render_turn(step.turn.thought, step.turn.calls)
 
 
 def load_tool_list(path: Path) -> list[dict[str, Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from builtin_tools import TOOLS
 from owrl_openwebrl.profiles import to_builtin
 from owrl_sdk.memory import Context
-from owrl_sdk.types import CallRecord, Observation, Step, Tab, Task, ToolCall, ToolResult, Turn
+from owrl_sdk.types import CallRecord, Observation, Step, Tab, Task, ToolCall, ToolResult
 
 URL = "http://127.0.0.1:1/"
 SCREEN = (1280, 1000)

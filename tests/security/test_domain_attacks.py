@@ -122,7 +122,7 @@ def sites():
     def pages(me: Counting) -> dict[str, Any]:
         here = f"http://127.0.0.1:{me.port}"
         return {
-            "/": f"""<title>Start</title><h1>Start</h1>
+            "/": """<title>Start</title><h1>Start</h1>
 <a href="/jump">Redirect</a> <a href="/chain">Chain</a>""",
             "/jump": (302, f"{away}/landing"),
             "/chain": (302, f"{here}/jump"),
@@ -365,19 +365,10 @@ def _serve_job(server: Any, site: str, calls: list[dict[str, Any]]) -> tuple[dic
 
 @pytest.fixture
 def serve(tmp_path):
-    from serve.serve_support import Served
+    """``owrl serve`` processes, as tests/serve starts them."""
+    from serve.serve_support import servers
 
-    started: list[Any] = []
-
-    def start(env: Optional[dict[str, str]] = None) -> Any:
-        server = Served(tmp_path / f"data{len(started)}", (), dict(env or {}))
-        started.append(server.start())
-        return server
-
-    yield start
-    for server in started:
-        if server.proc is not None and server.proc.poll() is None:
-            server.stop()
+    yield from servers(tmp_path)
 
 
 def test_a_serve_job_cannot_read_local_files(sites, serve, tmp_path):

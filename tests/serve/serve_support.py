@@ -162,3 +162,19 @@ def done(answer: str) -> list[dict[str, Any]]:
 
 def wait_calls(seconds: float = 30) -> list[dict[str, Any]]:
     return [{"name": "wait", "arguments": {"seconds": seconds}}]
+
+
+def servers(tmp_path: Path) -> Iterator[Any]:
+    """The body of a ``serve`` fixture: it yields ``start(*args, data_dir=None, env=None,
+    token=TOKEN)``, which starts a server; any left running is killed afterwards."""
+    started: list[Served] = []
+
+    def start(*args: str, data_dir: Optional[Path] = None, env: Optional[dict] = None, token: Any = TOKEN) -> Served:
+        server = Served(data_dir or tmp_path / "data", tuple(args), dict(env or {}), token)
+        started.append(server.start())
+        return server
+
+    yield start
+    for server in started:
+        if server.proc is not None and server.proc.poll() is None:
+            server.kill()
