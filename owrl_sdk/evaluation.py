@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from . import secrets
 from .blocklist import Blocklist, host_of
 from .components import TaskSuite
 from .config import Settings
@@ -172,7 +173,9 @@ class Evaluation:
         return summary
 
     def add_record(self, record: EpisodeRecord) -> None:
-        """Append one finished episode to ``episodes.jsonl`` and report it."""
+        """Append one finished episode to ``episodes.jsonl`` and report it (its answer and
+        failure scrubbed of secrets, like everything owrl writes)."""
+        record = EpisodeRecord(**secrets.scrub(record.__dict__))
         with self.episodes_file.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(record.__dict__) + "\n")
         if self.on_record:

@@ -382,3 +382,24 @@ async def test_a_trace_without_secrets_is_kept(owrl_page_server, tmp_path, monke
     assert (run_dir / "trace.zip").exists()
     with zipfile.ZipFile(run_dir / "trace.zip") as z:
         assert z.namelist()
+
+
+def test_an_evaluation_record_is_scrubbed(tmp_path, monkeypatch):
+    """An episode's answer and failure detail reach episodes.jsonl and the progress line scrubbed."""
+    from owrl_sdk.evaluation import EpisodeRecord, EvalPlan, Evaluation, TaskFileSuite
+    from owrl_sdk.plugins import Plugins
+
+    value = "Tangerine-Owl-4471"
+    monkeypatch.setenv("OWRL_SECRET_EVAL_CODE", value)
+    settings = Settings()
+    plan = EvalPlan(suite=TaskFileSuite(settings, []), tasks=[], out=tmp_path)
+    seen = []
+    evaluation = Evaluation(plan, settings, Plugins(), on_record=seen.append)
+    with attack("secrets", "an evaluation episode whose answer and failure quote a secret",
+                "episodes.jsonl and the progress callback get the scrubbed record"):
+        evaluation.add_record(EpisodeRecord(key="t#0", task_id="t", episode=0, status="fail", success=False,
+                                            score=0.0, steps=1, seconds=1.0, failure=f"value was {value[:9]}",
+                                            answer=f"the code is {value}", run_dir=None))
+        written = (tmp_path / "episodes.jsonl").read_text(encoding="utf-8")
+        assert value[:6] not in written and "{{secret:EVAL_CODE}}" in written
+        assert seen[0].answer == "the code is {{secret:EVAL_CODE}}"
