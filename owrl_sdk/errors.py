@@ -32,6 +32,12 @@ class PluginError(UsageError):
         self.plugin = plugin
 
 
+class ModelUnavailable(UsageError):
+    """A model's weights cannot be had here (not on this machine, no way to download them).
+
+    Model plugins raise a subclass; commands catch this one to say what works for them."""
+
+
 class DocumentError(UsageError):
     """A trajectory, flow or task file that does not parse; the message names the field."""
 

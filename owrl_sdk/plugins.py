@@ -44,6 +44,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "builtin_tools",
     "builtin_judges",
     "owrl_sdk.failures",
+    "owrl_sdk.flowplayer",
 )
 
 

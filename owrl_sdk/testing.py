@@ -3,8 +3,9 @@
 - ``owrl_plugins``: a fresh :class:`owrl_sdk.plugins.Plugins` (defaults and installed plugins);
 - ``owrl_register_plugin(obj, name=None)``: register a plugin for the duration of a test;
 - ``owrl_page_server(pages)``: serve ``{"/path": "<html>..."}`` on 127.0.0.1, returns the base URL;
-- ``owrl_run_flow(flow_or_turns, url, **settings)``: run a scripted episode in a real
-  Chromium with the plugins above and return the trajectory (no event loop needed).
+- ``owrl_run_flow(flow_or_turns, url, **settings)``: play a flow with the core's flow player
+  (:mod:`owrl_sdk.flowplayer`) in a real Chromium with the plugins above and return the
+  trajectory (no event loop needed; no entry-point plugin is required).
 
 Example, in a site adapter's tests::
 
@@ -82,6 +83,7 @@ def owrl_run_flow(owrl_plugins, tmp_path) -> Callable[..., Any]:
     from .agent import Agent
     from .config import Settings
     from .documents import Flow
+    from .flowplayer import FLOW_POLICY, flow_memory
 
     def run(flow: Union[Flow, list[dict[str, Any]], dict[str, Any]], url: str, **settings: Any) -> Any:
         if isinstance(flow, list):
@@ -91,7 +93,8 @@ def owrl_run_flow(owrl_plugins, tmp_path) -> Callable[..., Any]:
         s = Settings(runs_dir=str(tmp_path / "runs"), **settings)
 
         async def go() -> Any:
-            async with Agent(policy="scripted", flow=flow, settings=s, plugins=owrl_plugins) as agent:
+            memory = flow_memory(owrl_plugins.catalogue, s)  # plays with the core alone too
+            async with Agent(policy=FLOW_POLICY, flow=flow, settings=s, plugins=owrl_plugins, memory=memory) as agent:
                 return await agent.run(flow.task or "test", url)
 
         return asyncio.run(go())

@@ -193,14 +193,15 @@ async def choose_selector(page: Any, element: Element) -> None:
         await handle.dispose()
 
 
-def _check_url(given: str, url: str, settings: Any) -> None:
-    """A one-line UsageError for an address that cannot be opened, before a browser starts."""
+def _check_url(given: str, url: str, settings: Any, plugin_url: bool = False) -> None:
+    """A one-line UsageError for an address that cannot be opened, before a browser starts.
+    ``plugin_url``: ``given`` is in a plugin's own scheme (``url`` is what its hook made of it)."""
     from urllib.parse import urlsplit
 
     from owrl_sdk.domains import DomainPolicy
     from owrl_sdk.errors import UsageError
 
-    if "://" not in given and not given.startswith(("about:", "data:", "demo:")):
+    if "://" not in given and not plugin_url and not given.startswith(("about:", "data:")):
         if given.startswith(("/", "./", "../", "~")) or given.lower().endswith((".html", ".htm")):
             if not Path(given).expanduser().exists():
                 raise UsageError(f"{given}: no such file")
@@ -286,7 +287,7 @@ def inspect_command(url: str, snapshot: bool, allow_domains: tuple[str, ...], wa
     URL is written as for `owrl run --url`: https://..., a bare host, a local file or demo:shop/PATH.
     Each selector was checked to find exactly its element on the page, ready for a flow call's
     "selector" argument."""
-    from owrl_sdk.commands.run import resolve_url
+    from owrl_sdk.commands.run import plugin_scheme, resolve_url
     from owrl_sdk.config import load_settings
     from owrl_sdk.plugins import Plugins
 
@@ -294,8 +295,9 @@ def inspect_command(url: str, snapshot: bool, allow_domains: tuple[str, ...], wa
     settings = load_settings({"headless": False if headed else None, "allowed_domains": list(allow_domains) or None})
     if url.startswith("~"):
         url = str(Path(url).expanduser())
-    resolved = plugins.resolve_url(resolve_url(url))
-    _check_url(url, resolved, settings)
+    plugin_url = plugin_scheme(url, plugins)  # a plugin's own scheme, resolved by its hook
+    resolved = plugins.resolve_url(url if plugin_url else resolve_url(url, plugins=plugins))
+    _check_url(url, resolved, settings, plugin_url=plugin_url)
     observation, elements = asyncio.run(inspect_page(resolved, settings, plugins, wait))
     if as_json:
         click.echo(json.dumps([e.to_json() for e in elements], indent=2, ensure_ascii=False))

@@ -53,13 +53,11 @@ def judge_command(path: str, judge_name: str, model: Optional[str], profile: Opt
 
 async def _judge(judge, judge_name: str, traj):
     """The judgement; a model judge whose weights cannot be had says what works for ``owrl judge``."""
-    try:
-        from owrl_openwebrl.backend import WeightsUnavailable
-    except ImportError:  # the openwebrl plugin is not installed: no model judge of its kind either
-        return await judge.judge(traj)
+    from owrl_sdk.errors import ModelUnavailable
+
     try:
         return await judge.judge(traj)
-    except WeightsUnavailable:
+    except ModelUnavailable:
         # The backend's own remedy names `owrl run`'s options (--policy openai), which this command lacks.
         raise UsageError(_no_weights(judge, judge_name)) from None
 

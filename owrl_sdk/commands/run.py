@@ -97,6 +97,8 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
     from owrl_sdk.config import load_settings
     from owrl_sdk.documents import Flow, load_flow, load_trajectory
     from owrl_sdk.errors import UsageError
+    from owrl_sdk.flowplayer import FLOW_POLICY, HealingPolicy, flow_memory
+    from owrl_sdk.plugins import Plugins
 
     given_url = bool(url)
     if flow_file and replay:
@@ -113,22 +115,22 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
     plugins: Any = None
     if flow is not None:
         from owrl_sdk.documents import check_flow_tools
-        from owrl_sdk.plugins import Plugins
 
-        # every call against the tool catalogue now: a typo in turn 9 should not cost a browser and 8 turns
         plugins = Plugins()
+        # every call against the tool catalogue now: a typo in turn 9 should not cost a browser and 8 turns
         check_flow_tools(flow, plugins.catalogue.items["tools"], str(flow_file or replay))
-        if policy not in (None, "scripted"):
-            raise UsageError(f"--flow/--replay play with the scripted policy, not '{policy}'")
-        policy = "scripted"
+        if policy not in (None, FLOW_POLICY):
+            raise UsageError(f"--flow/--replay play with the {FLOW_POLICY} policy, not '{policy}'")
+        policy = FLOW_POLICY
         intent = intent or flow.task
         url = url or flow.start_url
     if not intent:
         raise UsageError("missing --task TEXT (what the agent should do)")
     if not url:
         raise UsageError("missing --url URL (where the agent starts)")
+    plugins = plugins or Plugins()
     url = resolve_url(url, note=lambda text: click.echo(text, err=True),
-                      given_as="--url" if given_url else f"{flow_file or replay}: start_url")
+                      given_as="--url" if given_url else f"{flow_file or replay}: start_url", plugins=plugins)
 
     if trace_with_secrets:
         from owrl_sdk import secrets
@@ -145,14 +147,12 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
                               "allowed_domains": list(allow_domains) or None,
                               **remote_browser(browser_endpoint, cdp_endpoint)})
     if healer:
-        from owrl_scripted import HealingPolicy
-        from owrl_sdk.plugins import Plugins
-
-        plugins = plugins or Plugins()
         healing = HealingPolicy(settings, flow=flow, healer=plugins.catalogue.get("policies", healer)(settings))
-        agent = Agent(healing, settings=settings, plugins=plugins)
+        agent = Agent(healing, settings=settings, plugins=plugins, memory=flow_memory(plugins.catalogue, settings))
+    elif flow is not None:
+        agent = Agent(settings=settings, plugins=plugins, memory=flow_memory(plugins.catalogue, settings), flow=flow)
     else:
-        agent = Agent(settings=settings, plugins=plugins, **({"flow": flow} if flow is not None else {}))
+        agent = Agent(settings=settings, plugins=plugins)
 
     from rich.console import Console
 
@@ -232,17 +232,40 @@ def remote_browser(browser_endpoint: Optional[str], cdp_endpoint: Optional[str])
 
 
 def next_flow_version(path):
-    from owrl_scripted import next_flow_version as nxt
+    """Where a repaired flow is saved (:func:`owrl_sdk.flowplayer.next_flow_version`)."""
+    from owrl_sdk.flowplayer import next_flow_version as nxt
 
     return nxt(path)
 
 
-def resolve_url(url: str, note: Optional[Callable[[str], None]] = None, given_as: Optional[str] = None) -> str:
+#: Schemes the browser opens itself, passed on as they are.
+_BROWSER_SCHEMES = ("about", "data")
+
+
+def plugin_scheme(url: str, plugins: Any = None) -> bool:
+    """Whether ``url`` is written in a plugin's own scheme (``NAME:REST``, no ``//``), left for
+    the ``resolve_url`` hook. With ``plugins``, exactly when a ``resolve_url`` hook turns it into
+    another address; without, when it looks like one: a scheme that is not a browser, web or file
+    scheme, not followed by a port (``localhost:8000`` is a host)."""
+    import re
+
+    m = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):(?!//)(.?)", url)
+    if m is None or m.group(1).lower() in _BROWSER_SCHEMES + _HOST_SCHEMES + ("file",):
+        return False
+    if plugins is not None:
+        return plugins.resolve_url(url) != url
+    return not m.group(2).isdigit()
+
+
+def resolve_url(url: str, note: Optional[Callable[[str], None]] = None, given_as: Optional[str] = None,
+                plugins: Any = None) -> str:
     """URLs as users type them: a bare host gets https:// (said through ``note``), a path becomes a
     file:// URL. With ``given_as`` (where the address came from: "--url"), an address that cannot
-    be one raises :class:`UsageError` naming it; without, it is passed on as it is."""
-    if url.startswith(("about:", "data:", "demo:")):
-        return url  # plugin schemes (demo:shop) are resolved by the resolve_url hook
+    be one raises :class:`UsageError` naming it; without, it is passed on as it is. A plugin's
+    own scheme (see :func:`plugin_scheme`; ``plugins`` asks their ``resolve_url`` hooks) is passed
+    on as it is, for the hook to resolve when the episode starts."""
+    if url.startswith(tuple(s + ":" for s in _BROWSER_SCHEMES)) or plugin_scheme(url, plugins):
+        return url
     if "://" in url:
         return _checked_url(url, url, given_as) if given_as else url
     p = Path(url)

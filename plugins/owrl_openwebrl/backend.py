@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from owrl_sdk.errors import UsageError
+from owrl_sdk.errors import ModelUnavailable
 
 from .prompt import Prompt
 
@@ -32,7 +32,7 @@ IMAGE_PAD = "<|image_pad|>"
 CONTROL_TOKENS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>", "<|im_start|>", "<|im_end|>")
 
 
-class WeightsUnavailable(UsageError):
+class WeightsUnavailable(ModelUnavailable):
     """The model's weights cannot be had here; the message says what to do instead."""
 
 

@@ -82,7 +82,7 @@ def test_agent_api_sync(tmp_path):
 
 
 async def test_healing_hands_over_when_the_flow_breaks(tmp_path, settings):
-    from owrl_scripted import HealingPolicy, next_flow_version
+    from owrl_sdk.flowplayer import HealingPolicy, next_flow_version
     from owrl_sdk import Agent
     from owrl_sdk.policy import Policy
     from owrl_sdk.types import Turn

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 from urllib.parse import urlsplit
 
-from owrl_scripted import ScriptedPolicy
+from owrl_sdk.flowplayer import ScriptedPolicy
 from owrl_sdk.browser import BrowserHost, processes
 from owrl_sdk.config import Settings
 from owrl_sdk.documents import Flow, FlowTurn, load_trajectory
