@@ -317,7 +317,7 @@ class Write(BrowserTool):
             try:
                 args = args.model_copy(update={"message": secrets.resolve(args.message, env.secret_lookup)})
             except secrets.SecretMissing as err:
-                return ToolResult.failure(str(err))
+                return ToolResult.failure(str(err), kind="action.failed")
         page = env.page
         target = args.target
         if target is not None and target.point_2d is None:
@@ -383,7 +383,8 @@ class PressKeys(BrowserTool):
                 return ToolResult(feedback=await env.answer_dialog(True))
             if args.keys == ["Escape"]:
                 return ToolResult(feedback=await env.answer_dialog(False))
-            raise ActionError("a dialog is open: press Enter to accept it or Escape to dismiss it, or call handle_dialog")
+            raise ActionError("a dialog is open: press Enter to accept it or Escape to dismiss it, or call handle_dialog",
+                              kind="action.dialog_blocked")
         keyboard = env.page.keyboard
         for _ in range(args.presses):
             if args.is_hotkey:
@@ -427,13 +428,14 @@ class SelectOption(BrowserTool):
             handle = await env.page.evaluate_handle(_ELEMENT_AT, list(where.point))
             element = handle.as_element()
             if element is None:
-                raise ActionError(f"there is no element at {where.description}")
+                raise ActionError(f"there is no element at {where.description}", kind="action.no_element")
         else:
             element = where.locator
         options = await element.evaluate(_OPTIONS)
         if options is None:
             raise ActionError(
-                f"{where.description} is not a <select>. It may be a custom dropdown: click it, then click the option."
+                f"{where.description} is not a <select>. It may be a custom dropdown: click it, then click the option.",
+                kind="action.no_option",
             )
         wanted = args.label if args.label is not None else args.value
         try:
@@ -445,7 +447,8 @@ class SelectOption(BrowserTool):
             if "Timeout" not in str(err) and "did not find" not in str(err):
                 raise
             listed = ", ".join(f'"{short(o, 30)}"' for o in options[:12])
-            raise ActionError(f'no option "{wanted}" in {where.description}; its options are: {listed}') from None
+            raise ActionError(f'no option "{wanted}" in {where.description}; its options are: {listed}',
+                              kind="action.no_option") from None
         return ToolResult(data={"selected": chosen})
 
 
@@ -498,7 +501,7 @@ class GotoUrl(BrowserTool):
     async def run(self, env: BrowserEnv, args: GotoUrlArgs) -> ToolResult:
         refused = env.domains.refusal(args.url)
         if refused:
-            return ToolResult.failure(f"cannot open {args.url}: {refused}")
+            return ToolResult.failure(f"cannot open {args.url}: {refused}", kind="policy.blocked_domain")
         page = env.page
         previous = page.url
         try:
@@ -519,11 +522,11 @@ class GoBack(BrowserTool):
         previous = page.url
         response = await page.go_back(wait_until="load")
         if response is None and page.url == previous:
-            raise ActionError("there is no earlier page in this tab's history")
+            raise ActionError("there is no earlier page in this tab's history", kind="action.no_history")
         if page.url == "about:blank" and previous != "about:blank":
             # the blank page every tab starts on is not a page to go back to
             await page.go_forward(wait_until="load")
-            raise ActionError("there is no earlier page in this tab's history")
+            raise ActionError("there is no earlier page in this tab's history", kind="action.no_history")
         return ToolResult()
 
 

@@ -31,8 +31,9 @@ Every failure gets a :class:`~owrl_sdk.types.Failure` ``(category, code, detail)
   ends the episode with a ``page.*`` failure when it is an HTTP error, a document that
   never finished loading, a blank page, a captcha or a log-in wall the task was
   redirected to (``[plugins.failures] check_start_page = false`` turns this off);
-  ``after_tool_call`` labels every failed call with its kind in
-  ``result.data["failure"]`` (action errors stay feedback for the model, not outcomes).
+  ``after_tool_call`` labels every failed call with the kind it carries
+  (``result.error_kind``, see :func:`classify_call`) in ``result.data["failure"]`` (action
+  errors stay feedback for the model, not outcomes).
 
 A plugin (or a site adapter) may end an episode with a kind of its own by raising
 :class:`SiteFault` (or any exception whose kind its ``classify_failure`` gives).
@@ -320,6 +321,14 @@ def _classify_infra(error: InfraError, stage: str, message: str) -> Failure:
         if _RENDERER.search(message) and "browser process" not in message:
             return _failure("page", "renderer_crash", stage, message)
         return _failure("infra", "browser_crash", stage, message)
+    carried = getattr(error, "kind", None)  # BrowserEnv.reset gives the kind of a start page it could not open
+    if code == "start_page_unreachable" and isinstance(carried, str) and "." in carried:
+        category, _, name = carried.partition(".")
+        if carried == "action.invalid_url":
+            return _failure("task", "invalid_start_url", stage, message)
+        if category in SITE_CATEGORIES:
+            return _failure(category, name, stage, message)
+        return _failure("network", "timeout" if name == "timeout" else "failed", stage, message)
     if code in ("start_page_unreachable", "navigation_failed") or (code == "infra_error" and _NET_CODE.search(message)):
         net = net_failure(message)
         if net:
@@ -334,52 +343,24 @@ def _classify_infra(error: InfraError, stage: str, message: str) -> Failure:
 
 # ============================================================================ failed calls
 
-_ACTION_MESSAGES: tuple[tuple[re.Pattern, str, str], ...] = tuple(
-    (re.compile(pattern, re.I), category, code)
-    for pattern, category, code in (
-        (r"^unknown tool", "policy", "unknown_tool"),
-        (r"^bad arguments for|is not an argument|argument.*(required|missing)", "policy", "bad_arguments"),
-        (r"^cannot open .*: .*(not allowed|blocked|outside|domain)", "policy", "blocked_domain"),
-        (r"blocked by a dialog|dialog blocks the page", "action", "dialog_blocked"),
-        (r"is not in the latest page snapshot", "action", "stale_ref"),
-        (r"it matches \d+ elements", "action", "ambiguous_target"),
-        (r"the selector is not valid", "action", "invalid_selector"),
-        (r"did not finish loading within", "network", "timeout"),
-        (r"not a valid URL", "action", "invalid_url"),
-        (r"not a text field|is read-only", "action", "not_editable"),
-        (r"not a <select>|no option with", "action", "no_option"),
-        (r"tab was closed while acting", "action", "target_closed"),
-        (r"navigated away while acting", "action", "navigated_away"),
-        (r"another element covers", "action", "covered"),
-        (r"not visible", "action", "not_visible"),
-        (r"is disabled", "action", "disabled"),
-        (r"kept moving", "action", "unstable"),
-        (r"outside the page's visible area", "action", "out_of_view"),
-        (r"removed from the page while acting", "action", "detached"),
-        (r"no element matches", "action", "no_element"),
-        (r"there is no tab|no tab is open", "action", "no_tab"),
-        (r"no earlier page", "action", "no_history"),
-        (r"timed out after|Timeout \d+ms exceeded", "action", "timeout"),
-    )
-)
+#: The kind of a failed call that carries none (a plugin's tool or veto that gave no kind).
+GENERIC_CALL_KIND = "action.failed"
+
+_CATEGORIES = frozenset({"network", "page", "action", "policy", "infra", "task"})
 
 
-def classify_call_error(error: str) -> Failure:
-    """The kind of a failed call from its error text (a category ``action`` failure mostly).
+def classify_call(result: ToolResult) -> Failure:
+    """The kind of a failed call, from the kind it carries (``result.error_kind``).
 
-    A navigation that failed on the network keeps its ``network.*`` kind, an unknown tool
-    or bad arguments are ``policy.*``; the call stays feedback for the model either way.
-    """
-    text = error.strip()
-    net = net_failure(text)
-    if net == ("task", "invalid_start_url"):  # a call's address, not the task's
-        return Failure(category="action", code="invalid_url", detail=text[:300])
-    if net:
-        return Failure(category=net[0], code=net[1], detail=text[:300])  # type: ignore[arg-type]
-    for pattern, category, code in _ACTION_MESSAGES:
-        if pattern.search(text):
-            return Failure(category=category, code=code, detail=text[:300])  # type: ignore[arg-type]
-    return Failure(category="action", code="failed", detail=text[:300])
+    Whoever failed the call set it: the browser environment (:class:`ActionError`'s kind, or
+    the kind :func:`owrl_sdk.browser.errors.describe` gives a Playwright error), the loop
+    (``policy.unknown_tool``, ``policy.bad_arguments``), a tool. A call without one, or with
+    one outside the categories, is ``action.failed``. The error text is never read for it."""
+    kind = result.error_kind or GENERIC_CALL_KIND
+    category, _, code = kind.partition(".")
+    if category not in _CATEGORIES or not code:
+        category, _, code = GENERIC_CALL_KIND.partition(".")
+    return Failure(category=category, code=code, detail=(result.error or "").strip()[:300])  # type: ignore[arg-type]
 
 
 # ============================================================================ the start page
@@ -511,7 +492,7 @@ async def episode_start(env: Any, task: Task) -> None:
 @hookimpl
 def after_tool_call(call: ToolCall, result: ToolResult) -> None:
     if not result.ok and result.error and "failure" not in result.data:
-        result.data["failure"] = classify_call_error(result.error).model_dump()
+        result.data["failure"] = classify_call(result).model_dump()
 
 
 __all__ = [
@@ -520,7 +501,7 @@ __all__ = [
     "SiteFault",
     "check_start_page",
     "classify",
-    "classify_call_error",
+    "classify_call",
     "is_site_fault",
     "net_failure",
     "start_page_problem",

@@ -45,8 +45,9 @@ class EpisodeLimits:
     step_timeout: float = 300.0
     episode_timeout: float = 1800.0
     feedback_chars: int = 512
-    #: The same call (name and arguments) made this many times in a row, each answered with
-    #: "no visible change", ends the episode as ``policy.repeated_without_change``; 0: never.
+    #: The same call (name and arguments) made this many times in a row, each changing nothing
+    #: (``ToolResult.changed`` False: "no visible change"), ends the episode as
+    #: ``policy.repeated_without_change``; 0: never.
     max_unchanged_repeats: int = 3
 
 
@@ -229,9 +230,10 @@ class Episode:
         return None
 
     def _repeated_without_change(self, record: CallRecord) -> bool:
-        """Count the same call made again with no visible change; True at the limit."""
+        """Count the same call made again with no visible change (``result.changed`` False, as
+        the environment says); True at the limit."""
         result, limit = record.result, self.limits.max_unchanged_repeats
-        if not limit or result is None or not result.ok or result.feedback.strip() != NO_CHANGE:
+        if not limit or result is None or not result.ok or result.changed is not False:
             self._unchanged = (None, 0)
             return False
         key = record.call.name + json.dumps(record.call.arguments, sort_keys=True, default=str)
@@ -259,12 +261,13 @@ class Episode:
         tool = self.tool_index.get(call.name)
         if tool is None:
             known = ", ".join(sorted(self.tool_index))
-            record.result = ToolResult.failure(f"unknown tool '{call.name}'. Available tools: {known}.")
+            record.result = ToolResult.failure(f"unknown tool '{call.name}'. Available tools: {known}.",
+                                               kind="policy.unknown_tool")
         else:
             try:
                 args = tool.parse_args(call.arguments)
             except ToolArgumentError as err:
-                record.result = ToolResult.failure(str(err))
+                record.result = ToolResult.failure(str(err), kind="policy.bad_arguments")
             else:
                 vetoed = await self._stage("hook", self.hooks.before_tool_call(call, self.env))
                 if isinstance(vetoed, ToolResult):
@@ -283,9 +286,8 @@ class Episode:
 
 
 def _is_covered(result: ToolResult) -> bool:
-    from .failures import classify_call_error
-
-    return not result.ok and bool(result.error) and classify_call_error(result.error).kind == "action.covered"
+    """A failed call whose target another element covers (the kind its error carries)."""
+    return not result.ok and result.error_kind == "action.covered"
 
 
 def _describe(record: CallRecord) -> str:

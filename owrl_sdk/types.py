@@ -134,11 +134,16 @@ class ToolCall(_Model):
 
 
 class ToolResult(_Model):
-    """What running one tool call gave. ``error`` is phrased for the model to correct itself."""
+    """What running one tool call gave. ``error`` is phrased for the model to correct itself;
+    ``error_kind`` says the same for programs, as a failure kind (``action.covered``)."""
 
     ok: bool = True
     feedback: str = ""
     error: Optional[str] = None
+    #: The failure kind of a failed call (``category.code`` of ``owrl_sdk.failures.KINDS``:
+    #: ``action.covered``, ``network.dns``, ``policy.unknown_tool``), set where the error is
+    #: raised or caught; None on success, or when whoever failed the call gave no kind.
+    error_kind: Optional[str] = None
     answer: Optional[str] = None
     ends_episode: bool = False
     data: dict[str, Any] = Field(default_factory=dict)
@@ -146,10 +151,14 @@ class ToolResult(_Model):
     #: tab's ``url`` and index (``active_tab``), ``navigated_to`` when the page acted on went
     #: elsewhere, and ``tabs_opened`` (indices). None outside a browser.
     page: Optional[dict[str, Any]] = None
+    #: Whether the call changed anything the policy is told of, set by the browser environment:
+    #: False when its feedback is "no visible change" (nothing on the page changed and the tool
+    #: had nothing to report), True otherwise; None when unknown (a failed call, outside a browser).
+    changed: Optional[bool] = None
 
     @classmethod
-    def failure(cls, error: str, **kw: Any) -> "ToolResult":
-        return cls(ok=False, error=error, **kw)
+    def failure(cls, error: str, kind: Optional[str] = None, **kw: Any) -> "ToolResult":
+        return cls(ok=False, error=error, error_kind=kind, **kw)
 
 
 class Check(_Model):

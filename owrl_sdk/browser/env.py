@@ -14,7 +14,9 @@ the change is read and the next screenshot taken.
 
 Besides its feedback sentence, every successful call's result carries the facts in
 ``ToolResult.page``: the active tab's ``url`` and index (``active_tab``), ``navigated_to``
-when the page the call acted on went elsewhere, and ``tabs_opened`` (indices).
+when the page the call acted on went elsewhere, and ``tabs_opened`` (indices); and
+``ToolResult.changed`` says whether there was anything to tell (False: "no visible change").
+A failed call carries its failure kind in ``ToolResult.error_kind`` (see :mod:`.errors`).
 
 The domain policy (:class:`owrl_sdk.domains.DomainPolicy`) is enforced here. When it checks
 hosts (an allowlist or a blocklist), every request of the episode's context, of any type,
@@ -45,7 +47,7 @@ from ..errors import InfraError
 from ..types import Expectation, Observation, Tab, Target, Task, ToolCall, ToolResult, Verdict
 from . import expect as expectations
 from .dialogs import Dialogs
-from .errors import ActionError, explain, is_closed_error
+from .errors import ActionError, describe, is_closed_error
 from .feedback import NO_CHANGE, bounded, diff, short
 from .geometry import box_center, grid_to_pixels
 
@@ -278,14 +280,16 @@ class BrowserEnv:
             if "Timeout" in str(err) and page.url not in ("", "about:blank"):
                 self.warnings.append(f"the start page was still loading after {self.settings.navigation_timeout:g} s")
             else:
-                failure = explain(err, f"opening the start page {task.start_url}")
+                failure, kind = describe(err, f"opening the start page {task.start_url}")
         # the start page's own navigation (or a hop of it) refused; a refused iframe does not count
         refused = [obj for kind, obj in self._events if kind == "blocked" and obj.frame_id != ""]
         if refused and (failure is not None or page.url in ("", "about:blank")):
             raise InfraError(f"the start page {task.start_url} was refused: {refused[-1]}",
                              code="start_page_unreachable")
         if failure is not None:
-            raise InfraError(failure, code="start_page_unreachable")
+            unreachable = InfraError(failure, code="start_page_unreachable")
+            unreachable.kind = kind  # what went wrong, as a failure kind (the classifier reads it)
+            raise unreachable
         self._events.clear()
         self._tabs_opened = 0
 
@@ -337,7 +341,8 @@ class BrowserEnv:
         self._check_alive()
         touches_page = getattr(tool, "needs_page", False)
         if self._dialogs.held and touches_page and not getattr(tool, "answers_dialogs", False):
-            return ToolResult.failure(f"the page is blocked by a dialog; answer it first. {self._dialogs.note()}")
+            return ToolResult.failure(f"the page is blocked by a dialog; answer it first. {self._dialogs.note()}",
+                                      kind="action.dialog_blocked")
         # events not yet reported (a download announced after the last feedback) stay in the list
         self._tabs_opened = 0
         self._pages_before_call = self.host.pages_created(self._context_id)
@@ -347,22 +352,22 @@ class BrowserEnv:
         except InfraError:
             raise
         except ActionError as err:
-            done, result = True, ToolResult.failure(str(err))
+            done, result = True, ToolResult.failure(str(err), kind=err.kind)
         except Exception as err:
             if not _is_playwright_error(err):
                 raise
             self._raise_if_dead(err)
-            done, result = True, ToolResult.failure(explain(err, _what(tool, args)))
+            done, result = True, ToolResult.failure(*describe(err, _what(tool, args)))
         if done and result.ok and not result.ends_episode and self._settle_after:
             await self._settle_action()
-        if not done:
-            result = ToolResult(feedback=self._bound([*self._event_texts(), self._dialogs.note()]))
+        if not done:  # a dialog opened: that is the change
+            result = ToolResult(feedback=self._bound([*self._event_texts(), self._dialogs.note()]), changed=True)
         elif not result.ok:
             events = self._event_texts()
             if events:
                 result.feedback = self._bound([result.feedback, *events])
         elif not result.ends_episode:
-            result.feedback = await self._describe_change(before, result.feedback)
+            result.feedback, result.changed = await self._describe_change(before, result.feedback)
         if done and result.ok:
             result.page = self._facts(before)
         self._events = []
@@ -400,7 +405,7 @@ class BrowserEnv:
     def page(self) -> "Page":
         """The active tab."""
         if self._active is None:
-            raise ActionError("no tab is open; open one with new_tab(url)")
+            raise ActionError("no tab is open; open one with new_tab(url)", kind="action.no_tab")
         return self._active
 
     @property
@@ -432,7 +437,8 @@ class BrowserEnv:
                     return again
                 raise ActionError(
                     f"ref {ref} is not in the latest page snapshot; use a ref from the current snapshot "
-                    "(refs change when the page changes), or a point_2d or selector"
+                    "(refs change when the page changes), or a point_2d or selector",
+                    kind="action.stale_ref",
                 )
             return page.locator(f"aria-ref={ref}")
         if not selector or not selector.strip():
@@ -466,7 +472,7 @@ class BrowserEnv:
         await located.locator.scroll_into_view_if_needed()
         box = await located.locator.bounding_box()
         if box is None:
-            raise ActionError(f"{located.description} is not visible on the page")
+            raise ActionError(f"{located.description} is not visible on the page", kind="action.not_visible")
         return box_center(box)
 
     async def open_tab(self, url: Optional[str] = None) -> "Page":
@@ -474,7 +480,7 @@ class BrowserEnv:
             raise ActionError("no browser session is open")
         reason = self.domains.refusal(url) if url else None
         if reason is not None:
-            raise ActionError(f"cannot open {url}: {reason}")
+            raise ActionError(f"cannot open {url}: {reason}", kind="policy.blocked_domain")
         page = await self.context.new_page()
         self._on_page(page)
         if url:
@@ -483,7 +489,7 @@ class BrowserEnv:
 
     async def switch_tab(self, index: int) -> "Page":
         if not 0 <= index < len(self.pages):
-            raise ActionError(f"there is no tab {index}; open tabs are 0..{len(self.pages) - 1}")
+            raise ActionError(f"there is no tab {index}; open tabs are 0..{len(self.pages) - 1}", kind="action.no_tab")
         page = self.pages[index]
         self._active = page
         await page.bring_to_front()
@@ -493,7 +499,8 @@ class BrowserEnv:
         page = self.page if index is None else None
         if index is not None:
             if not 0 <= index < len(self.pages):
-                raise ActionError(f"there is no tab {index}; open tabs are 0..{len(self.pages) - 1}")
+                raise ActionError(f"there is no tab {index}; open tabs are 0..{len(self.pages) - 1}",
+                                  kind="action.no_tab")
             page = self.pages[index]
         if len(self.pages) <= 1:
             raise ActionError("this is the only tab; it cannot be closed (use goto_url to leave the page)")
@@ -732,7 +739,9 @@ class BrowserEnv:
         self._snapshot = _Snapshot(page, page.url, results[0], time.monotonic())
         return results[0]
 
-    async def _describe_change(self, before: _Before, tool_feedback: str) -> str:
+    async def _describe_change(self, before: _Before, tool_feedback: str) -> tuple[str, bool]:
+        """The feedback of a successful call, and whether it has anything to tell (False:
+        nothing changed and the tool said nothing, the feedback is :data:`NO_CHANGE`)."""
         parts = [tool_feedback]
         await self._await_new_tabs()
         await self._await_script_addresses()
@@ -761,8 +770,8 @@ class BrowserEnv:
         if self._dialogs.held:
             parts.append(self._dialogs.note())
         if not any(parts):
-            return NO_CHANGE
-        return self._bound(parts)
+            return NO_CHANGE, False
+        return self._bound(parts), True
 
     def _facts(self, before: _Before) -> dict[str, Any]:
         """The change a call made, as data (see the module doc)."""

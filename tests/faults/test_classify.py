@@ -13,13 +13,13 @@ from playwright.async_api import TimeoutError as PlaywrightTimeout
 from pydantic import BaseModel, ConfigDict
 
 from fakes import FakeEnv, FakePage, Go, ListPolicy, call
-from owrl_sdk.browser.errors import explain
+from owrl_sdk.browser.errors import describe, explain
 from owrl_sdk.errors import InfraError
 from owrl_sdk.failures import (
     KINDS,
     SiteFault,
     classify,
-    classify_call_error,
+    classify_call,
     is_site_fault,
     start_page_problem,
 )
@@ -146,28 +146,36 @@ def test_site_fault_carries_its_own_kind_and_site_faults_are_never_the_policys()
 
 @pytest.mark.parametrize("error,kind", [
     ("unknown tool 'teleport'. Available tools: click, done.", "policy.unknown_tool"),
-    ("bad arguments for go: 'where' is not an argument", "policy.bad_arguments"),
-    ("click on selector #x failed: no element matches it (waited 2 s). Check the page snapshot", "action.no_element"),
     ("click on point (5, 5) failed: another element covers the target (<div> intercepts the pointer)", "action.covered"),
-    ("ref e9 is not in the latest page snapshot; use a ref from the current snapshot", "action.stale_ref"),
-    ("the page is blocked by a dialog; answer it first.", "action.dialog_blocked"),
     ("goto_url failed: ERR_NAME_NOT_RESOLVED: the host name does not resolve.", "network.dns"),
-    ("goto_url failed: the page did not finish loading within 4 s.", "network.timeout"),
-    ("goto_url failed: ERR_INVALID_URL: the page could not be loaded.", "action.invalid_url"),
-    ("goto_url failed: ERR_TOO_MANY_REDIRECTS: the site redirects in a loop.", "page.redirect_loop"),
     ("there is no tab 3; open tabs are 0..1", "action.no_tab"),
-    ("something else entirely", "action.failed"),
+    ("something else entirely", None),
+    ("a kind outside the categories", "shop.odd"),
 ])
-def test_failed_calls_get_labels(error, kind):
-    failure = classify_call_error(error)
-    assert failure.kind == kind and failure.kind in KINDS
+def test_failed_calls_get_labels_from_the_kind_they_carry(error, kind):
+    failure = classify_call(ToolResult.failure(error, kind=kind))
+    expected = kind if kind in KINDS else "action.failed"
+    assert failure.kind == expected and failure.kind in KINDS
+    assert failure.detail == error
 
 
-def test_failed_calls_labelled_from_explain():
-    err = PlaywrightError("Locator.click: Timeout 2000ms exceeded.\nCall log:\n  - waiting for locator('#x')\n")
-    assert classify_call_error(explain(err, "click on selector #x")).kind == "action.no_element"
-    err = PlaywrightError("Locator.click: Error: strict mode violation: locator('a') resolved to 3 elements")
-    assert classify_call_error(explain(err, "click on selector a")).kind == "action.ambiguous_target"
+@pytest.mark.parametrize("message,kind", [
+    ("Locator.click: Timeout 2000ms exceeded.\nCall log:\n  - waiting for locator('#x')\n", "action.no_element"),
+    ("Locator.click: Error: strict mode violation: locator('a') resolved to 3 elements", "action.ambiguous_target"),
+    ("Locator.click: Timeout 2000ms exceeded.\nCall log:\n  - locator resolved to <button>\n"
+     "  - <div class=\"shade\"></div> intercepts pointer events\n", "action.covered"),
+    ("Page.goto: net::ERR_NAME_NOT_RESOLVED at http://x/", "network.dns"),
+    ("Page.goto: net::ERR_INVALID_URL at x", "action.invalid_url"),
+    ("Page.goto: net::ERR_TOO_MANY_REDIRECTS at http://x/", "page.redirect_loop"),
+    ('Page.goto: Timeout 4000ms exceeded.\nCall log:\n  - navigating to "http://x/", waiting until "load"\n',
+     "network.timeout"),
+    ("Locator.fill: Error: Element is not an <input>, <textarea> or [contenteditable] element", "action.not_editable"),
+    ("Locator.click: something new", "action.failed"),
+])
+def test_playwright_errors_are_described_with_their_kind(message, kind):
+    text, found = describe(PlaywrightError(message), "click on selector #x")
+    assert found == kind and found in KINDS
+    assert text == explain(PlaywrightError(message), "click on selector #x")  # the same sentence
 
 
 TASK = Task(intent="x", start_url="https://shop.test/account")
@@ -232,7 +240,7 @@ class Poke(Tool):
     Args = PokeArgs
 
     async def run(self, env, args):
-        return ToolResult(feedback="no visible change")
+        return ToolResult(feedback="no visible change", changed=False)
 
 
 def episode(plugins, settings, turns, env=None, limits=None):
@@ -293,6 +301,6 @@ async def test_failed_calls_carry_their_kind_in_the_trajectory(plugins, settings
              Turn(calls=[call("done", response="")])]
     traj = await episode(plugins, settings, turns).run()
     labels = [r.result.data["failure"] for r in traj.steps[0].calls]
-    assert [f"{l['category']}.{l['code']}" for l in labels] == ["policy.unknown_tool", "policy.bad_arguments", "action.failed"]
+    assert [f"{label['category']}.{label['code']}" for label in labels] == ["policy.unknown_tool", "policy.bad_arguments", "action.failed"]
     assert traj.steps[0].calls[0].result.error.startswith("unknown tool")  # still feedback for the model
     assert traj.outcome.status == "success"
