@@ -120,7 +120,7 @@ def describe(error: BaseException, what: str) -> tuple[str, str]:
 
 def _net_kind(code: str) -> str:
     """The kind of a call that failed with Chromium's ``net::ERR_*`` ``code``."""
-    from ..failures import net_failure
+    from ..failures.kinds import net_failure
 
     category, name = net_failure(code) or ("network", "failed")
     if (category, name) == ("task", "invalid_start_url"):  # a call's address, not the task's
