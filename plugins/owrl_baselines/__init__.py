@@ -8,12 +8,21 @@ but valid calls. Neither looks at a model: they measure the harness, not a polic
 from __future__ import annotations
 
 import random
+from functools import lru_cache
 from typing import Any
 
 from owrl_sdk import hookimpl
 from owrl_sdk.memory import Context
 from owrl_sdk.policy import Policy
 from owrl_sdk.types import ToolCall, Turn
+
+
+@lru_cache(maxsize=1)
+def _catalogue() -> Any:
+    """This process's plugin catalogue (loaded once, when a policy first needs another plugin)."""
+    from owrl_sdk.plugins import Plugins
+
+    return Plugins().catalogue
 
 
 class OraclePolicy(Policy):
@@ -41,9 +50,8 @@ class OraclePolicy(Policy):
 
     @staticmethod
     def _miniwob_turns(task) -> Any:
-        from owrl_miniwob import oracle_calls
-
-        calls = oracle_calls(task.metadata["miniwob"], task.intent)
+        # the miniwob plugin's solutions, found through the catalogue (plugins do not import each other)
+        calls = _catalogue().get("task_suites", "miniwob").oracle_calls(task.metadata["miniwob"], task.intent)
         if calls is None:
             return None
         return [{"thought": "solve", "calls": calls}, {"thought": "finish", "calls": [{"name": "done", "arguments": {"response": ""}}]}]

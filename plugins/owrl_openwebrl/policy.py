@@ -14,9 +14,9 @@ from owrl_sdk.policy import Policy
 from owrl_sdk.types import PolicyInfo, Turn
 
 from .backend import Sampling, VLBackend
-from .parser import parse_turn
+from .parser import parse_turn, render_turn
 from .profiles import EVAL_SAMPLING, SETTLE, OpenWebRLProfile, OwrlProfile, check_profile, default_profile
-from .prompt import Prompt, build_prompt
+from .prompt import Prompt, build_prompt, openai_messages
 
 DEFAULT_POLICY_MODEL = "OpenWebRL/OpenWebRL-4B"
 
@@ -154,6 +154,21 @@ class OpenWebRLPolicy(_ModelPolicy):
     (accept) and ``settle`` ({network_idle_ms: 5000, after_ms: 1000})."""
 
     name = "openwebrl"
+
+    # What other plugins (training) use of this one, reached through the catalogue
+    # (``catalogue.get("policies", "openwebrl")``) rather than by importing it.
+    #: The model loader: ``backend_class(model_id, quantize=..., device=..., trainable=...)``.
+    backend_class = VLBackend
+    #: One turn's messages and declared tools: ``prompt_class(messages=..., tools=...)``.
+    prompt_class = Prompt
+    #: ``build_prompt(context, text_mode=..., tools_in_system=...)``: the owrl profile's prompt.
+    build_prompt = staticmethod(build_prompt)
+    #: ``render_turn(thought, calls)``: a turn written as the model writes it (``<think>``, ``<tool_call>``).
+    render_turn = staticmethod(render_turn)
+    #: ``openai_messages(prompt)``: a prompt as OpenAI chat-completion messages.
+    openai_messages = staticmethod(openai_messages)
+    #: The catalogue name of the text-only policy that runs on the same backend.
+    text_policy = "owrl-text"
 
     def _make_backend(self) -> Any:
         self.model_id = self.settings.model or self.conf.get("model") or DEFAULT_POLICY_MODEL

@@ -1,14 +1,38 @@
 """Training plugins: SFT with LoRA and online MM-GRPO; samplers and rewards.
 
 torch, transformers and peft load only when a command or class is used.
+
+The models, prompts and policies trained here belong to the ``openwebrl`` plugin. Plugins
+do not import each other: this one finds that plugin's policy classes in the catalogue
+(:func:`peer_policy`), and the model loader and prompt helpers as attributes of the
+``openwebrl`` policy class (``backend_class``, ``prompt_class``, ``build_prompt``,
+``render_turn``, ``openai_messages``, ``text_policy``).
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from owrl_sdk import hookimpl
 from owrl_sdk.components import Optimizer
+
+#: The catalogue name of the policy whose model, prompts and turn format training uses.
+MODEL_POLICY = "openwebrl"
+
+
+@lru_cache(maxsize=1)
+def _plugins() -> Any:
+    from owrl_sdk.plugins import Plugins
+
+    return Plugins()
+
+
+def peer_policy(name: str = MODEL_POLICY, catalogue: Any = None) -> Any:
+    """The policy class another plugin registered as ``name`` (default: ``openwebrl``), from
+    ``catalogue`` or else this process's plugins (loaded once). A missing plugin raises
+    :class:`~owrl_sdk.errors.PluginError` naming the policies there are."""
+    return (catalogue if catalogue is not None else _plugins().catalogue).get("policies", name)
 
 
 class SFT(Optimizer):

@@ -47,11 +47,13 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
     template = trainable.tokenizer.chat_template or ""
     policy_name = "openwebrl"
     if trainable.backend.kind == "text":  # a text-only model learns from the prompt its own policy sends
-        from owrl_openwebrl.policy import TextPolicy
         from owrl_sdk.config import load_settings
 
-        policy_name = TextPolicy.name
-        samples = load_samples(data, render=TextPolicy(load_settings(), backend=trainable.backend).prompt)
+        from . import peer_policy
+
+        text_policy = peer_policy(peer_policy().text_policy)
+        policy_name = text_policy.name
+        samples = load_samples(data, render=text_policy(load_settings(), backend=trainable.backend).prompt)
     else:
         samples = load_samples(data, tools_in_system="tools" not in template, text_mode=text_mode)
     console.print(f"{len(samples)} samples from {escape(data)}", highlight=False, soft_wrap=True)

@@ -2,6 +2,9 @@
 
 A sample is one turn: the context the policy saw (system, task, text history, the latest
 screenshot) and the target, that turn's output. Loss is taken on the target tokens only.
+
+Prompts, their class and the turn format are the ``openwebrl`` policy's (see
+:func:`owrl_train.peer_policy`).
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from owrl_sdk.errors import DocumentError, UsageError
 from owrl_sdk.memory import Context
 from owrl_sdk.types import Trajectory
 
-from owrl_openwebrl.parser import render_turn
-from owrl_openwebrl.prompt import Prompt, build_prompt, openai_messages
+from . import peer_policy
+
+#: A prompt of the ``openwebrl`` policy (its ``prompt_class``: ``messages`` and ``tools``).
+Prompt = Any
 
 
 @dataclass
@@ -65,8 +70,10 @@ def trajectory_samples(traj: Trajectory, run_dir: Optional[Path] = None, *, tool
         shot = _screenshot(step, run_dir)
         ctx = Context(task=traj.task, observation=step.observation, tools=tools, history=traj.steps[:i],
                       screenshots=[shot] if shot else [])
-        prompt = render(ctx) if render else build_prompt(ctx, text_mode=text_mode, tools_in_system=tools_in_system)
-        target = step.turn.raw if step.turn.raw is not None else render_turn(step.turn.thought, step.turn.calls)
+        prompt = render(ctx) if render else peer_policy().build_prompt(ctx, text_mode=text_mode,
+                                                                       tools_in_system=tools_in_system)
+        target = step.turn.raw if step.turn.raw is not None else peer_policy().render_turn(step.turn.thought,
+                                                                                            step.turn.calls)
         samples.append(Sample(prompt=prompt, target=target, advantage=advantage,
                               meta={"trajectory": traj.id, "task": traj.task.id, "step": i}))
     return samples
@@ -165,7 +172,7 @@ def _to_prompt(messages: list[dict[str, Any]], images: list[bytes]) -> Prompt:
                         parts.append({"type": "image", "image": next(it)})
         role = m["role"]
         out.append({"role": role, "content": parts})
-    return Prompt(messages=out, tools=[])
+    return peer_policy().prompt_class(messages=out, tools=[])
 
 
 def export_messages(trajectories: Iterable[tuple[Trajectory, Optional[Path]]], out: Path) -> int:
@@ -179,7 +186,7 @@ def export_messages(trajectories: Iterable[tuple[Trajectory, Optional[Path]]], o
                 if step.observation.screenshot_file and run_dir is not None:
                     images.append(str((run_dir / step.observation.screenshot_file).resolve()))
                 messages = []
-                for m in openai_messages(_strip_images(sample.prompt)):
+                for m in peer_policy().openai_messages(_strip_images(sample.prompt)):
                     messages.append(m)
                 messages.append({"role": "assistant", "content": sample.target})
                 fh.write(json.dumps({"messages": messages, "images": images, "task": traj.task.id}) + "\n")
@@ -192,4 +199,4 @@ def _strip_images(prompt: Prompt) -> Prompt:
     for m in prompt.messages:
         parts = [p if p["type"] == "text" else {"type": "text", "text": "<image>"} for p in m["content"]]
         msgs.append({**m, "content": parts})
-    return Prompt(messages=msgs, tools=prompt.tools)
+    return peer_policy().prompt_class(messages=msgs, tools=prompt.tools)

@@ -16,8 +16,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from owrl_openwebrl.backend import VLBackend
-
+from . import peer_policy
 from .data import Sample
 
 LORA_TARGETS = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
@@ -32,7 +31,7 @@ def lora_targets(kind: str, config: Any, last_layers: Optional[int] = None) -> s
     scope = ".*language_model.*" if kind == "vl" else ".*"
     if not last_layers:
         return LORA_TARGETS if kind == "vl" else TEXT_LORA_TARGETS
-    total = int(getattr(getattr(config, "text_config", config), "num_hidden_layers"))
+    total = int(getattr(config, "text_config", config).num_hidden_layers)
     layers = "|".join(str(i) for i in range(max(0, total - last_layers), total))
     return rf"{scope}\.layers\.({layers})\..*\.{PROJECTIONS}"
 
@@ -56,7 +55,8 @@ class TrainableVL:
         base = adapter_base(model_id)
         if base is not None:  # an adapter folder: train on from it
             adapter, model_id = model_id, base
-        self.backend = VLBackend(model_id, quantize="4bit" if four_bit else "none", device=device, trainable=True)
+        backend_class = peer_policy().backend_class  # the openwebrl plugin's model loader
+        self.backend = backend_class(model_id, quantize="4bit" if four_bit else "none", device=device, trainable=True)
         model = self.backend.model
         if adapter:
             model = PeftModel.from_pretrained(model, adapter, is_trainable=True)

@@ -233,7 +233,10 @@ class RLRun:
         if last is not None:
             self.state = load_checkpoint(last, self.model, self.optimizer.torch_optimizer)
             self.sampler.load_state_dict(self.state.get("sampler", {}))
-        from owrl_openwebrl.policy import OpenWebRLPolicy, TextPolicy
+        from . import peer_policy  # the openwebrl plugin's policies, found in the catalogue
+
+        OpenWebRLPolicy = peer_policy(catalogue=cat)
+        TextPolicy = peer_policy(OpenWebRLPolicy.text_policy, catalogue=cat)
 
         if self.model.backend.kind == "text":
             self.policy = TextPolicy(self.settings, backend=self.model.backend, **cfg.sampling, **cfg.policy_options)
