@@ -7,7 +7,11 @@ owrl awaits it before going on.
 
 Catalogue hooks run once when the catalogue is built and hand the plugin a ``register``
 callback; registration checks the type and refuses a name that is already taken.
-Lifecycle hooks run inside an episode, in the order pluggy gives (last registered first).
+Lifecycle hooks run inside an episode, in the order pluggy gives (``tryfirst`` first, then
+last registered first). The objects that take part in one episode only, matched site
+adapters and the task suite being evaluated, are plugins too: their methods named after
+the hooks in :data:`EPISODE_HOOKS` are hook implementations, registered ``tryfirst``, so
+they run before the global plugins (the suite before the adapters).
 """
 
 from __future__ import annotations
@@ -22,6 +26,12 @@ if TYPE_CHECKING:  # pragma: no cover - names for annotations only
 hookspec = pluggy.HookspecMarker("owrl")
 
 Register = Callable[..., None]
+
+#: The lifecycle hooks a site adapter or task suite implements as plain methods.
+EPISODE_HOOKS: tuple[str, ...] = (
+    "episode_start", "observation", "before_tool_call", "dismiss_overlays", "after_tool_call",
+    "step_end", "classify_failure", "episode_end",
+)
 
 # ============================================================================ catalogue
 
@@ -172,7 +182,11 @@ def observation(observation: "Observation", env: Any, task: "Task") -> Optional[
     """Enrich an observation before the policy sees it.
 
     Called after each ``env.observe()``. Return a dict (or an awaitable of one) whose
-    items are merged into ``observation.extras``, or None. All results are merged in order.
+    items are merged into ``observation.extras``, or None. All results are merged in call
+    order (task suite, matched site adapters, then the global plugins, last registered
+    first), each one's items replacing earlier ones: on a key clash the result merged last
+    wins, so a global plugin's over a site adapter's, and the first-registered plugin's
+    over a later one's.
     """
 
 

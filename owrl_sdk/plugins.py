@@ -13,10 +13,14 @@ Environment variables:
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
+import itertools
 import os
 import sys
+import threading
+import weakref
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Callable, Iterable, Optional
@@ -65,13 +69,112 @@ class PluginInfo:
 
 
 class OwrlPluginManager(pluggy.PluginManager):
-    """A pluggy manager that remembers where each plugin came from and what failed."""
+    """A pluggy manager that remembers where each plugin came from and what failed.
+
+    Besides module plugins it holds *episode-scoped* plugins (:meth:`register_scoped`):
+    catalogued site adapters and the per-episode parts of task suites, whose methods named
+    after an :data:`~owrl_sdk.hookspecs.EPISODE_HOOKS` hook are implementations without a
+    ``@hookimpl`` mark. Only :class:`EpisodeHooks` calls the lifecycle hooks, and it leaves
+    out every scoped plugin that does not belong to its episode.
+    """
 
     def __init__(self) -> None:
         super().__init__(PROJECT)
         self.add_hookspecs(hookspecs)
         self.failures: list[PluginFailure] = []
         self.origins: dict[str, tuple[bool, Optional[str], str]] = {}  # name -> (default, version, source)
+        self.scoped: dict[str, Any] = {}  # name -> episode-scoped plugin
+        self.catalogue: Optional["Catalogue"] = None  # shared by every Plugins facade over this manager
+        self.environ_key: Optional[tuple[Optional[str], ...]] = None
+        self._marking: Any = None
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        opts = super().parse_hookimpl_opts(plugin, name)
+        if (opts is None and plugin is self._marking and name in hookspecs.EPISODE_HOOKS
+                and inspect.isroutine(getattr(plugin, name, None))):
+            return {"wrapper": False, "hookwrapper": False, "optionalhook": False,
+                    "tryfirst": True, "trylast": False, "specname": None}
+        return opts
+
+    def register_scoped(self, plugin: Any, name: str, label: str) -> None:
+        """Register a site adapter or an episode's part of a suite as an episode-scoped plugin.
+
+        A public method whose name is close to a hook's but matches none (``episode_strat``),
+        or that names a hook owrl never calls on such objects (``resolve_url``), and a hook
+        method with arguments its spec does not have, raise :class:`PluginError` naming it.
+        """
+        problems = misnamed_hooks(plugin)
+        if problems:
+            raise PluginError(f"{label}: {'; '.join(problems)}", plugin=name)
+        self._marking = plugin
+        try:
+            self.register(plugin, name=name)
+        except (pluggy.PluginValidationError, ValueError) as err:
+            raise PluginError(f"{label}: {err}", plugin=name) from None
+        finally:
+            self._marking = None
+        self.scoped[name] = plugin
+
+    def unregister_scoped(self, name: str) -> None:
+        plugin = self.scoped.pop(name, None)
+        if plugin is not None and self.has_plugin(name):
+            self.unregister(name=name)
+
+    def is_scoped(self, plugin: Any) -> bool:
+        return any(p is plugin for p in self.scoped.values())
+
+
+def misnamed_hooks(obj: Any) -> list[str]:
+    """What is wrong with the hook-like method names of a site adapter or task suite (an
+    instance or a class): each problem names the method."""
+    from .components import SiteAdapter, TaskSuite
+
+    inherited = set(dir(SiteAdapter)) | set(dir(TaskSuite))
+    specs = [n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n), PROJECT + "_spec")]
+    problems = []
+    source = obj.of if isinstance(obj, _EpisodePart) else obj
+    cls = source if inspect.isclass(source) else type(source)
+    for attr in sorted(dir(cls)):
+        if attr.startswith("_") or attr in inherited or attr in hookspecs.EPISODE_HOOKS:
+            continue
+        if not callable(getattr(cls, attr, None)):
+            continue
+        if attr in specs:
+            problems.append(f"method '{attr}' is a hook owrl does not call on site adapters or suites "
+                            f"(only {', '.join(hookspecs.EPISODE_HOOKS)}); implement it as a module-level @hookimpl")
+            continue
+        close = difflib.get_close_matches(attr, specs, n=1, cutoff=0.8)
+        if close:
+            problems.append(f"method '{attr}' matches no hook; did you mean '{close[0]}'?")
+    return problems
+
+
+class _EpisodePart:
+    """One episode's share of an object that takes part in its hooks (a task suite, an
+    adapter that is not catalogued): its hook methods, registered for that episode only."""
+
+    def __init__(self, of: Any):
+        self.of = of
+        for hook in hookspecs.EPISODE_HOOKS:
+            fn = getattr(of, hook, None)
+            if inspect.isroutine(fn):
+                setattr(self, hook, fn)
+
+
+_part_numbers = itertools.count(1)
+
+
+def _scoped_label(obj: Any) -> tuple[str, str]:
+    """(registration name, description) of an episode-scoped plugin."""
+    from .components import SiteAdapter, TaskSuite
+
+    name = getattr(obj, "name", None)
+    if isinstance(obj, SiteAdapter):
+        return f"site-adapter:{name}", f"site adapter '{name}'"
+    if isinstance(obj, TaskSuite):
+        return f"task-suite:{name}", f"task suite '{name}'"
+    kind = type(obj).__qualname__
+    return f"episode:{kind}", f"episode plugin {kind}"
 
 
 def _names(value: Optional[str]) -> Optional[set[str]]:
@@ -138,6 +241,42 @@ def build_plugin_manager(
     if environ.get("OWRL_TRACE_PLUGINS", "") not in ("", "0"):
         _enable_trace(pm)
     return pm
+
+
+#: The variables that decide what :func:`build_plugin_manager` loads.
+PLUGIN_ENV = ("OWRL_LOAD_PLUGINS", "OWRL_DISABLE_PLUGINS", "OWRL_TRACE_PLUGINS")
+
+_shared: Optional[OwrlPluginManager] = None
+_shared_lock = threading.Lock()
+
+
+def _environ_key(environ: Optional[dict[str, str]] = None) -> tuple[Optional[str], ...]:
+    environ = os.environ if environ is None else environ
+    return tuple(environ.get(name) for name in PLUGIN_ENV)
+
+
+def plugin_manager() -> OwrlPluginManager:
+    """The process's plugin manager, built on first use (so loaded once, catalogue included).
+
+    Built again when one of :data:`PLUGIN_ENV` changed since, so that code (and tests)
+    setting ``OWRL_LOAD_PLUGINS`` or ``OWRL_DISABLE_PLUGINS`` get what they ask for."""
+    global _shared
+    key = _environ_key()
+    with _shared_lock:
+        if _shared is None or _shared.environ_key != key:
+            _shared = build_plugin_manager()
+            _shared.environ_key = key
+        return _shared
+
+
+def reset_plugin_manager(pm: Optional[OwrlPluginManager] = None) -> None:
+    """Forget the process's plugin manager (the next :func:`plugin_manager` builds a fresh one),
+    or make ``pm`` it. For tests that need a manager of their own."""
+    global _shared
+    with _shared_lock:
+        if pm is not None and pm.environ_key is None:
+            pm.environ_key = _environ_key()
+        _shared = pm
 
 
 def _enable_trace(pm: OwrlPluginManager) -> None:
@@ -227,6 +366,11 @@ def _make_register(catalogue: Catalogue, kind: str, plugin_name: str) -> Callabl
         name = getattr(item, "name", None)
         if not isinstance(name, str) or not name:
             raise PluginError(f"plugin '{plugin_name}' registered {item!r} without a name", plugin=plugin_name)
+        if kind in ("site_adapters", "task_suites"):
+            problems = misnamed_hooks(item)
+            if problems:
+                raise PluginError(f"plugin '{plugin_name}' registered {kind[:-1].replace('_', ' ')} '{name}': "
+                                  + "; ".join(problems), plugin=plugin_name)
         if name in catalogue.items[kind]:
             owner = catalogue.owners[(kind, name)]
             raise PluginError(
@@ -241,10 +385,18 @@ def _make_register(catalogue: Catalogue, kind: str, plugin_name: str) -> Callabl
 
 
 def build_catalogue(pm: OwrlPluginManager) -> Catalogue:
+    """The catalogue of ``pm``'s plugins; its site adapters are registered with ``pm`` as
+    episode-scoped plugins named ``site-adapter:NAME`` (those of an earlier catalogue leave)."""
+    for name in [n for n in pm.scoped if n.startswith("site-adapter:")]:
+        pm.unregister_scoped(name)
     catalogue = Catalogue()
     for kind, (hook_name, _, _) in Catalogue.KINDS.items():
         for impl, caller in _per_plugin(pm, hook_name):
             caller(register=_make_register(catalogue, kind, impl.plugin_name))
+    for adapter_name, adapter in catalogue.items["site_adapters"].items():
+        owner = catalogue.owners[("site_adapters", adapter_name)]
+        name, label = _scoped_label(adapter)
+        pm.register_scoped(adapter, name, f"{label} (plugin '{owner}')")
     return catalogue
 
 
@@ -275,18 +427,18 @@ class Plugins:
     """
 
     def __init__(self, pm: Optional[OwrlPluginManager] = None):
-        self.pm = pm if pm is not None else build_plugin_manager()
-        self._catalogue: Optional[Catalogue] = None
+        self.pm = pm if pm is not None else plugin_manager()
 
     @property
     def catalogue(self) -> Catalogue:
-        if self._catalogue is None:
-            self._catalogue = build_catalogue(self.pm)
-        return self._catalogue
+        """The manager's catalogue, built on first use and shared by every facade over it."""
+        if self.pm.catalogue is None:
+            self.pm.catalogue = build_catalogue(self.pm)
+        return self.pm.catalogue
 
     def refresh(self) -> None:
         """Forget the catalogue (after registering or unregistering a plugin)."""
-        self._catalogue = None
+        self.pm.catalogue = None
 
     @property
     def failures(self) -> list[PluginFailure]:
@@ -341,75 +493,109 @@ class Plugins:
 
 
 class EpisodeHooks:
-    """Lifecycle hooks for one episode: global plugins plus matched site adapters."""
+    """Lifecycle hooks for one episode: global plugins plus this episode's scoped plugins.
+
+    ``adapters`` are the objects that take part in this episode only: the matched site
+    adapters (already registered by the catalogue) and extras such as the task suite, whose
+    hook methods are registered for this episode as ``task-suite:NAME#N`` and leave it when
+    the episode ends (:meth:`close`). Every hook is called through pluggy, leaving out the
+    scoped plugins of other episodes, so ``OWRL_TRACE_PLUGINS`` sees all of them.
+    Async-capable hooks call each implementation in turn and await it before the next.
+    """
 
     def __init__(self, pm: OwrlPluginManager, task: Any, adapters: list[Any]):
         self.pm = pm
         self.task = task
         self.adapters = adapters
+        self._mine: list[Any] = []
+        parts: list[str] = []
+        try:
+            for obj in adapters:
+                if pm.is_scoped(obj):
+                    self._mine.append(obj)
+                    continue
+                part = _EpisodePart(obj)
+                name, label = _scoped_label(obj)
+                name = f"{name}#{next(_part_numbers)}"
+                pm.register_scoped(part, name, label)
+                parts.append(name)
+                self._mine.append(part)
+        except BaseException:
+            _release(pm, parts)
+            raise
+        self._close = weakref.finalize(self, _release, pm, parts)
 
-    def _adapter_calls(self, name: str, **kwargs: Any) -> list[Any]:
+    def close(self) -> None:
+        """Unregister this episode's own parts (idempotent; also done when the hooks are dropped)."""
+        self._close()
+
+    def _caller(self, name: str) -> Any:
+        others = [p for p in self.pm.scoped.values() if not any(p is m for m in self._mine)]
+        return self.pm.subset_hook_caller(name, remove_plugins=others)
+
+    async def _each(self, name: str, **kwargs: Any) -> list[Any]:
+        """Each implementation's awaited result, in call order; one finishes before the next starts."""
         results = []
-        for adapter in self.adapters:
-            fn = getattr(adapter, name, None)
-            if fn is not None:
-                params = inspect.signature(fn).parameters
-                results.append(fn(**{k: v for k, v in kwargs.items() if k in params}))
+        for one in self._one_by_one(name):
+            for r in one(**kwargs):
+                results.append(await _settle(r))
         return results
 
+    def _one_by_one(self, name: str) -> list[Any]:
+        """One hook caller per implementation taking part in this episode, in call order."""
+        everyone = getattr(self.pm.hook, name).get_hookimpls()
+        mine = self._caller(name).get_hookimpls()
+        return [  # pluggy calls the last of get_hookimpls() first
+            self.pm.subset_hook_caller(name, remove_plugins=[i.plugin for i in everyone if i is not impl])
+            for impl in reversed(mine)
+        ]
+
+    async def _first(self, name: str, **kwargs: Any) -> Any:
+        for one in self._one_by_one(name):
+            r = await _settle(one(**kwargs))
+            if r is not None:
+                return r
+        return None
+
     async def episode_start(self, env: Any) -> None:
-        for r in self._adapter_calls("episode_start", env=env, task=self.task):
-            await _settle(r)
-        for r in self.pm.hook.episode_start(env=env, task=self.task):
-            await _settle(r)
+        await self._each("episode_start", env=env, task=self.task)
 
     async def observation(self, observation: Any, env: Any) -> None:
-        kw = dict(observation=observation, env=env, task=self.task)
-        for r in self._adapter_calls("observation", **kw) + list(reversed(self.pm.hook.observation(**kw))):
-            extra = await _settle(r)
+        """Merge every result into ``observation.extras`` in call order (a later key wins)."""
+        for extra in await self._each("observation", observation=observation, env=env, task=self.task):
             if extra:
                 observation.extras.update(extra)
 
     async def before_tool_call(self, call: Any, env: Any) -> Any:
-        for r in self._adapter_calls("before_tool_call", call=call, env=env, task=self.task):
-            r = await _settle(r)
-            if r is not None:
-                return r
-        return await _settle(self.pm.hook.before_tool_call(call=call, env=env, task=self.task))
+        return await self._first("before_tool_call", call=call, env=env, task=self.task)
 
     async def dismiss_overlays(self, env: Any) -> list[str]:
         """What each plugin (site adapters first) dismissed; empty when nothing was."""
-        kw = dict(env=env, task=self.task)
-        done = []
-        for r in self._adapter_calls("dismiss_overlays", **kw) + list(self.pm.hook.dismiss_overlays(**kw)):
-            said = await _settle(r)
-            if said:
-                done.append(str(said))
-        return done
+        return [str(said) for said in await self._each("dismiss_overlays", env=env, task=self.task) if said]
 
     async def after_tool_call(self, call: Any, result: Any, env: Any) -> None:
-        kw = dict(call=call, result=result, env=env, task=self.task)
-        for r in self._adapter_calls("after_tool_call", **kw) + list(self.pm.hook.after_tool_call(**kw)):
-            await _settle(r)
+        await self._each("after_tool_call", call=call, result=result, env=env, task=self.task)
 
     def step_end(self, step: Any) -> None:
-        self._adapter_calls("step_end", step=step, task=self.task)
-        self.pm.hook.step_end(step=step, task=self.task)
+        self._caller("step_end")(step=step, task=self.task)
 
     def classify_failure(self, error: BaseException, stage: str) -> Any:
-        for r in self._adapter_calls("classify_failure", error=error, stage=stage, task=self.task):
-            if r is not None:
-                return r
-        return self.pm.hook.classify_failure(error=error, stage=stage, task=self.task)
+        return self._caller("classify_failure")(error=error, stage=stage, task=self.task)
 
     async def episode_end(self, trajectory: Any) -> None:
-        for r in self._adapter_calls("episode_end", trajectory=trajectory):
-            await _settle(r)
-        for r in self.pm.hook.episode_end(trajectory=trajectory):
-            await _settle(r)
+        try:
+            await self._each("episode_end", trajectory=trajectory)
+        finally:
+            self.close()
 
     def tools(self) -> list[Any]:
         extra = []
         for adapter in self.adapters:
             extra.extend(adapter.tools() if hasattr(adapter, "tools") else [])
         return extra
+
+
+def _release(pm: OwrlPluginManager, names: list[str]) -> None:
+    for name in names:
+        pm.unregister_scoped(name)
+    names.clear()

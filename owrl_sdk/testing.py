@@ -28,9 +28,11 @@ import pytest
 
 @pytest.fixture
 def owrl_plugins():
-    from .plugins import Plugins
+    from .plugins import Plugins, reset_plugin_manager
 
-    return Plugins()
+    reset_plugin_manager()  # a fresh process-wide manager, which code under test shares
+    yield Plugins()
+    reset_plugin_manager()
 
 
 @pytest.fixture
