@@ -20,14 +20,20 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .documents import Flow, load_flow
 from .errors import UsageError
+from .hookspecs import Register
 from .memory import Context, Memory
 from .plugins import hookimpl
 from .policy import Policy
 from .types import Observation, PolicyInfo, Step, Task, Turn
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .config import Settings
+    from .plugins import Catalogue
+    from .tools import Tool
 
 #: The registered name of the policy that plays flows and replays.
 FLOW_POLICY = "scripted"
@@ -41,7 +47,7 @@ class ScriptedPolicy(Policy):
 
     name = FLOW_POLICY
 
-    def __init__(self, settings, flow: Union[Flow, str, None] = None, **options: Any):
+    def __init__(self, settings: "Settings", flow: Union[Flow, str, None] = None, **options: Any):
         super().__init__(settings, **options)
         flow = flow if flow is not None else settings.plugin(FLOW_POLICY).get("flow")
         if flow is None:
@@ -85,7 +91,7 @@ class HealingPolicy(Policy):
 
     name = f"{FLOW_POLICY}-healing"
 
-    def __init__(self, settings, flow: Union[Flow, str], healer: Policy, **options: Any):
+    def __init__(self, settings: "Settings", flow: Union[Flow, str], healer: Policy, **options: Any):
         super().__init__(settings, **options)
         self.script = ScriptedPolicy(settings, flow=flow)
         self.healer = healer
@@ -127,14 +133,14 @@ class FlowMemory(Memory):
 
     name = FLOW_MEMORY
 
-    def __init__(self, settings, **options: Any):
+    def __init__(self, settings: "Settings", **options: Any):
         super().__init__(settings, **options)
         self.steps: list[Step] = []
 
     def reset(self, task: Task) -> None:
         self.steps = []
 
-    def context(self, task: Task, observation: Observation, tools) -> Context:
+    def context(self, task: Task, observation: Observation, tools: list["Tool"]) -> Context:
         shots = [observation.screenshot] if observation.screenshot else []
         return Context(task=task, observation=observation, tools=list(tools), history=list(self.steps),
                        screenshots=shots)
@@ -143,20 +149,20 @@ class FlowMemory(Memory):
         self.steps.append(step)
 
 
-def flow_memory(catalogue: Any, settings: Any) -> str:
+def flow_memory(catalogue: "Catalogue", settings: "Settings") -> str:
     """The memory to play a flow with: the configured one when it is registered, else
     :data:`FLOW_MEMORY` (the configured one is the default and no plugin provides it)."""
-    configured = settings.memory
+    configured: str = settings.memory
     if configured in catalogue.items["memories"] or configured != type(settings).model_fields["memory"].default:
         return configured  # an unknown name the user chose is reported by the Agent, as for any run
     return FLOW_MEMORY
 
 
 @hookimpl
-def register_policies(register):
+def register_policies(register: Register) -> None:
     register(ScriptedPolicy)
 
 
 @hookimpl
-def register_memories(register):
+def register_memories(register: Register) -> None:
     register(FlowMemory)

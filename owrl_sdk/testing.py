@@ -21,13 +21,17 @@ from __future__ import annotations
 import asyncio
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Union
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Union
 
 import pytest
 
+if TYPE_CHECKING:  # pragma: no cover
+    from .plugins import Plugins
+
 
 @pytest.fixture
-def owrl_plugins():
+def owrl_plugins() -> Iterator["Plugins"]:
     from .plugins import Plugins, reset_plugin_manager
 
     reset_plugin_manager()  # a fresh process-wide manager, which code under test shares
@@ -36,7 +40,7 @@ def owrl_plugins():
 
 
 @pytest.fixture
-def owrl_register_plugin(owrl_plugins):
+def owrl_register_plugin(owrl_plugins: "Plugins") -> Iterator[Callable[..., Any]]:
     added: list[Any] = []
 
     def register(plugin: Any, name: Union[str, None] = None) -> Any:
@@ -52,7 +56,7 @@ def owrl_register_plugin(owrl_plugins):
 
 
 @pytest.fixture
-def owrl_page_server():
+def owrl_page_server() -> Iterator[Callable[[dict[str, str]], str]]:
     servers: list[ThreadingHTTPServer] = []
 
     def serve(pages: dict[str, str]) -> str:
@@ -81,7 +85,7 @@ def owrl_page_server():
 
 
 @pytest.fixture
-def owrl_run_flow(owrl_plugins, tmp_path) -> Callable[..., Any]:
+def owrl_run_flow(owrl_plugins: "Plugins", tmp_path: Path) -> Callable[..., Any]:
     from .agent import Agent
     from .config import Settings
     from .documents import Flow

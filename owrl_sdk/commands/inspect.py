@@ -23,6 +23,7 @@ from typing import Any, Optional
 
 import click
 
+from owrl_sdk.hookspecs import Register
 from owrl_sdk.plugins import hookimpl
 
 #: Roles a user acts on; the table lists the snapshot's elements with these roles.
@@ -62,7 +63,8 @@ class Element:
 
 def _unquote(raw: str) -> str:
     try:
-        return json.loads(f'"{raw}"')
+        text: str = json.loads(f'"{raw}"')  # a JSON string literal: always a str
+        return text
     except ValueError:
         return raw.replace('\\"', '"').replace("\\\\", "\\")
 
@@ -313,5 +315,5 @@ def inspect_command(url: str, snapshot: bool, allow_domains: tuple[str, ...], wa
 
 
 @hookimpl
-def register_commands(register):
+def register_commands(register: Register) -> None:
     register(inspect_command)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import click
 
 from owrl_sdk.cli import PathArg
 from owrl_sdk.errors import UsageError
+from owrl_sdk.hookspecs import Register
 from owrl_sdk.plugins import hookimpl
 
 
@@ -51,7 +52,7 @@ def judge_command(path: str, judge_name: str, model: Optional[str], profile: Opt
             click.echo(f"warning: {warning}", err=True)
 
 
-async def _judge(judge, judge_name: str, traj):
+async def _judge(judge: Any, judge_name: str, traj: Any) -> Any:
     """The judgement; a model judge whose weights cannot be had says what works for ``owrl judge``."""
     from owrl_sdk.errors import ModelUnavailable
 
@@ -62,7 +63,7 @@ async def _judge(judge, judge_name: str, traj):
         raise UsageError(_no_weights(judge, judge_name)) from None
 
 
-def _no_weights(judge, judge_name: str) -> str:
+def _no_weights(judge: Any, judge_name: str) -> str:
     model_id = getattr(judge, "model_id", None)
     what = f"the judge model '{model_id}'" if model_id else f"the model of judge '{judge_name}'"
     fetch = ""
@@ -74,5 +75,5 @@ def _no_weights(judge, judge_name: str) -> str:
 
 
 @hookimpl
-def register_commands(register):
+def register_commands(register: Register) -> None:
     register(judge_command)

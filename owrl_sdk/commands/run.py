@@ -6,12 +6,13 @@ import asyncio
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 import click
 
 from owrl_sdk.cli import PathArg
-from owrl_sdk.plugins import hookimpl
+from owrl_sdk.hookspecs import Register
+from owrl_sdk.plugins import Plugins, hookimpl
 
 STATUS_EXIT = {"success": 0, "fail": 1, "aborted": 1, "infra_error": 3}
 
@@ -98,7 +99,6 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
     from owrl_sdk.documents import Flow, load_flow, load_trajectory
     from owrl_sdk.errors import UsageError
     from owrl_sdk.flowplayer import FLOW_POLICY, HealingPolicy, flow_memory
-    from owrl_sdk.plugins import Plugins
 
     given_url = bool(url)
     if flow_file and replay:
@@ -112,7 +112,7 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
         flow = load_flow(flow_file)
     elif replay:
         flow = Flow.from_trajectory(load_trajectory(replay))
-    plugins: Any = None
+    plugins: Optional[Plugins] = None
     if flow is not None:
         from owrl_sdk.documents import check_flow_tools
 
@@ -147,6 +147,7 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
                               "allowed_domains": list(allow_domains) or None,
                               **remote_browser(browser_endpoint, cdp_endpoint)})
     if healer:
+        assert flow is not None  # --heal-with without --flow was refused above
         healing = HealingPolicy(settings, flow=flow, healer=plugins.catalogue.get("policies", healer)(settings))
         agent = Agent(healing, settings=settings, plugins=plugins, memory=flow_memory(plugins.catalogue, settings))
     elif flow is not None:
@@ -165,7 +166,7 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
     console.print(f"[bold]task[/bold] {escape(intent)}\n[bold]url[/bold]  {escape(url)}\n"
                   f"[bold]policy[/bold] {escape(agent.policy.name)}", highlight=False, soft_wrap=True)
 
-    async def go():
+    async def go() -> Any:
         try:
             with console.status("starting the browser…") as status:
                 view.status = status
@@ -177,7 +178,7 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
     from owrl_sdk import secrets
 
     outcome = secrets.scrub(traj.outcome)  # what is printed below, --json included, is scrubbed
-    if healer and outcome.status == "success" and getattr(agent.policy, "healed_at", None) is not None:
+    if healer and flow_file and outcome.status == "success" and getattr(agent.policy, "healed_at", None) is not None:
         repaired = Flow.from_trajectory(traj)
         target = next_flow_version(flow_file)
         target.write_text(repaired.to_json(), encoding="utf-8")
@@ -231,7 +232,7 @@ def remote_browser(browser_endpoint: Optional[str], cdp_endpoint: Optional[str])
     return {"browser_endpoint": browser_endpoint or "", "cdp_endpoint": cdp_endpoint or ""}
 
 
-def next_flow_version(path):
+def next_flow_version(path: Union[str, Path]) -> Path:
     """Where a repaired flow is saved (:func:`owrl_sdk.flowplayer.next_flow_version`)."""
     from owrl_sdk.flowplayer import next_flow_version as nxt
 
@@ -242,7 +243,7 @@ def next_flow_version(path):
 _BROWSER_SCHEMES = ("about", "data")
 
 
-def plugin_scheme(url: str, plugins: Any = None) -> bool:
+def plugin_scheme(url: str, plugins: Optional[Plugins] = None) -> bool:
     """Whether ``url`` is written in a plugin's own scheme (``NAME:REST``, no ``//``), left for
     the ``resolve_url`` hook. With ``plugins``, exactly when a ``resolve_url`` hook turns it into
     another address; without, when it looks like one: a scheme that is not a browser, web or file
@@ -258,7 +259,7 @@ def plugin_scheme(url: str, plugins: Any = None) -> bool:
 
 
 def resolve_url(url: str, note: Optional[Callable[[str], None]] = None, given_as: Optional[str] = None,
-                plugins: Any = None) -> str:
+                plugins: Optional[Plugins] = None) -> str:
     """URLs as users type them: a bare host gets https:// (said through ``note``), a path becomes a
     file:// URL. With ``given_as`` (where the address came from: "--url"), an address that cannot
     be one raises :class:`UsageError` naming it; without, it is passed on as it is. A plugin's
@@ -309,5 +310,5 @@ def _checked_url(url: str, given: str, given_as: str) -> str:
 
 
 @hookimpl
-def register_commands(register):
+def register_commands(register: Register) -> None:
     register(run_command)

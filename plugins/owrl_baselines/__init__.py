@@ -8,7 +8,6 @@ but valid calls. Neither looks at a model: they measure the harness, not a polic
 from __future__ import annotations
 
 import random
-from functools import lru_cache
 from typing import Any
 
 from owrl_sdk import hookimpl
@@ -17,9 +16,8 @@ from owrl_sdk.policy import Policy
 from owrl_sdk.types import ToolCall, Turn
 
 
-@lru_cache(maxsize=1)
 def _catalogue() -> Any:
-    """This process's plugin catalogue (loaded once, when a policy first needs another plugin)."""
+    """The process's plugin catalogue, where a policy finds what other plugins registered."""
     from owrl_sdk.plugins import Plugins
 
     return Plugins().catalogue

@@ -11,7 +11,6 @@ do not import each other: this one finds that plugin's policy classes in the cat
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 from owrl_sdk import hookimpl
@@ -21,24 +20,32 @@ from owrl_sdk.components import Optimizer
 MODEL_POLICY = "openwebrl"
 
 
-@lru_cache(maxsize=1)
-def _plugins() -> Any:
-    from owrl_sdk.plugins import Plugins
-
-    return Plugins()
-
-
 def peer_policy(name: str = MODEL_POLICY, catalogue: Any = None) -> Any:
     """The policy class another plugin registered as ``name`` (default: ``openwebrl``), from
-    ``catalogue`` or else this process's plugins (loaded once). A missing plugin raises
+    ``catalogue`` or else the process's plugins. A missing plugin raises
     :class:`~owrl_sdk.errors.PluginError` naming the policies there are."""
-    return (catalogue if catalogue is not None else _plugins().catalogue).get("policies", name)
+    if catalogue is None:
+        from owrl_sdk.plugins import Plugins
+
+        catalogue = Plugins().catalogue
+    return catalogue.get("policies", name)
 
 
 class SFT(Optimizer):
-    """Supervised fine-tuning (``owrl train sft``); see :mod:`owrl_train.sft`."""
+    """Supervised fine-tuning (``owrl train sft``); see :mod:`owrl_train.sft`.
+
+    Its ``config`` option (an :class:`owrl_train.sft.SFTConfig`) is what :meth:`optimize`
+    trains with; :meth:`train` takes one explicitly."""
 
     name = "sft"
+
+    def optimize(self, samples: list[Any]) -> dict[str, Any]:
+        config = self.options.get("config")
+        if config is None:
+            from owrl_sdk.errors import ConfigError
+
+            raise ConfigError("the sft optimizer needs its config option (an SFTConfig) to optimize")
+        return self.train(samples, config)
 
     def train(self, samples: list[Any], config: Any) -> dict[str, Any]:
         from .sft import train_sft
