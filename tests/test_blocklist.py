@@ -25,8 +25,10 @@ def test_network_failures_in_an_eval_block_the_host(tmp_path):
     # a name under .invalid never resolves: the start page fails at once with a DNS error
     tasks.write_text(json.dumps({"id": "dead", "intent": "x", "start_url": "http://shop.owrl-test.invalid/"}) + "\n")
     env = dict(os.environ)
-    run = lambda *a: subprocess.run([sys.executable, "-m", "owrl_sdk", *a], capture_output=True, text=True,
-                                    cwd=tmp_path, env=env, timeout=300)
+
+    def run(*a: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "owrl_sdk", *a], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+
     out = run("eval", "--suite", str(tasks), "--policy", "random", "--out", "ev", "--json")
     assert out.returncode == 0, out.stderr[-1500:]
     summary = json.loads(out.stdout)

@@ -19,7 +19,7 @@ def write_flow(path, task: str, turns: list) -> str:
 
 
 def line_starting(text: str, head: str) -> str:
-    lines = [l for l in text.splitlines() if l.startswith(head)]
+    lines = [line for line in text.splitlines() if line.startswith(head)]
     assert lines, f"no line starts with {head!r} in:\n{text}"
     return lines[-1]
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def error_lines(stderr: str) -> list[str]:
-    return [l for l in stderr.splitlines() if l.strip()]
+    return [line for line in stderr.splitlines() if line.strip()]
 
 
 # ------------------------------------------------------------------ owrl new

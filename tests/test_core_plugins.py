@@ -23,14 +23,14 @@ from fakes import FakeEnv, FakePage, Go, ListPolicy, call
 PAGES = {"fake://shop.example.com/": FakePage("fake://shop.example.com/", "Shop", {"Cart"})}
 
 
-def make_dist(root: Path, dist: str, entry_points: dict[str, str], modules: dict[str, str] = {}) -> Path:
+def make_dist(root: Path, dist: str, entry_points: dict[str, str], modules: dict[str, str] | None = None) -> Path:
     """A minimal installed distribution on a temporary path, with `owrl` entry points."""
     info = root / f"{dist}-0.1.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
     lines = "\n".join(f"{k} = {v}" for k, v in entry_points.items())
     (info / "entry_points.txt").write_text(f"[owrl]\n{lines}\n")
-    for name, source in modules.items():
+    for name, source in (modules or {}).items():
         (root / f"{name}.py").write_text(textwrap.dedent(source))
     return root
 
@@ -83,13 +83,27 @@ def test_catalogue_hooks_register_each_kind(plugins, register_plugin, settings):
     from owrl_sdk.components import Judge, Optimizer, Reward, TaskSampler, TaskSuite
     from owrl_sdk.memory import Memory
 
-    class J(Judge): name = "j"
-    class R(Reward): name = "r"
-    class O(Optimizer): name = "o"
-    class S(TaskSuite): name = "s"
-    class M(Memory): name = "m"
-    class A(SiteAdapter): name = "a"; domains = ("a.test",)
-    class Smp(TaskSampler): name = "smp"
+    class J(Judge):
+        name = "j"
+
+    class R(Reward):
+        name = "r"
+
+    class Opt(Optimizer):
+        name = "o"
+
+    class S(TaskSuite):
+        name = "s"
+
+    class M(Memory):
+        name = "m"
+
+    class A(SiteAdapter):
+        name = "a"
+        domains = ("a.test",)
+
+    class Smp(TaskSampler):
+        name = "smp"
 
     class Everything:
         @hookimpl
@@ -103,7 +117,7 @@ def test_catalogue_hooks_register_each_kind(plugins, register_plugin, settings):
         @hookimpl
         def register_rewards(self, register): register(R)
         @hookimpl
-        def register_optimizers(self, register): register(O)
+        def register_optimizers(self, register): register(Opt)
         @hookimpl
         def register_site_adapters(self, register): register(A())
         @hookimpl
@@ -129,7 +143,7 @@ def test_duplicate_names_are_refused(plugins, register_plugin):
 
     register_plugin(Dup(), name="dup")
     with pytest.raises(PluginError, match="tools 'done', already registered by 'builtin_tools'"):
-        plugins.catalogue
+        _ = plugins.catalogue
 
 
 def test_wrong_types_are_refused(plugins, register_plugin):
@@ -140,7 +154,7 @@ def test_wrong_types_are_refused(plugins, register_plugin):
 
     register_plugin(Wrong(), name="wrong")
     with pytest.raises(PluginError, match="must be a subclass of Policy"):
-        plugins.catalogue
+        _ = plugins.catalogue
 
 
 def test_unknown_component_names_the_choices(plugins):
@@ -280,7 +294,7 @@ async def test_site_adapters_are_scoped_to_their_domains(plugins, register_plugi
 
 def test_trace_prints_hook_calls(capsys):
     pm = build_plugin_manager(environ={"OWRL_TRACE_PLUGINS": "1"})
-    Plugins(pm).catalogue
+    _ = Plugins(pm).catalogue
     err = capsys.readouterr().err
     assert "[owrl trace] register_tools(register=" in err
     assert "-> [builtin_tools]" in err

@@ -277,7 +277,7 @@ def test_tasks_lists_the_suites_with_plugin_and_size(capsys, monkeypatch):
 
     code, out, _ = cli(capsys, "tasks")
     assert code == 0
-    line = next(l for l in out.splitlines() if "demo-shop" in l)
+    line = next(row for row in out.splitlines() if "demo-shop" in row)
     assert "demo" in line.replace("demo-shop", "") and str(len(load_tasks())) in line
     assert "owrl tasks SUITE" in out
 
@@ -322,7 +322,7 @@ def test_tasks_of_the_demo_shop(capsys, monkeypatch):
     code, out, _ = cli(capsys, "tasks", "demo-shop")
     assert code == 0
     assert f"demo-shop: {len(written)} task(s)" in out
-    line = next(l for l in out.splitlines() if "shop-002" in l)
+    line = next(row for row in out.splitlines() if "shop-002" in row)
     assert "demo:shop/product/chelsea-boots" in line and "What is the price of the Leather Chelsea Boots?" in line
 
 
@@ -346,7 +346,7 @@ def test_tasks_of_a_task_file(capsys, monkeypatch, tmp_path):
     code, out, err = cli(capsys, "tasks", str(path))
     assert code == 0 and "mine: 2 task(s)" in out
     assert "Find the opening hours [today]" in out  # not eaten as markup
-    t2 = next(l for l in out.splitlines() if "t-2" in l)
+    t2 = next(row for row in out.splitlines() if "t-2" in row)
     assert "https://news.example.org/" in t2 and "Read the first headline" in t2 and " - " in t2
 
 

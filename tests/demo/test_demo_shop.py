@@ -33,7 +33,7 @@ def test_start_gives_a_local_base_url_and_stop_frees_the_port():
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0, "the port still accepts connections after stop()"
     with pytest.raises(RuntimeError, match="not running"):
-        shop.base_url
+        _ = shop.base_url
 
 
 def test_every_page_renders(client):

@@ -79,6 +79,6 @@ def test_interrupted_eval_resumes_only_what_is_missing(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     after = episodes.read_text().splitlines()
     assert after[:len(before)] == before  # nothing finished was run again
-    keys = [json.loads(l)["key"] for l in after]
+    keys = [json.loads(line)["key"] for line in after]
     assert sorted(keys) == sorted(f"{t}#{n}" for t in ("click-button", "enter-text") for n in range(4))
     assert json.loads(out.stdout)["episodes"] == 8

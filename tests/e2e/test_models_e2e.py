@@ -68,7 +68,7 @@ def test_sft_on_oracle_trajectories_loads_as_a_policy(workdir):
     assert json.loads(run.stdout)["steps"] == 1
     exported = owrl("train", "export", "--runs", "ev/runs", "--out", "rows.jsonl", cwd=workdir)
     assert exported.returncode == 0
-    rows = [json.loads(l) for l in (workdir / "rows.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (workdir / "rows.jsonl").read_text().splitlines()]
     assert rows and rows[0]["messages"][-1]["role"] == "assistant" and rows[0]["images"][0].endswith(".jpg")
     again = owrl("train", "sft", "--data", "rows.jsonl", "--model", str(adapter), "--out", "sft2", "--epochs", "1",
                  "--grad-accum", "4", "--lora-r", "4", cwd=workdir)
@@ -90,7 +90,7 @@ def test_rl_on_the_demo_shop_resumes_after_a_kill(workdir):
     out = owrl("train", "rl", "--config", "rl.toml", cwd=workdir)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "resuming at iteration" in out.stderr and "iteration 3/3" in out.stderr
-    steps = [json.loads(l)["step"] for l in (workdir / "rl" / "metrics.jsonl").read_text().splitlines()]
+    steps = [json.loads(line)["step"] for line in (workdir / "rl" / "metrics.jsonl").read_text().splitlines()]
     assert steps[-1] == 2 and 0 in steps
     assert sorted(p.name for p in (workdir / "rl" / "checkpoints").iterdir()) == ["iter-00001", "iter-00002"]
     assert list((workdir / "rl" / "tensorboard").iterdir())

@@ -95,7 +95,7 @@ def element(tag, text="", label="", type_=""):
     return {"tag": tag, "type": type_, "role": "", "checked": None, "label": label, "text": text}
 
 
-def trajectory(shots=(b"shot-1", b"shot-2", b"shot-3"), outcome=Outcome(status="success", answer=ANSWER)) -> Trajectory:
+def trajectory(shots=(b"shot-1", b"shot-2", b"shot-3"), outcome: Outcome | None = None) -> Trajectory:
     """Three steps: a click, an unreadable answer, then write + press_keys + done. The ToolCalls
     of the records are the builtin calls the openwebrl profile converted them to."""
     traj = Trajectory(task=Task(intent=TASK, start_url=f"{BASE}/"), policy=PolicyInfo(name="openwebrl"))
@@ -120,7 +120,7 @@ def trajectory(shots=(b"shot-1", b"shot-2", b"shot-3"), outcome=Outcome(status="
                CallRecord(call=keys, result=ToolResult(
                    page={"navigated_to": f"{BASE}/results?q=red+hat", "tabs_opened": []})),
                CallRecord(call=done, result=ToolResult(answer=ANSWER, ends_episode=True))]))
-    traj.outcome = outcome
+    traj.outcome = outcome if outcome is not None else Outcome(status="success", answer=ANSWER)
     return traj
 
 
@@ -390,7 +390,7 @@ def test_fetched_weights_are_preferred_for_the_default_model(prompt_file, monkey
     assert loaded == [str(tmp_path / "openwebrl-judge"), "my/judge"]
     monkeypatch.setattr(fetch, "fetched_weights", lambda key: None, raising=False)
     judge = OpenWebRLJudge(Settings(), judge_prompt_file=str(prompt_file))
-    judge.backend
+    _ = judge.backend
     assert loaded[-1] == DEFAULT_JUDGE_MODEL
 
 

@@ -75,6 +75,6 @@ def test_owrl_run_without_weights_exits_2_with_one_line(tmp_path):
     out = subprocess.run([sys.executable, "-m", "owrl_sdk", "run", "--task", "x", "--url", "http://127.0.0.1:9/"],
                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert out.returncode == 2
-    lines = [l for l in out.stderr.strip().splitlines() if l.strip()]
+    lines = [line for line in out.stderr.strip().splitlines() if line.strip()]
     assert lines[-1].startswith("Error: cannot load model 'OpenWebRL/OpenWebRL-4B'") and "--model PATH" in lines[-1]
     assert "Traceback" not in out.stderr

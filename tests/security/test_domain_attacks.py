@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import pytest
+from playwright.async_api import Error as PlaywrightError
 from security_support import attack
 
 from owrl_sdk import Agent
@@ -263,7 +264,7 @@ async def test_hop_checks_keep_to_their_own_episode(sites, tmp_path):
         assert guarded.page.url == site + "/"
         await free.page.goto(site + "/jump")
         assert free.page.url.startswith("http://localhost:") and landings() == 1
-        with pytest.raises(Exception):
+        with pytest.raises(PlaywrightError):
             await guarded.page.goto(site + "/jump")
         assert guarded.page.url == site + "/" and landings() == 1
         await guarded.close()

@@ -239,12 +239,12 @@ def test_failure_details_are_redacted_in_the_server_records(owrl_page_server, tm
         for which, make in (("value_equals", value_equals_flow), ("url_contains", url_contains_flow)):
             ids[which] = server.submit_flow(make(url), allowed_domains="127.0.0.1")["id"]
         jobs = {which: server.wait(job_id, timeout=90) for which, job_id in ids.items()}
-        for which, job in jobs.items():
+        for job in jobs.values():
             assert job["status"] == "finished" and job["outcome"]["status"] == "fail", job
             assert job["outcome"]["failure"]["detail"], job
         with tried(failures, "failed expectation details in owrl serve's job record and job list",
                    "the job store scrubs the outcome and error it stores and reads"):
-            for which, job_id in ids.items():
+            for job_id in ids.values():
                 record = server.request("GET", f"/v1/jobs/{job_id}")
                 assert "{{secret:" in record.json()["outcome"]["failure"]["detail"], record.body
                 assert not leaks_in_bytes(record.body, SECRET, PLAIN), record.body
@@ -252,7 +252,7 @@ def test_failure_details_are_redacted_in_the_server_records(owrl_page_server, tm
             assert listed.status == 200 and not leaks_in_bytes(listed.body, SECRET, PLAIN), listed.body
         with tried(failures, "failed expectation details in owrl serve's NDJSON end event and steps",
                    "stream lines are scrubbed before they are sent"):
-            for which, job_id in ids.items():
+            for job_id in ids.values():
                 stream = server.request("GET", f"/v1/jobs/{job_id}/steps/stream")
                 lines = [json.loads(line) for line in stream.body.splitlines()]
                 assert lines[-1]["event"] == "end" and "{{secret:" in lines[-1]["job"]["outcome"]["failure"]["detail"]

@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("peft")
 
 from owrl_openwebrl.backend import Sampling, VLBackend  # noqa: E402
-from owrl_openwebrl.fetch import MARKER, cache_root, convert_gguf, fetch_model, fetched, model_dir  # noqa: E402
+from owrl_openwebrl.fetch import MARKER, cache_root, convert_gguf, fetched, model_dir  # noqa: E402
 from owrl_openwebrl.policy import TextPolicy  # noqa: E402
 from owrl_openwebrl.tiny import build_tiny_text  # noqa: E402
 from owrl_sdk.memory import Context  # noqa: E402
