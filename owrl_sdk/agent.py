@@ -19,9 +19,9 @@ from typing import Any, Awaitable, Callable, Optional, Union
 
 from .config import Settings, load_settings
 from .env import Environment
-from .loop import Episode, EpisodeLimits, StepSink
 from .plugins import Plugins
 from .policy import Policy
+from .runner import run_episode
 from .runstore import RunDir, RunStore
 from .types import Step, Task, Trajectory
 
@@ -96,27 +96,9 @@ class Agent:
         run = RunStore(out or self.settings.runs_dir).new_run(task.intent) if store else None
         factory = self._env_factory or self._browser_env
         env = await factory(run, trace)
-        if hasattr(env, "secret_lookup"):
-            env.secret_lookup = self.plugins.resolve_secret
-        sinks: list[StepSink] = [s for s in (run, on_step) if s is not None]
-        s = self.settings
-        episode = Episode(
-            task=task,
-            env=env,
-            policy=self.policy,
-            memory=self.plugins.catalogue.get("memories", self.memory_name)(s),
-            tools=list(self.plugins.catalogue.items["tools"].values()),
-            hooks=self.plugins.for_task(task),
-            limits=EpisodeLimits(
-                max_steps=s.max_steps, max_parse_errors=s.max_parse_errors, step_timeout=s.step_timeout,
-                episode_timeout=s.episode_timeout, feedback_chars=s.feedback_chars, max_unchanged_repeats=s.max_unchanged_repeats,
-            ),
-            sinks=sinks,
-        )
-        try:
-            trajectory = await episode.run()
-        finally:
-            await asyncio.shield(env.close())
+        memory = self.plugins.catalogue.get("memories", self.memory_name)(self.settings)
+        trajectory = await run_episode(task, env, self.policy, self.settings, self.plugins, memory=memory,
+                                       sinks=[run, on_step])
         if run is not None:
             trajectory.metadata.setdefault("run_dir", str(run.path.resolve()))
             run(trajectory, None)

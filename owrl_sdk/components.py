@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import random
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, Sequence
 
@@ -40,14 +41,23 @@ class Reward:
         raise NotImplementedError
 
 
-class Optimizer:
-    """A training algorithm (SFT, MM-GRPO)."""
+class Optimizer(abc.ABC):
+    """A training algorithm (SFT, MM-GRPO).
+
+    Constructed with ``Settings`` and its own options (a training config, the model);
+    :meth:`optimize` is the one entry point every optimizer implements.
+    """
 
     name: ClassVar[str]
 
     def __init__(self, settings: "Settings", **options: Any):
         self.settings = settings
         self.options = options
+
+    @abc.abstractmethod
+    def optimize(self, samples: list[Any]) -> dict[str, Any]:
+        """Train on ``samples`` (per-turn samples; for RL with their advantages set) and
+        return the metrics of what was done (names to numbers)."""
 
 
 class SuiteCheck(BaseModel):

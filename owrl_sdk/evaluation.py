@@ -1,4 +1,4 @@
-"""Evaluation: many episodes of a suite on a pool of browser contexts, judged and summarised.
+"""Evaluation: many episodes of a suite, run by an executor (:mod:`owrl_sdk.executors`), judged and summarised.
 
 ``DIR/episodes.jsonl`` gets one line per finished episode (appended as each ends), so an
 interrupted evaluation resumes: episodes already in the file are skipped.
@@ -8,22 +8,21 @@ out of the success rate: they are the machinery's failures, not the policy's.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from . import secrets
-from .blocklist import Blocklist, host_of
 from .components import TaskSuite
 from .config import Settings
-from .loop import Episode, EpisodeLimits
+from .executors import Executor, LocalExecutor, NamedPolicy, WorkItem, Workload
 from .plugins import Plugins
-from .runstore import RunStore
-from .types import Task, Trajectory
+from .runner import EpisodeRecord
+from .types import Task
+
+__all__ = ["EpisodeRecord", "EvalPlan", "Evaluation", "TaskFileSuite", "read_records", "summarise", "wilson"]
 
 
 def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -48,25 +47,6 @@ class TaskFileSuite(TaskSuite):
 
     def tasks(self) -> list[Task]:
         return list(self._tasks)
-
-
-@dataclass
-class EpisodeRecord:
-    key: str
-    task_id: str
-    episode: int
-    status: str
-    success: Optional[bool]
-    score: float
-    steps: int
-    seconds: float
-    failure: Optional[str]
-    answer: Optional[str]
-    run_dir: Optional[str]
-
-    @property
-    def infra(self) -> bool:
-        return self.status == "infra_error"
 
 
 @dataclass
@@ -124,45 +104,43 @@ def read_records(path: Path) -> list[EpisodeRecord]:
 
 
 class Evaluation:
-    """Runs an :class:`EvalPlan`; ``on_record`` is called as each episode finishes."""
+    """Runs an :class:`EvalPlan` on an executor; ``on_record`` is called as each episode finishes.
+
+    ``executor``: an :class:`owrl_sdk.executors.Executor` not yet started (default: the
+    ``local`` one, with the plan's workers and ``browser_per_worker``). Every worker gets its
+    own instance of the plan's policy (:class:`owrl_sdk.executors.NamedPolicy`).
+    """
 
     def __init__(self, plan: EvalPlan, settings: Settings, plugins: Plugins,
-                 on_record: Optional[Callable[[EpisodeRecord], None]] = None):
+                 on_record: Optional[Callable[[EpisodeRecord], None]] = None, executor: Optional[Executor] = None):
         self.plan = plan
         self.settings = settings
         self.plugins = plugins
         self.on_record = on_record
         self.episodes_file = plan.out / "episodes.jsonl"
-        #: Hosts whose network failed are recorded here (training skips them).
-        self.blocklist: Optional[Blocklist] = Blocklist() if plan.record_blocklist else None
-        self.store = RunStore(plan.out / "runs")
+        self.executor = executor or LocalExecutor(settings, plugins, plan.workers,
+                                                  browser_per_worker=plan.browser_per_worker)
 
     def pending(self) -> list[tuple[Task, int]]:
         done = {r.key for r in read_records(self.episodes_file)}
         return [(t, n) for t in self.plan.tasks for n in range(self.plan.episodes) if f"{t.id}#{n}" not in done]
 
-    async def run(self) -> dict[str, Any]:
-        from .browser import BrowserHost
+    def workload(self) -> Workload:
+        plan = self.plan
+        return Workload(suite=plan.suite, policy=NamedPolicy(plan.policy, dict(plan.policy_options)),
+                        judge=plan.judge, out=plan.out, record_blocklist=plan.record_blocklist)
 
+    async def run(self) -> dict[str, Any]:
         self.plan.out.mkdir(parents=True, exist_ok=True)
-        queue: asyncio.Queue[tuple[Task, int]] = asyncio.Queue()
-        for item in self.pending():
-            queue.put_nowait(item)
-        suite = self.plan.suite
-        await suite.setup()
-        n_workers = max(1, self.plan.workers)
-        hosts = [BrowserHost(self.settings, launch_hook=self.plugins.browser_launch_options)
-                 for _ in range(n_workers if self.plan.browser_per_worker else 1)]
+        items = [WorkItem(task, n) for task, n in self.pending()]
+        executor = self.executor
         try:
-            for host in hosts:
-                await host.start()
-            workers = [asyncio.create_task(self._worker(hosts[i % len(hosts)], queue)) for i in range(n_workers)]
-            await asyncio.gather(*workers)
+            if items:
+                await executor.start(self.workload())
+                await executor.run(items, lambda result: self.add_record(result.record))
         finally:
-            for host in hosts:
-                await host.close()
-            await suite.teardown()
-        return self.write_summary()
+            await executor.close()
+        return self.write_summary(**executor.stats())
 
     def write_summary(self, **extra: Any) -> dict[str, Any]:
         """Totals over the plan's tasks in ``episodes.jsonl``, written to ``summary.json``."""
@@ -180,71 +158,3 @@ class Evaluation:
             fh.write(json.dumps(record.__dict__) + "\n")
         if self.on_record:
             self.on_record(record)
-
-    async def _worker(self, host: Any, queue: "asyncio.Queue[tuple[Task, int]]") -> None:
-        catalogue = self.plugins.catalogue
-        policy = catalogue.get("policies", self.plan.policy)(self.settings, **self.plan.policy_options)
-        judge = catalogue.get("judges", self.plan.judge)(self.settings)
-        try:
-            while True:
-                try:
-                    task, n = queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    return
-                await host.ensure_running()  # one relaunch even when several workers notice
-                record, _ = await self.episode(host, policy, judge, task, n)
-                self.add_record(record)
-        finally:
-            await policy.close()
-
-    async def episode(self, host: Any, policy: Any, judge: Any, task: Task, n: int) -> tuple[EpisodeRecord, Trajectory]:
-        """One judged episode of ``task`` (seed ``n``) in a fresh context of ``host``."""
-        s = self.settings
-        task = task.model_copy(deep=True, update={"metadata": {**task.metadata, "seed": n, "episode": n}})
-        run = self.store.new_run(f"{task.id}-{n}")
-        started = time.perf_counter()
-        env = await host.new_env(run_dir=run.path)
-        env.secret_lookup = self.plugins.resolve_secret
-        episode = Episode(
-            task=task, env=env, policy=policy,
-            memory=self.plugins.catalogue.get("memories", s.memory)(s),
-            tools=list(self.plugins.catalogue.items["tools"].values()),
-            hooks=self.plugins.for_task(task, extra=[self.plan.suite]),
-            limits=EpisodeLimits(max_steps=s.max_steps, max_parse_errors=s.max_parse_errors,
-                                 step_timeout=s.step_timeout, episode_timeout=s.episode_timeout,
-                                 feedback_chars=s.feedback_chars, max_unchanged_repeats=s.max_unchanged_repeats),
-            sinks=[run],
-        )
-        try:
-            traj = await episode.run()
-            if traj.outcome is not None and traj.outcome.status != "infra_error":
-                try:
-                    check = await self.plan.suite.check(env, task, traj)
-                except Exception as err:  # noqa: BLE001 - a check that cannot read the page
-                    traj.warnings.append(f"suite check failed: {type(err).__name__}: {err}")
-                    check = None
-                if check is not None:
-                    traj.metadata["suite_check"] = check.model_dump()
-        finally:
-            await asyncio.shield(env.close())
-        traj.judgements.append(await judge.judge(traj))
-        traj.metadata["run_dir"] = str(run.path)
-        failure = traj.outcome.failure if traj.outcome else None
-        if failure is not None and failure.category == "network" and self.blocklist is not None:
-            self.blocklist.add(host_of(task.start_url), failure.kind)
-        run(traj, None)
-        return _record(task, n, traj, time.perf_counter() - started, str(run.path)), traj
-
-
-def _record(task: Task, n: int, traj: Trajectory, seconds: float, run_dir: str) -> EpisodeRecord:
-    outcome = traj.outcome
-    judgement = traj.judgements[-1]
-    infra = outcome is not None and outcome.status == "infra_error"
-    return EpisodeRecord(
-        key=f"{task.id}#{n}", task_id=task.id, episode=n,
-        status=outcome.status if outcome else "aborted",
-        success=None if infra else bool(judgement.success),
-        score=judgement.score, steps=len(traj.steps), seconds=round(seconds, 3),
-        failure=outcome.failure.kind if outcome and outcome.failure else None,
-        answer=outcome.answer if outcome else None, run_dir=run_dir,
-    )

@@ -120,6 +120,16 @@ def register_samplers(register: Register) -> None:
 
 
 @hookspec
+def register_executors(register: Register) -> None:
+    """Register executors: where the episodes of an evaluation run (``owrl eval --backend NAME``).
+
+    Called once, when the catalogue is built.
+    ``register(cls)`` takes a subclass of :class:`owrl_sdk.executors.Executor` with a unique
+    ``name``; the core registers ``local`` and ``ray``.
+    """
+
+
+@hookspec
 def register_commands(register: Register) -> None:
     """Register CLI subcommands.
 

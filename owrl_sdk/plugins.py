@@ -48,6 +48,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "builtin_tools",
     "builtin_judges",
     "owrl_sdk.failures",
+    "owrl_sdk.executors",
     "owrl_sdk.flowplayer",
 )
 
@@ -328,6 +329,7 @@ class Catalogue:
         "site_adapters": ("register_site_adapters", "owrl_sdk.components:SiteAdapter", True),
         "task_suites": ("register_task_suites", "owrl_sdk.components:TaskSuite", False),
         "samplers": ("register_samplers", "owrl_sdk.components:TaskSampler", False),
+        "executors": ("register_executors", "owrl_sdk.executors:Executor", False),
     }
 
     def __init__(self) -> None:

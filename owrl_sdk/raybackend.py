@@ -1,4 +1,4 @@
-"""The Ray backend: episodes run on Ray actors, each owning one browser and a pool of contexts.
+"""The Ray backend, the ``ray`` executor: episodes run on Ray actors, each owning one browser and a pool of contexts.
 
     owrl eval --suite demo-shop --policy oracle --backend ray --workers 2 [--ray-address ADDR]
 
@@ -33,10 +33,12 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from .config import Settings
-from .errors import InfraError, UsageError
-from .evaluation import EpisodeRecord, EvalPlan, Evaluation, TaskFileSuite
+from .errors import ConfigError, InfraError, UsageError
+from .evaluation import EvalPlan, Evaluation, TaskFileSuite
+from .executors import Executor, OnResult, WorkItem, WorkResult, Workload, error_result, horizon
 from .plugins import Plugins
-from .types import Task
+from .runner import EpisodeRecord, JudgedEpisodes, failed_record
+from .types import Task, Trajectory
 
 
 @dataclass
@@ -60,14 +62,18 @@ def import_ray() -> Any:
 
 
 class EpisodeWorker:
-    """The body of one Ray actor: one browser, ``contexts`` policies, the suite, the judge."""
+    """The body of one Ray actor: one browser, ``contexts`` policies, the suite, the judge.
+
+    Its episodes are :class:`owrl_sdk.runner.JudgedEpisodes`, as on the local executor; each
+    of its ``contexts`` slots gets its policy once from the workload's policy factory.
+    """
 
     def __init__(self, spec: dict[str, Any]):
         self.spec = spec
-        self.evaluation: Optional[Evaluation] = None
+        self.episodes: Optional[JudgedEpisodes] = None
         self.host: Any = None
         self.policies: Optional[asyncio.Queue] = None
-        self.judge: Any = None
+        self.policy_factory: Any = None
         self.local_tasks: dict[str, Task] = {}
 
     async def start(self) -> int:
@@ -82,65 +88,73 @@ class EpisodeWorker:
             suite: Any = TaskFileSuite(settings, [Task.model_validate(t) for t in spec["tasks"]])
         else:
             suite = plugins.catalogue.get("task_suites", spec["suite"])(settings, **spec.get("suite_options", {}))
-        plan = EvalPlan(suite=suite, tasks=[], policy=spec["policy"], policy_options=spec["policy_options"],
-                        judge=spec["judge"], out=Path(spec["out"]), record_blocklist=spec["record_blocklist"])
-        self.evaluation = Evaluation(plan, settings, plugins)
-        plan.out.mkdir(parents=True, exist_ok=True)
+        self.episodes = JudgedEpisodes(settings, plugins, suite, spec["judge"], Path(spec["out"]),
+                                       record_blocklist=spec["record_blocklist"])
+        Path(spec["out"]).mkdir(parents=True, exist_ok=True)
         await suite.setup()
         # The suite's tasks as this worker sees them: a suite that serves its site (the demo
         # shop) points them at its own server here, not at the driver's.
         self.local_tasks = {t.id: t for t in suite.tasks()}
         self.host = BrowserHost(settings, launch_hook=plugins.browser_launch_options)
         await self.host.start()
-        self.judge = plugins.catalogue.get("judges", spec["judge"])(settings)
-        await self.configure(spec["policy"], spec["policy_options"])
+        await self.configure(spec["policy"], spec.get("max_steps"))
         return os.getpid()
 
-    async def configure(self, policy: str, policy_options: dict[str, Any], max_steps: Optional[int] = None) -> None:
-        """Use a new policy (and step limit) from now on: RL rollouts name each new adapter."""
-        assert self.evaluation is not None, "start() first"
-        ev = self.evaluation
+    async def configure(self, policy: Any, max_steps: Optional[int] = None) -> None:
+        """Use a new policy factory (and step limit) from now on: RL rollouts name each new adapter."""
+        assert self.episodes is not None, "start() first"
+        episodes = self.episodes
         if max_steps is not None:
-            ev.settings = ev.settings.with_overrides(max_steps=max_steps)
+            episodes.settings = episodes.settings.with_overrides(max_steps=max_steps)
+            self.spec["max_steps"] = max_steps
         old, self.policies = self.policies, asyncio.Queue()
-        make = ev.plugins.catalogue.get("policies", policy)
+        old_factory, self.policy_factory = self.policy_factory, policy
         for _ in range(max(1, self.spec["contexts"])):
-            self.policies.put_nowait(make(ev.settings, **policy_options))
+            self.policies.put_nowait(policy(episodes.settings, episodes.plugins))
         while old is not None and not old.empty():
-            await old.get_nowait().close()
+            stale = old.get_nowait()
+            if getattr(old_factory, "owned", True):
+                await stale.close()
 
     async def set_out(self, out: str) -> None:
         """Write the next episodes' run folders under ``out`` (each RL iteration has its own)."""
-        assert self.evaluation is not None, "start() first"
-        from .runstore import RunStore
-
-        self.evaluation.plan.out = Path(out)
-        self.evaluation.store = RunStore(Path(out) / "runs")
+        assert self.episodes is not None, "start() first"
+        self.episodes.set_out(Path(out))
 
     async def episode(self, task: dict[str, Any], n: int, with_trajectory: bool = False) -> dict[str, Any]:
-        assert self.evaluation is not None and self.policies is not None, "start() first"
+        """One judged episode; an error of the machinery (not the actor's death) comes back as an
+        ``infra_error`` record with ``error`` set, like on the local executor."""
+        assert self.episodes is not None and self.policies is not None, "start() first"
         policy = await self.policies.get()
         try:
-            await self.host.ensure_running()
             the_task = self.local_tasks.get(task["id"]) or Task.model_validate(task)
-            record, traj = await self.evaluation.episode(self.host, policy, self.judge, the_task, n)
+            the_task = horizon(the_task, self.spec.get("max_steps"))
+            try:
+                await self.host.ensure_running()
+                record, traj = await self.episodes.run(self.host, policy, the_task, n)
+            except Exception as err:  # noqa: BLE001 - this episode failed, the worker goes on
+                failed = error_result(WorkItem(the_task, n), err)
+                return {"record": failed.record.__dict__, "trajectory": None, "error": failed.error}
         finally:
             self.policies.put_nowait(policy)
-        return {"record": record.__dict__, "trajectory": traj.model_dump(mode="json") if with_trajectory else None}
+        return {"record": record.__dict__, "trajectory": traj.model_dump(mode="json") if with_trajectory else None,
+                "error": None}
 
     async def close(self) -> None:
         if self.policies is not None:
             while not self.policies.empty():
-                await self.policies.get_nowait().close()
+                policy = self.policies.get_nowait()
+                if getattr(self.policy_factory, "owned", True):
+                    await policy.close()
         if self.host is not None:
             await self.host.close()
-        if self.evaluation is not None:
-            await self.evaluation.plan.suite.teardown()
+        if self.episodes is not None:
+            await self.episodes.suite.teardown()
 
 
 def lost_record(task: Task, n: int) -> EpisodeRecord:
-    return EpisodeRecord(key=f"{task.id}#{n}", task_id=task.id, episode=n, status="infra_error", success=None,
-                         score=0.0, steps=0, seconds=0.0, failure="infra.worker_lost", answer=None, run_dir=None)
+    """The record of an episode whose workers kept dying until its attempts ran out."""
+    return failed_record(task, n, "infra.worker_lost")
 
 
 class WorkerPool:
@@ -194,12 +208,17 @@ class WorkerPool:
         self.busy[actor] = 0
         self.pids[actor] = pid
 
-    async def configure(self, policy: str, policy_options: dict[str, Any], max_steps: Optional[int] = None) -> None:
-        """Switch every worker (and the workers started later) to ``policy``."""
-        self.spec = {**self.spec, "policy": policy, "policy_options": policy_options}
+    async def configure(self, policy: Any, max_steps: Optional[int] = None) -> None:
+        """Switch every worker (and the workers started later) to the policy factory ``policy``."""
+        self.spec = {**self.spec, "policy": policy}
         if max_steps is not None:
-            self.spec["settings"] = {**self.spec["settings"], "max_steps": max_steps}
-        await asyncio.gather(*[_awaited(a.configure.remote(policy, policy_options, max_steps)) for a in self.busy])
+            self.spec["max_steps"] = max_steps
+        await asyncio.gather(*[_awaited(a.configure.remote(policy, max_steps)) for a in self.busy])
+
+    async def set_out(self, out: str) -> None:
+        """Write the next episodes' run folders under ``out`` (workers started later too)."""
+        self.spec["out"] = str(out)
+        await asyncio.gather(*[_awaited(a.set_out.remote(str(out))) for a in self.busy])
 
     def free_worker(self) -> Any:
         live = [a for a, n in self.busy.items() if n < max(1, self.options.contexts)]
@@ -256,13 +275,17 @@ def _is_actor_death(ray: Any, err: BaseException) -> bool:
     return isinstance(err, (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError))
 
 
-def worker_spec(plan: EvalPlan, settings: Settings, contexts: int) -> dict[str, Any]:
-    suite = plan.suite
+def worker_spec(workload: Workload, settings: Settings, contexts: int) -> dict[str, Any]:
+    """What a worker needs to rebuild the workload on its own node (the policy factory is pickled)."""
+    if not getattr(workload.policy, "owned", True):
+        raise ConfigError("Ray workers cannot share an in-process policy: give a policy factory they can "
+                          "rebuild (owrl_sdk.executors.NamedPolicy), e.g. a served model by name")
+    suite = workload.suite
     file_tasks = [t.model_dump(mode="json") for t in suite.tasks()] if isinstance(suite, TaskFileSuite) else None
     return {
         "cwd": os.getcwd(), "settings": settings.model_dump(), "suite": suite.name, "suite_options": suite.options,
-        "tasks": file_tasks, "policy": plan.policy, "policy_options": plan.policy_options, "judge": plan.judge,
-        "out": str(plan.out), "record_blocklist": plan.record_blocklist, "contexts": contexts,
+        "tasks": file_tasks, "policy": workload.policy, "judge": workload.judge, "out": str(workload.out),
+        "record_blocklist": workload.record_blocklist, "contexts": contexts, "max_steps": workload.max_steps,
     }
 
 
@@ -303,30 +326,92 @@ async def run_on_pool(pool: WorkerPool, items: list[tuple[Any, Task, int]], max_
     return retried
 
 
+class RayExecutor(Executor):
+    """The ``ray`` executor: :class:`EpisodeWorker` actors, ``contexts`` episodes in flight on each.
+
+    The pool starts on the first ``run`` (with no more workers than episodes) and lives
+    until ``close``; ``configure`` switches its workers to a new policy, horizon or output
+    folder (RL rollouts do between iterations). A dead worker's episodes are retried on
+    another, up to ``max_attempts`` tries, then recorded as ``infra.worker_lost``.
+    """
+
+    name = "ray"
+
+    def __init__(self, settings: Settings, plugins: Plugins, workers: int = 1, *,
+                 options: Optional[RayOptions] = None, address: Optional[str] = None,
+                 contexts: Optional[int] = None, max_attempts: Optional[int] = None, **ignored: Any):
+        super().__init__(settings, plugins, workers)
+        options = options or RayOptions()
+        given = {k: v for k, v in dict(address=address, contexts=contexts, max_attempts=max_attempts).items()
+                 if v is not None}
+        self.ray_options = RayOptions(**{**options.__dict__, **given})
+        self.pool: Optional[WorkerPool] = None
+        self.spec: Optional[dict[str, Any]] = None
+        self.retried = 0
+
+    async def start(self, workload: Workload) -> None:
+        await super().start(workload)
+        self.spec = worker_spec(workload, self.settings, self.ray_options.contexts)
+
+    async def configure(self, *, policy: Optional[Any] = None, max_steps: Optional[int] = None,
+                        out: Optional[Path] = None) -> None:
+        await super().configure(policy=policy, max_steps=max_steps, out=out)
+        assert self.workload is not None and self.spec is not None
+        if policy is not None:
+            worker_spec(self.workload, self.settings, self.ray_options.contexts)  # refuses a shared policy
+        self.spec = {**self.spec, "policy": self.workload.policy, "max_steps": self.workload.max_steps,
+                     "out": str(self.workload.out)}
+        if self.pool is not None:
+            if policy is not None or max_steps is not None:
+                await self.pool.configure(self.workload.policy, self.workload.max_steps)
+            if out is not None:
+                await self.pool.set_out(str(out))
+
+    async def run(self, items: list[WorkItem], on_result: Optional[OnResult] = None) -> list[WorkResult]:
+        assert self.workload is not None and self.spec is not None, "start() first"
+        if not items:
+            return []
+        if self.pool is None:
+            self.pool = WorkerPool(self.spec, min(self.workers, len(items)), self.ray_options)
+            await self.pool.start()
+        workload = self.workload
+        results: list[WorkResult] = []
+
+        def done(key: Any, task: Task, n: int, result: Optional[dict[str, Any]]) -> None:
+            item = items[key]
+            if result is None:
+                found = WorkResult(item, lost_record(task, n), error="its workers died; attempts ran out")
+            else:
+                traj = result.get("trajectory")
+                found = WorkResult(item, EpisodeRecord(**result["record"]),
+                                   Trajectory.model_validate(traj) if traj is not None else None, result.get("error"))
+            results.append(found)
+            if on_result is not None:
+                on_result(found)
+
+        self.retried += await run_on_pool(self.pool, [(i, item.task, item.episode) for i, item in enumerate(items)],
+                                          self.ray_options.max_attempts, workload.with_trajectory, done)
+        return results
+
+    def stats(self) -> dict[str, Any]:
+        return {"backend": "ray", "workers_lost": self.pool.workers_lost if self.pool else 0,
+                "episodes_retried": self.retried}
+
+    async def close(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
+
+
 class RayEvaluation(Evaluation):
-    """An :class:`Evaluation` whose episodes run on Ray actors (same files, same summary)."""
+    """An :class:`Evaluation` whose episodes run on the ``ray`` executor (same files, same summary)."""
 
     def __init__(self, plan: EvalPlan, settings: Settings, plugins: Plugins,
                  on_record: Optional[Callable[[EpisodeRecord], None]] = None, options: Optional[RayOptions] = None):
-        super().__init__(plan, settings, plugins, on_record=on_record)
         self.options = options or RayOptions()
-        self.pool: Optional[WorkerPool] = None
+        super().__init__(plan, settings, plugins, on_record=on_record,
+                         executor=RayExecutor(settings, plugins, plan.workers, options=self.options))
 
-    async def run(self) -> dict[str, Any]:
-        self.plan.out.mkdir(parents=True, exist_ok=True)
-        items = self.pending()
-        self.pool = WorkerPool(worker_spec(self.plan, self.settings, self.options.contexts),
-                               min(self.plan.workers, max(1, len(items))), self.options)
-        retried = 0
-        if items:
-            try:
-                await self.pool.start()
-
-                def on_result(key: Any, task: Task, n: int, result: Optional[dict[str, Any]]) -> None:
-                    self.add_record(EpisodeRecord(**result["record"]) if result else lost_record(task, n))
-
-                retried = await run_on_pool(self.pool, [(f"{t.id}#{n}", t, n) for t, n in items],
-                                            self.options.max_attempts, False, on_result)
-            finally:
-                await self.pool.close()
-        return self.write_summary(backend="ray", workers_lost=self.pool.workers_lost, episodes_retried=retried)
+    @property
+    def pool(self) -> Optional[WorkerPool]:
+        """The executor's worker pool (once started)."""
+        return self.executor.pool  # type: ignore[attr-defined]

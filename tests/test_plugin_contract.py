@@ -226,3 +226,27 @@ def test_the_shared_manager_follows_the_plugin_environment(monkeypatch):
         assert Plugins().pm is own
     finally:
         reset_plugin_manager()
+
+
+def test_optimizers_share_one_abstract_entry_point(settings, monkeypatch):
+    from owrl_sdk.components import Optimizer
+    from owrl_train import SFT
+    from owrl_train.rl import MMGRPO
+
+    class Incomplete(Optimizer):
+        name = "incomplete"
+
+    with pytest.raises(TypeError, match="optimize"):
+        Incomplete(settings)
+    assert {"optimize"} <= Optimizer.__abstractmethods__
+
+    got = []
+    monkeypatch.setattr(SFT, "train", lambda self, samples, config: got.append(("train", samples, config)) or {"loss": 1.0})
+    assert SFT(settings, config="cfg").optimize(["s"]) == {"loss": 1.0}
+    with pytest.raises(Exception, match="config"):
+        SFT(settings).optimize(["s"])
+
+    grpo = MMGRPO.__new__(MMGRPO)  # its constructor builds a torch optimizer; the entry point is what is tested
+    monkeypatch.setattr(MMGRPO, "update", lambda self, samples: got.append(("update", samples)) or {"samples": 1.0})
+    assert grpo.optimize(["a"]) == {"samples": 1.0}
+    assert got == [("train", ["s"], "cfg"), ("update", ["a"])]

@@ -33,8 +33,9 @@ def _fmt_rate(block: dict) -> str:
               "(playwright run-server) at this ws:// address instead of launching Chromium.")
 @click.option("--cdp-endpoint", metavar="URL", help="Connect over CDP to a running Chromium at this http:// "
               "(or ws://) DevTools address instead of launching one.")
-@click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-              help="Where episodes run: this process, or Ray actors each owning one browser.")
+@click.option("--backend", default="local", show_default=True, metavar="NAME",
+              help="The executor that runs the episodes: local (this process), ray (Ray actors each owning one "
+              "browser) or one a plugin registers (register_executors).")
 @click.option("--ray-address", metavar="ADDR", help="(ray) A running Ray cluster to join (default: RAY_ADDRESS, else a local Ray for the run).")
 @click.option("--contexts", type=click.IntRange(min=1), default=1, show_default=True,
               help="(ray) Browser contexts, i.e. episodes in flight, per worker.")
@@ -52,6 +53,7 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
     from owrl_sdk.config import load_settings
     from owrl_sdk.errors import UsageError
     from owrl_sdk.evaluation import EvalPlan, Evaluation, TaskFileSuite, read_records
+    from owrl_sdk.executors import executor_class
     from owrl_sdk.plugins import Plugins
     from owrl_sdk.taskfiles import load_tasks
 
@@ -64,6 +66,7 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
     settings = load_settings({"policy": policy, "model": model, "profile": profile, "max_steps": max_steps,
                               **remote_browser(browser_endpoint, cdp_endpoint)})
     plugins = Plugins()
+    executor_cls = executor_class(plugins, backend)  # an unknown backend fails here, naming the known ones
     console = Console(stderr=True)
     if Path(suite).is_file():
         tasks, bad = load_tasks(suite)
@@ -88,6 +91,7 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
         tasks = [known[w] for w in wanted]
     plugins.catalogue.get("judges", judge)
     plugins.catalogue.get("policies", settings.policy)
+    executor = executor_cls(settings, plugins, workers, address=ray_address, contexts=contexts)
     out_dir = Path(out or f"eval/{suite_name}-{settings.policy}")
     plan = EvalPlan(suite=the_suite, tasks=tasks, episodes=episodes, workers=workers, policy=settings.policy,
                     judge=judge, out=out_dir)
@@ -114,13 +118,7 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
             rate = f"success {wins['ok'] / wins['judged']:.0%}" if wins["judged"] else ""
             progress.update(bar, advance=1, rate=rate)
 
-        if backend == "ray":
-            from owrl_sdk.raybackend import RayEvaluation, RayOptions
-
-            evaluation = RayEvaluation(plan, settings, plugins, on_record=on_record,
-                                       options=RayOptions(address=ray_address, contexts=contexts))
-        else:
-            evaluation = Evaluation(plan, settings, plugins, on_record=on_record)
+        evaluation = Evaluation(plan, settings, plugins, on_record=on_record, executor=executor)
         summary = asyncio.run(evaluation.run())
 
     from owrl_sdk.report import write_eval_report
@@ -143,8 +141,8 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
                   f"{summary['mean_seconds']:.1f}s", str(summary["infra_errors"]))
     out_console = Console()
     out_console.print(table)
-    if backend == "ray":
-        out_console.print(f"ray: {summary['workers_lost']} worker(s) lost, {summary['episodes_retried']} episode(s) retried")
+    if "workers_lost" in summary:
+        out_console.print(f"{escape(backend)}: {summary['workers_lost']} worker(s) lost, {summary['episodes_retried']} episode(s) retried")
     out_console.print(f"results: {escape(str(out_dir / 'summary.json'))} · episodes: {escape(str(out_dir / 'episodes.jsonl'))}",
                       highlight=False, soft_wrap=True)
 

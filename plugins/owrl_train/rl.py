@@ -154,6 +154,10 @@ class MMGRPO(Optimizer):
         return ppo_clip_loss(logp, old_logp, adv, mask, clip_low=c.clip_low, clip_high=c.clip_high,
                              ref_logp=ref_logp, kl_coef=c.kl_coef, entropy=entropy, entropy_coef=c.entropy_coef)
 
+    def optimize(self, samples: list[Any]) -> dict[str, Any]:
+        """One MM-GRPO update (:meth:`update`) on samples with their advantages."""
+        return self.update(samples)
+
     def update(self, samples: list[Any]) -> dict[str, float]:
         import torch
 
@@ -321,7 +325,7 @@ class RLRun:
             samples.extend(trajectory_samples(traj, run_dir, tools=self._tools(), advantage=adv,
                                               render=self.policy.prompt))
         t2 = time.perf_counter()
-        update = self.optimizer.update(samples)
+        update = self.optimizer.optimize(samples)
         t3 = time.perf_counter()
         judged = [r for r in rewards if r is not None]
         successes = [s for v in by_task.values() for s in v]

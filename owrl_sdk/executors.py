@@ -1,0 +1,281 @@
+"""Executors: where a list of judged episodes runs.
+
+An :class:`Executor` takes :class:`WorkItem` s (a task, its episode number, an optional
+group) and runs each once as a judged episode (:class:`owrl_sdk.runner.JudgedEpisodes`)
+on ``workers`` workers, calling ``on_result`` as each finishes and returning every
+:class:`WorkResult`. An episode that fails, even one whose judging raises, becomes an
+``infra_error`` record; it never stops the others.
+
+Policies: each worker gets its policy once, from the :data:`PolicyFactory` the client
+passes in the :class:`Workload`, called as ``factory(settings, plugins)``.
+:class:`NamedPolicy` builds a new instance of a registered policy for every worker (what
+an evaluation does; it is picklable, so it also crosses to Ray workers) and the executor
+closes them at the end; :class:`SharedPolicy` hands every worker the same object, which
+stays its owner's and is not closed (RL rollouts in the trainer's process share its
+model-backed policy this way; only the ``local`` executor accepts it).
+
+Executors are registered by plugins with the ``register_executors`` hook, like every
+other catalogue kind; ``owrl eval --backend NAME`` picks one. The core registers
+``local`` (this module: asyncio workers on contexts of one shared browser, or one browser
+per worker) and ``ray`` (:mod:`owrl_sdk.raybackend`: Ray actors each owning a browser).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Optional
+
+from .config import Settings
+from .plugins import Plugins, hookimpl
+from .policy import Policy
+from .runner import EpisodeRecord, JudgedEpisodes, episode_key, failed_record
+from .types import Task, Trajectory
+
+#: Makes the policy of one worker: ``factory(settings, plugins) -> Policy``.
+PolicyFactory = Callable[[Settings, Plugins], Policy]
+
+
+@dataclass
+class NamedPolicy:
+    """A new instance of the registered policy ``name`` for every worker (closed by the executor)."""
+
+    name: str
+    options: dict[str, Any] = field(default_factory=dict)
+    #: The executor owns (and closes) what this factory makes.
+    owned: ClassVar[bool] = True
+
+    def __call__(self, settings: Settings, plugins: Plugins) -> Policy:
+        return plugins.catalogue.get("policies", self.name)(settings, **self.options)
+
+
+@dataclass
+class SharedPolicy:
+    """The same in-process policy for every worker; it stays the caller's (never closed here)."""
+
+    policy: Policy
+    owned: ClassVar[bool] = False
+
+    def __call__(self, settings: Settings, plugins: Plugins) -> Policy:
+        return self.policy
+
+
+@dataclass
+class WorkItem:
+    """One episode to run: ``task`` with seed ``episode``; ``group`` travels to the result."""
+
+    task: Task
+    episode: int = 0
+    group: Optional[str] = None
+
+    @property
+    def key(self) -> str:
+        return episode_key(self.task, self.episode)
+
+
+@dataclass
+class WorkResult:
+    item: WorkItem
+    record: EpisodeRecord
+    #: The judged trajectory, when the workload asked for trajectories (RL does).
+    trajectory: Optional[Trajectory] = None
+    #: Why the machinery could not run or judge the episode (its record is an ``infra_error``).
+    error: Optional[str] = None
+
+
+@dataclass
+class Workload:
+    """What every episode of a run shares: the suite, the policy, the judge, the output."""
+
+    suite: Any
+    policy: PolicyFactory
+    judge: str = "composite"
+    out: Path = Path("eval")
+    #: Record hosts that fail with network errors in the blocklist.
+    record_blocklist: bool = True
+    #: Return each judged trajectory in its result.
+    with_trajectory: bool = False
+    #: Steps per episode whatever the tasks say (RL's horizon); None: the task's, else the setting.
+    max_steps: Optional[int] = None
+
+
+OnResult = Callable[[WorkResult], None]
+
+
+class Executor:
+    """Runs :class:`WorkItem` s of a :class:`Workload` on ``workers`` workers.
+
+    ``start(workload)`` once, then ``run(items, on_result)`` any number of times (with
+    ``configure`` between runs to switch the policy, the horizon or the output folder),
+    then ``close()``. Also an async context manager. Subclasses set ``name`` and register
+    through ``register_executors``; their ``__init__`` takes the settings, the plugins,
+    ``workers`` and their own keyword options (unknown options are ignored by the
+    built-in ones, so a command line can pass all it has).
+    """
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, settings: Settings, plugins: Plugins, workers: int = 1, **options: Any):
+        self.settings = settings
+        self.plugins = plugins
+        self.workers = max(1, workers)
+        self.options = options
+        self.workload: Optional[Workload] = None
+
+    async def start(self, workload: Workload) -> None:
+        self.workload = workload
+
+    async def configure(self, *, policy: Optional[PolicyFactory] = None, max_steps: Optional[int] = None,
+                        out: Optional[Path] = None) -> None:
+        """Use another policy, horizon or output folder for the next ``run``."""
+        assert self.workload is not None, "start() first"
+        if policy is not None:
+            self.workload.policy = policy
+        if max_steps is not None:
+            self.workload.max_steps = max_steps
+        if out is not None:
+            self.workload.out = Path(out)
+
+    async def run(self, items: list[WorkItem], on_result: Optional[OnResult] = None) -> list[WorkResult]:
+        raise NotImplementedError
+
+    def stats(self) -> dict[str, Any]:
+        """Extra totals for ``summary.json`` (the Ray executor adds lost workers and retries)."""
+        return {}
+
+    async def close(self) -> None:
+        pass
+
+    async def __aenter__(self) -> "Executor":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+
+def horizon(task: Task, max_steps: Optional[int]) -> Task:
+    """``task`` with the workload's step limit, when it sets one (RL's curriculum does)."""
+    return task if max_steps is None else task.model_copy(update={"max_steps": max_steps})
+
+
+def error_result(item: WorkItem, err: BaseException, seconds: float = 0.0) -> WorkResult:
+    """The result of an episode whose machinery raised: an ``infra_error``, never the policy's fault."""
+    return WorkResult(item, failed_record(item.task, item.episode, f"infra.{type(err).__name__}", seconds),
+                      error=f"{type(err).__name__}: {err}")
+
+
+def failed_trajectory(result: WorkResult, policy: Any) -> Trajectory:
+    """A stand-in trajectory for a result that came back without one (its episode never ended
+    normally: the machinery raised, or its Ray workers kept dying): an ``infra_error`` that
+    no reward trains on. ``policy`` is a :class:`PolicyInfo` or its fields."""
+    item = result.item
+    category, _, code = (result.record.failure or "infra.error").partition(".")
+    task = item.task.model_copy(update={"metadata": {**item.task.metadata, "seed": item.episode,
+                                                     "episode": item.episode}})
+    return Trajectory(task=task, policy=policy, outcome={
+        "status": "infra_error", "failure": {"category": category, "code": code, "detail": result.error or ""}})
+
+
+class LocalExecutor(Executor):
+    """asyncio workers in this process, on contexts of one shared browser (``browser_per_worker``:
+    one each). The suite is set up at ``start`` and torn down at ``close``; every worker makes
+    sure its browser runs (relaunching a crashed one) before each episode."""
+
+    name = "local"
+
+    def __init__(self, settings: Settings, plugins: Plugins, workers: int = 1, *,
+                 browser_per_worker: bool = False, **options: Any):
+        super().__init__(settings, plugins, workers, **options)
+        self.browser_per_worker = browser_per_worker
+        self.hosts: list[Any] = []
+        self.episodes: Optional[JudgedEpisodes] = None
+
+    async def start(self, workload: Workload) -> None:
+        from .browser import BrowserHost
+
+        await super().start(workload)
+        await workload.suite.setup()
+        self.episodes = JudgedEpisodes(self.settings, self.plugins, workload.suite, workload.judge, workload.out,
+                                       record_blocklist=workload.record_blocklist)
+        self.hosts = [BrowserHost(self.settings, launch_hook=self.plugins.browser_launch_options)
+                      for _ in range(self.workers if self.browser_per_worker else 1)]
+        for host in self.hosts:
+            await host.start()
+
+    async def configure(self, *, policy: Optional[PolicyFactory] = None, max_steps: Optional[int] = None,
+                        out: Optional[Path] = None) -> None:
+        await super().configure(policy=policy, max_steps=max_steps, out=out)
+        assert self.episodes is not None
+        if out is not None:
+            self.episodes.set_out(Path(out))
+
+    async def run(self, items: list[WorkItem], on_result: Optional[OnResult] = None) -> list[WorkResult]:
+        assert self.workload is not None and self.episodes is not None, "start() first"
+        workload, episodes = self.workload, self.episodes
+        settings = self.settings if workload.max_steps is None else self.settings.with_overrides(
+            max_steps=workload.max_steps)
+        episodes.settings = settings
+        queue: asyncio.Queue[WorkItem] = asyncio.Queue()
+        for item in items:
+            queue.put_nowait(item)
+        results: list[WorkResult] = []
+
+        async def worker(host: Any) -> None:
+            policy = workload.policy(settings, self.plugins)
+            try:
+                while True:
+                    try:
+                        item = queue.get_nowait()
+                    except asyncio.QueueEmpty:
+                        return
+                    try:
+                        await host.ensure_running()  # one relaunch even when several workers notice
+                        record, traj = await episodes.run(host, policy, horizon(item.task, workload.max_steps),
+                                                          item.episode)
+                        result = WorkResult(item, record, traj if workload.with_trajectory else None)
+                    except Exception as err:  # noqa: BLE001 - the machinery failed this episode only
+                        result = error_result(item, err)
+                    results.append(result)
+                    if on_result is not None:
+                        on_result(result)
+            finally:
+                if getattr(workload.policy, "owned", True):
+                    await policy.close()
+
+        if not items:
+            return results
+        n = min(self.workers, len(items))
+        await asyncio.gather(*[worker(self.hosts[i % len(self.hosts)]) for i in range(n)])
+        return results
+
+    async def close(self) -> None:
+        hosts, self.hosts = self.hosts, []
+        for host in hosts:
+            await host.close()
+        if self.workload is not None and self.episodes is not None:
+            self.episodes = None
+            await self.workload.suite.teardown()
+
+
+def executor_class(plugins: Plugins, name: str) -> type[Executor]:
+    """The executor registered as ``name``; an unknown name is a usage error naming the known ones."""
+    from .errors import UsageError
+
+    found = plugins.catalogue.items["executors"].get(name)
+    if found is None:
+        known = ", ".join(plugins.catalogue.names("executors")) or "none"
+        raise UsageError(f"no executor (backend) named '{name}' (available: {known})")
+    return found
+
+
+@hookimpl
+def register_executors(register: Callable[[Any], None]) -> None:
+    from .raybackend import RayExecutor
+
+    register(LocalExecutor)
+    register(RayExecutor)
+
+
+__all__ = ["Executor", "LocalExecutor", "NamedPolicy", "SharedPolicy", "PolicyFactory", "WorkItem", "WorkResult",
+           "Workload", "executor_class", "horizon", "error_result", "failed_trajectory"]
