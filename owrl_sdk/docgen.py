@@ -40,7 +40,7 @@ def hooks_markdown() -> str:
              "the same name, declaring only the arguments you use.", ""]
     for name in hook_names():
         fn = getattr(hookspecs, name)
-        opts = getattr(fn, "owrl_spec")
+        opts = fn.owrl_spec
         lines += [f"## `{hook_signature(name)}`", ""]
         if opts.get("firstresult"):
             lines += ["*First result wins.*", ""]
@@ -61,7 +61,9 @@ def cli_markdown() -> str:
         lines.extend([f"## `{' '.join(path)}`", "", "```", cmd.get_help(ctx).rstrip(), "```", ""])
         if isinstance(cmd, click.Group):
             for name in cmd.list_commands(ctx):
-                walk(cmd.get_command(ctx, name), [*path, name])
+                sub = cmd.get_command(ctx, name)
+                if sub is not None:  # every listed name resolves; the check is for the type
+                    walk(sub, [*path, name])
 
     walk(cli, ["owrl"])
     return "\n".join(lines).rstrip() + "\n"
