@@ -24,7 +24,7 @@ import threading
 import zipfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar, Union
+from typing import Any, Callable, Optional, TypeVar, Union, cast
 
 PLACEHOLDER = re.compile(r"\{\{\s*secret:([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 ENV_PREFIX = "OWRL_SECRET_"
@@ -54,7 +54,7 @@ def has_placeholder(text: str) -> bool:
 def resolve(text: str, lookup: Optional[Callable[[str], Optional[str]]] = None) -> str:
     """``text`` with every placeholder replaced by its value (raises :class:`SecretMissing`)."""
 
-    def value(m: re.Match) -> str:
+    def value(m: re.Match[str]) -> str:
         global _resolutions
         name = m.group(1)
         found = lookup(name) if lookup is not None else None
@@ -126,7 +126,7 @@ _SPACE = (r"(?:\s|\+|(?i:%(?:25)?(?:20|09|0a|0d|c2%(?:25)?a0))|\\[ntr]|(?i:\\u00
 
 
 @lru_cache(maxsize=512)
-def _matcher(value: str) -> tuple[re.Pattern, tuple[re.Pattern, ...]]:
+def _matcher(value: str) -> tuple[re.Pattern[str], tuple[re.Pattern[str], ...]]:
     """The head (the first MIN_PREFIX characters, or the whole of a shorter value) as one
     pattern, and the rest as one pattern per character, tried one after another."""
     units: list[tuple[int, str]] = []
@@ -143,7 +143,7 @@ def _matcher(value: str) -> tuple[re.Pattern, tuple[re.Pattern, ...]]:
 def _spans(text: str, value: str) -> list[tuple[int, int]]:
     """Where ``value`` (or a prefix of it of MIN_PREFIX+ characters) is in ``text``, in any form."""
     head, tail = _matcher(value)
-    found = []
+    found: list[tuple[int, int]] = []
     pos = 0
     while True:
         m = head.search(text, pos)
@@ -230,7 +230,8 @@ def scrub(value: T) -> T:
     r = _redactor()
     if not r.items:
         return value
-    return _scrub(value, r)
+    # _scrub rebuilds each container as the same type (a list stays a list, a model that model)
+    return cast(T, _scrub(value, r))
 
 
 def _scrub(value: Any, r: _Redactor) -> Any:

@@ -40,8 +40,8 @@ class Dialogs:
         self.held: list["Dialog"] = []
         self.decision: Optional[tuple[bool, Optional[str]]] = None
         self.closing = False
-        self._arrived: Optional[asyncio.Future] = None
-        self._pending: Optional[asyncio.Future] = None
+        self._arrived: Optional[asyncio.Future["Dialog"]] = None
+        self._pending: Optional[asyncio.Future[Any]] = None
 
     @property
     def current(self) -> Optional["Dialog"]:
@@ -85,7 +85,7 @@ class Dialogs:
 
     # ------------------------------------------------------------------ racing page calls
 
-    def _next(self) -> asyncio.Future:
+    def _next(self) -> asyncio.Future["Dialog"]:
         if self._arrived is None or self._arrived.done():
             self._arrived = asyncio.get_running_loop().create_future()
         return self._arrived
@@ -173,6 +173,6 @@ async def _answer(dialog: "Dialog", accept: bool, text: Optional[str]) -> None:
         await dialog.accept()
 
 
-def _swallow(future: asyncio.Future) -> None:
+def _swallow(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()

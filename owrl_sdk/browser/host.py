@@ -112,7 +112,7 @@ class BrowserHost:
         self._target_contexts: dict[str, str] = {}
         self._page_targets: set[str] = set()
         self._frame_contexts: dict[str, str] = {}
-        self._hop_tasks: set[asyncio.Future] = set()
+        self._hop_tasks: set[asyncio.Future[Any]] = set()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -323,6 +323,7 @@ class BrowserHost:
 
         assert self._playwright is not None
         endpoint = self.endpoint
+        assert endpoint is not None  # only a remote browser is connected to
         over_cdp = not self.settings.browser_endpoint
         options: dict[str, Any] = {} if over_cdp else self._options(self._playwright)
         self.launch_options = options
@@ -464,10 +465,10 @@ class BrowserHost:
         return env.refuse_hop(event["request"]["url"], frame_id, event.get("resourceType", ""),
                               tab=frame_id in self._page_targets)
 
-    def _keep(self, task: asyncio.Future) -> None:
+    def _keep(self, task: asyncio.Future[Any]) -> None:
         self._hop_tasks.add(task)
 
-        def done(t: asyncio.Future) -> None:
+        def done(t: asyncio.Future[Any]) -> None:
             self._hop_tasks.discard(t)
             if not t.cancelled():
                 t.exception()
