@@ -39,7 +39,7 @@ def test_defaults_and_entry_points_load(plugins):
     names = {i.name: i for i in plugin_infos(plugins.pm)}
     for mod in DEFAULT_PLUGINS:
         assert names[mod].default
-    assert not names["scripted"].default and names["scripted"].hooks == ["register_policies"]
+    assert not names["baselines"].default and names["baselines"].hooks == ["register_policies"]
     assert "done" in plugins.catalogue.names("tools")
     assert "scripted" in plugins.catalogue.names("policies")
 
@@ -51,7 +51,7 @@ def test_broken_entry_point_is_named_and_contained(tmp_path, monkeypatch):
     assert [f.name for f in pm.failures] == ["broken"]
     assert "ModuleNotFoundError" in pm.failures[0].error
     assert "owrl-broken 0.1" in pm.failures[0].source
-    assert pm.has_plugin("scripted")  # the others still loaded
+    assert pm.has_plugin("baselines")  # the others still loaded
 
 
 def test_plugin_with_unknown_hook_is_refused(tmp_path, monkeypatch):
