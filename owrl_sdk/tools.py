@@ -34,11 +34,18 @@ class ToolArgumentError(ValueError):
 
 
 class Tool:
-    """Base of every tool. Subclasses set ``name``, ``description`` and ``Args``."""
+    """Base of every tool. Subclasses set ``name``, ``description`` and ``Args``, and the
+    flags below where they differ from the defaults."""
 
     name: ClassVar[str]
     description: ClassVar[str]
     Args: ClassVar[type[BaseModel]] = NoArgs
+    #: The tool acts on the page: the browser environment refuses it while a JavaScript
+    #: dialog blocks the page (unless it ``answers_dialogs``).
+    needs_page: ClassVar[bool] = False
+    #: The tool answers a JavaScript dialog (``handle_dialog``, Enter/Escape in ``press_keys``),
+    #: so it runs while one blocks the page.
+    answers_dialogs: ClassVar[bool] = False
 
     def parse_args(self, arguments: dict[str, Any]) -> BaseModel:
         try:

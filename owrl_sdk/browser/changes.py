@@ -1,0 +1,168 @@
+"""Change feedback: what one call changed, in a few bounded words and as data.
+
+Before a call the environment keeps the active tab's URL and aria snapshot (a snapshot
+taken within :data:`FRESH_SNAPSHOT_S` stands for it); after, it compares: navigation, tabs
+opened or closed, dialogs, downloads, refused navigations, and the elements that appeared,
+disappeared or changed (:func:`owrl_sdk.browser.feedback.diff`). Nothing to tell is
+:data:`~owrl_sdk.browser.feedback.NO_CHANGE`, and ``ToolResult.changed`` False. The same facts
+go to ``ToolResult.page`` (:meth:`_facts`). ``configure(settle=...)`` adds a wait after
+every action (:meth:`_settle_action`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional
+from urllib.parse import urldefrag
+
+from .feedback import NO_CHANGE, bounded, diff, short
+from .liveness import _is_playwright_error
+
+if TYPE_CHECKING:  # pragma: no cover
+    from playwright.async_api import Page
+
+#: A snapshot taken this recently stands for "before" the next call (saves a round trip).
+FRESH_SNAPSHOT_S = 1.0
+
+
+@dataclass
+class _Snapshot:
+    page: "Page"
+    url: str
+    text: str
+    at: float
+
+
+@dataclass
+class _Before:
+    page: Optional["Page"]
+    url: str
+    aria: Optional[str]
+
+
+def _same_document(url: str, other: str) -> bool:
+    return urldefrag(url)[0] == urldefrag(other)[0]
+
+
+class ChangeFeedbackMixin:
+    """Reading what a call changed."""
+
+    async def _before(self) -> _Before:
+        page = self._active
+        if page is None:
+            return _Before(None, "", None)
+        url = page.url
+        snap = self._snapshot
+        if self._dialogs.held:
+            # the page has been frozen since the action that opened the dialog: its snapshot stands
+            known = snap.text if snap is not None and snap.page is page and snap.url == url else None
+            return _Before(page, url, known)
+        if snap is not None and snap.page is page and snap.url == url and time.monotonic() - snap.at < FRESH_SNAPSHOT_S:
+            return _Before(page, url, snap.text)
+        return _Before(page, url, await self._aria(page))
+
+    async def _aria(self, page: "Page") -> Optional[str]:
+        """An aria snapshot (remembered for ref checks), or None if the page cannot give one now."""
+        try:
+            done, results = await self._dialogs.gather(page.aria_snapshot(mode="ai"))
+        except Exception as err:
+            if not _is_playwright_error(err):
+                raise
+            self._raise_if_dead(err)
+            return None
+        if not done:
+            return None
+        self._snapshot = _Snapshot(page, page.url, results[0], time.monotonic())
+        return results[0]
+
+    async def _describe_change(self, before: _Before, tool_feedback: str) -> tuple[str, bool]:
+        """The feedback of a successful call, and whether it has anything to tell (False:
+        nothing changed and the tool said nothing, the feedback is :data:`NO_CHANGE`)."""
+        parts = [tool_feedback]
+        await self._await_new_tabs()
+        await self._await_script_addresses()
+        origin = before.page if before.page in self.pages else None
+        after = None
+        if origin is not None and before.aria is not None and not self._dialogs.held and _same_document(origin.url, before.url):
+            # taken first: it also gives a popup the call opened time to announce itself
+            after = await self._aria(origin)
+        if origin is not None and origin.url != before.url:
+            parts.append(f"navigated: {short(before.url, 80)} -> {short(origin.url, 80)}")
+            if not _same_document(origin.url, before.url):
+                await self._settle(origin)
+        for kind, obj in list(self._events):
+            if kind == "tab_opened" and obj in self.pages:
+                await self._settle(obj)
+                await self._refuse_new_tab(obj, origin)
+        parts.extend(self._event_texts())
+        page = self._active
+        if page is not None and page is not origin and not self._tabs_opened and not self._dialogs.held:
+            if not any(kind == "tab_closed" for kind, _ in self._events):
+                parts.append(f"the active tab is now tab {self.pages.index(page)}: {short(page.url, 80)}")
+        if after is not None and before.aria is not None and _same_document(origin.url, before.url):
+            changes = diff(before.aria, after)
+            if changes:
+                parts.append(changes.describe())
+        if self._dialogs.held:
+            parts.append(self._dialogs.note())
+        if not any(parts):
+            return NO_CHANGE, False
+        return self._bound(parts), True
+
+    def _facts(self, before: _Before) -> dict[str, Any]:
+        """The change a call made, as data (see the module doc)."""
+        page = self._active
+        facts: dict[str, Any] = {
+            "url": page.url if page is not None else None,
+            "active_tab": self.pages.index(page) if page in self.pages else None,
+            "tabs_opened": [self.pages.index(obj) for kind, obj in self._events
+                            if kind == "tab_opened" and obj in self.pages],
+        }
+        origin = before.page
+        if origin is not None and origin in self.pages and origin.url != before.url:
+            facts["navigated_to"] = origin.url
+        return facts
+
+    async def _settle_action(self) -> None:
+        """The wait of ``configure(settle=...)``: network idle (bounded), then a pause."""
+        assert self._settle_after is not None
+        page = self._active
+        idle = float(self._settle_after.get("network_idle_ms", 0))
+        if page is not None and idle > 0:
+            try:
+                await self._dialogs.gather(page.wait_for_load_state("networkidle", timeout=idle))
+            except Exception as err:  # still busy (polling, streaming): the pause still comes
+                if not _is_playwright_error(err):
+                    raise
+                self._raise_if_dead(err)
+        await asyncio.sleep(float(self._settle_after.get("after_ms", 0)) / 1000)
+
+    def _event_texts(self) -> list[str]:
+        texts = []
+        for kind, obj in self._events:
+            if kind == "tab_opened":
+                if obj in self.pages:
+                    url = obj.url if obj.url not in ("", "about:blank") else "a blank page"
+                    texts.append(f"a new tab opened (tab {self.pages.index(obj)}): {short(url, 80)}; it is the active tab now")
+            elif kind == "tab_closed":
+                index, url = obj
+                now = self.pages.index(self._active) if self._active in self.pages else None
+                tail = f"; the active tab is now tab {now}" if now is not None else ""
+                texts.append(f"tab {index} ({short(url, 60)}) closed{tail}")
+            else:
+                texts.append(str(obj))
+        return texts
+
+    async def _settle(self, page: "Page") -> None:
+        """Wait (bounded) for a page that navigated to have its document."""
+        try:
+            await self._dialogs.gather(page.wait_for_load_state("domcontentloaded", timeout=self.settings.navigation_timeout * 1000))
+        except Exception as err:
+            if not _is_playwright_error(err):
+                raise
+            self._raise_if_dead(err)
+
+    def _bound(self, parts: list[str]) -> str:
+        return bounded(parts, self.settings.feedback_chars)
