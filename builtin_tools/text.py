@@ -1,0 +1,195 @@
+"""The tools that type and choose: write (text into a field), press_keys, select_option."""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+from pydantic import ConfigDict, Field, model_validator
+
+from owrl_sdk import secrets
+from owrl_sdk.browser.env import BrowserEnv
+from owrl_sdk.browser.errors import ActionError
+from owrl_sdk.browser.feedback import short
+from owrl_sdk.tools import TargetArgs
+from owrl_sdk.types import ToolResult
+
+from .base import BrowserTool, _Args, _OptionalTarget, describe_element
+from .keys import normalize_keys
+
+_FOCUSED = """(clear) => {
+  let el = document.activeElement;
+  for (;;) {
+    if (el && el.shadowRoot && el.shadowRoot.activeElement) { el = el.shadowRoot.activeElement; continue; }
+    if (el && el.tagName === 'IFRAME') {
+      let d = null; try { d = el.contentDocument; } catch (e) {}
+      if (d && d.activeElement && d.activeElement !== d.body) { el = d.activeElement; continue; }
+    }
+    break;
+  }
+  if (!el) return {editable: false, tag: '', value: null};
+  const tag = el.tagName.toLowerCase(), type = (el.type || '').toLowerCase();
+  const nonText = ['checkbox', 'radio', 'button', 'submit', 'reset', 'file', 'image', 'range', 'color', 'hidden'];
+  const field = tag === 'textarea' || (tag === 'input' && !nonText.includes(type));
+  return {editable: field || el.isContentEditable, tag, field,
+          value: field ? el.value : (el.isContentEditable ? el.innerText : null)};
+}"""
+
+
+_VALUE = "el => ('value' in el && typeof el.value === 'string') ? el.value : (el.innerText ?? '')"
+
+
+class WriteArgs(_OptionalTarget):
+    message: str = Field(description="the text to type")
+    clear: bool = Field(True, description="empty the field before typing (default true)")
+
+    # message first, as OpenWebRL declares write(message)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, json_schema_extra=lambda s: s.update(
+        properties={k: s["properties"][k] for k in ("message", "clear", "point_2d", "ref", "selector")}))
+
+
+class Write(BrowserTool):
+    name = "write"
+    description = (
+        "Type text into the focused field, or into the field given by point_2d, ref or selector. "
+        "The field is emptied first unless clear is false."
+    )
+    Args = WriteArgs
+
+    async def run(self, env: BrowserEnv, args: WriteArgs) -> ToolResult:
+        if secrets.has_placeholder(args.message):
+            # the value exists only here, for the keystrokes; everything else sees the placeholder
+            try:
+                args = args.model_copy(update={"message": secrets.resolve(args.message, env.secret_lookup)})
+            except secrets.SecretMissing as err:
+                return ToolResult.failure(str(err), kind="action.failed")
+        page = env.page
+        target = args.target
+        if target is not None and target.point_2d is None:
+            locator = env.locate(target).locator
+            if args.clear:
+                await locator.fill(args.message)
+            else:
+                await locator.focus()
+                await page.keyboard.press("End")
+                await page.keyboard.type(args.message)
+            held = await locator.evaluate(_VALUE)
+            return ToolResult(feedback=_held_feedback(args, held))
+        if target is not None:
+            await page.mouse.click(*env.to_pixels(target.point_2d))
+        element = await describe_element(env, None)
+        focused = await page.evaluate(_FOCUSED, args.clear)
+        if args.clear and focused["editable"]:
+            await page.keyboard.press("ControlOrMeta+a")
+            if not args.message:
+                await page.keyboard.press("Delete")
+        await page.keyboard.type(args.message)
+        if not focused["editable"]:
+            return ToolResult(
+                feedback="no text field had focus, so the keys went to the page; "
+                "to fill a field, give its point_2d, ref or selector"
+            )
+        after = await page.evaluate(_FOCUSED, False)
+        return ToolResult(feedback=_held_feedback(args, after["value"]),
+                          data={"element": element, "value": after["value"]})
+
+
+def _held_feedback(args: WriteArgs, held: Optional[str]) -> str:
+    if held is None or not args.clear:
+        return ""
+    if held.strip() == args.message.strip() or held.replace("\r\n", "\n") == args.message:
+        return ""
+    return f'the field holds "{short(held, 80)}", not what was typed (a length limit, a format or the page changed it)'
+
+
+class PressKeysArgs(_Args):
+    keys: Union[list[str], str] = Field(description='a key or keys, e.g. "Enter", ["ctrl", "a"], "PageDown"')
+    is_hotkey: bool = Field(False, description="press the keys together as one combination (e.g. ctrl+c)")
+    presses: int = Field(1, ge=1, le=50, description="how many times to press")
+
+    @model_validator(mode="after")
+    def _normalize(self):
+        self.keys, self.is_hotkey = normalize_keys(self.keys, self.is_hotkey)
+        return self
+
+
+class PressKeys(BrowserTool):
+    name = "press_keys"
+    description = (
+        "Press keys: one after another, or together as a hotkey (is_hotkey). "
+        "While a dialog is open, Enter accepts it and Escape dismisses it."
+    )
+    Args = PressKeysArgs
+    answers_dialogs = True
+
+    async def run(self, env: BrowserEnv, args: PressKeysArgs) -> ToolResult:
+        if env.dialog is not None:
+            if args.keys == ["Enter"]:
+                return ToolResult(feedback=await env.answer_dialog(True))
+            if args.keys == ["Escape"]:
+                return ToolResult(feedback=await env.answer_dialog(False))
+            raise ActionError("a dialog is open: press Enter to accept it or Escape to dismiss it, or call handle_dialog",
+                              kind="action.dialog_blocked")
+        keyboard = env.page.keyboard
+        for _ in range(args.presses):
+            if args.is_hotkey:
+                await keyboard.press("+".join(args.keys))
+            else:
+                for key in args.keys:
+                    await keyboard.press(key)
+        return ToolResult()
+
+
+class SelectOptionArgs(TargetArgs):
+    value: Optional[str] = Field(None, description="the option's value or its visible text")
+    label: Optional[str] = Field(None, description="the option's visible text (exact)")
+
+    @model_validator(mode="after")
+    def _one_choice(self):
+        if (self.value is None) == (self.label is None):
+            raise ValueError("give exactly one of value or label")
+        return self
+
+
+_OPTIONS = "el => el.options ? Array.from(el.options).map(o => o.label || o.text) : null"
+
+
+_ELEMENT_AT = """([x, y]) => {
+  let el = document.elementFromPoint(x, y);
+  while (el && el.shadowRoot) { const inner = el.shadowRoot.elementFromPoint(x, y); if (!inner || inner === el) break; el = inner; }
+  return el;
+}"""
+
+
+class SelectOption(BrowserTool):
+    name = "select_option"
+    description = "Choose an option in a <select> dropdown, by its value or its label."
+    Args = SelectOptionArgs
+
+    async def run(self, env: BrowserEnv, args: SelectOptionArgs) -> ToolResult:
+        where = env.locate(args.target)
+        if where.point is not None:
+            handle = await env.page.evaluate_handle(_ELEMENT_AT, list(where.point))
+            element = handle.as_element()
+            if element is None:
+                raise ActionError(f"there is no element at {where.description}", kind="action.no_element")
+        else:
+            element = where.locator
+        options = await element.evaluate(_OPTIONS)
+        if options is None:
+            raise ActionError(
+                f"{where.description} is not a <select>. It may be a custom dropdown: click it, then click the option.",
+                kind="action.no_option",
+            )
+        wanted = args.label if args.label is not None else args.value
+        try:
+            if args.label is not None:
+                chosen = await element.select_option(label=args.label, timeout=1000)
+            else:
+                chosen = await element.select_option(args.value, timeout=1000)
+        except Exception as err:
+            if "Timeout" not in str(err) and "did not find" not in str(err):
+                raise
+            listed = ", ".join(f'"{short(o, 30)}"' for o in options[:12])
+            raise ActionError(f'no option "{wanted}" in {where.description}; its options are: {listed}',
+                              kind="action.no_option") from None
+        return ToolResult(data={"selected": chosen})
