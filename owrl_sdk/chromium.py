@@ -60,8 +60,14 @@ def _playwright_managed() -> Optional[str]:
     return None
 
 
+def configured_chromium(configured: Optional[str] = None) -> Optional[str]:
+    """The Chromium asked for: the ``chromium`` setting, else ``OWRL_CHROMIUM`` (the one place
+    that variable is read); None when neither is set."""
+    return configured or os.environ.get("OWRL_CHROMIUM") or None
+
+
 def find_chromium(configured: Optional[str] = None, check_managed: bool = True) -> Optional[ChromiumChoice]:
-    explicit = configured or os.environ.get("OWRL_CHROMIUM")
+    explicit = configured_chromium(configured)
     if explicit:
         resolved = explicit if Path(explicit).exists() else shutil.which(explicit)
         if resolved:

@@ -31,6 +31,25 @@ ENV_PREFIX = "OWRL_"
 CONFIG_NAME = "owrl.toml"
 
 
+class OpenAIEndpoint(BaseModel):
+    """An OpenAI-compatible server as the environment names it (``OWRL_OPENAI_BASE_URL``,
+    ``OWRL_OPENAI_API_KEY`` or else ``OPENAI_API_KEY``, ``OWRL_OPENAI_MODEL``); None where unset."""
+
+    base_url: Optional[str] = None
+    api_key: Optional[str] = None
+    model: Optional[str] = None
+
+
+def openai_endpoint(environ: Optional[Mapping[str, str]] = None) -> OpenAIEndpoint:
+    """The one place the ``OWRL_OPENAI_*`` variables are read (empty values count as unset)."""
+    environ = os.environ if environ is None else environ
+    return OpenAIEndpoint(
+        base_url=environ.get("OWRL_OPENAI_BASE_URL") or None,
+        api_key=environ.get("OWRL_OPENAI_API_KEY") or environ.get("OPENAI_API_KEY") or None,
+        model=environ.get("OWRL_OPENAI_MODEL") or None,
+    )
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 

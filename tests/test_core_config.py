@@ -36,3 +36,32 @@ def test_errors_name_key_and_source(tmp_path, monkeypatch):
     (tmp_path / "owrl.toml").write_text("")
     with pytest.raises(ConfigError, match=r"setting 'screenshot_quality' \(from command line\): Input should be less than or equal to 100"):
         load_settings(overrides={"screenshot_quality": 101}, environ={}, cwd=tmp_path)
+
+
+def test_openai_variables_are_read_in_one_place(monkeypatch):
+    from owrl_sdk.config import openai_endpoint
+
+    assert openai_endpoint({}).model_dump() == {"base_url": None, "api_key": None, "model": None}
+    env = {"OWRL_OPENAI_BASE_URL": "http://127.0.0.1:8000/v1", "OPENAI_API_KEY": "k", "OWRL_OPENAI_MODEL": ""}
+    assert openai_endpoint(env).model_dump() == {"base_url": "http://127.0.0.1:8000/v1", "api_key": "k", "model": None}
+    assert openai_endpoint({**env, "OWRL_OPENAI_API_KEY": "owrl"}).api_key == "owrl"
+    monkeypatch.setenv("OWRL_OPENAI_BASE_URL", "http://h/v1/")
+    monkeypatch.setenv("OWRL_OPENAI_MODEL", "m")
+    from owrl_openwebrl.openai_backend import OpenAIBackend
+
+    backend = OpenAIBackend()
+    assert (backend.base_url, backend.model) == ("http://h/v1", "m")
+
+
+def test_chromium_variable_is_read_in_one_place(monkeypatch, tmp_path):
+    from owrl_sdk.chromium import configured_chromium, find_chromium
+
+    monkeypatch.delenv("OWRL_CHROMIUM", raising=False)
+    assert configured_chromium() is None
+    monkeypatch.setenv("OWRL_CHROMIUM", "/nonexistent/chromium")
+    assert configured_chromium() == "/nonexistent/chromium"
+    assert configured_chromium("/from/settings") == "/from/settings"
+    exe = tmp_path / "chrome"
+    exe.write_text("")
+    monkeypatch.setenv("OWRL_CHROMIUM", str(exe))
+    assert find_chromium().source == "OWRL_CHROMIUM" and find_chromium().path == str(exe)

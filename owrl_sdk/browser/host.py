@@ -41,7 +41,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from ..chromium import BASE_ARGS, REMEDY, find_chromium
+from ..chromium import BASE_ARGS, REMEDY, configured_chromium, find_chromium
 from ..config import Settings
 from ..errors import ConfigError, InfraError
 from . import processes
@@ -257,7 +257,7 @@ class BrowserHost:
         return self._lock
 
     def _choose_executable(self, playwright: "Playwright") -> Optional[str]:
-        configured = self.settings.chromium or os.environ.get("OWRL_CHROMIUM")
+        configured = configured_chromium(self.settings.chromium)
         if not configured:
             # find_chromium's own check uses the sync API, which cannot run inside an event loop
             try:

@@ -9,12 +9,12 @@ with exponential backoff; each request has a timeout.
 from __future__ import annotations
 
 import json
-import os
 import time
 import urllib.error
 import urllib.request
 from typing import Any, Optional
 
+from owrl_sdk.config import openai_endpoint
 from owrl_sdk.errors import ConfigError, InfraError
 
 from .backend import Generation, Sampling
@@ -26,12 +26,13 @@ RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 class OpenAIBackend:
     def __init__(self, model: Optional[str] = None, base_url: Optional[str] = None, api_key: Optional[str] = None,
                  timeout: float = 120.0, retries: int = 4, backoff: float = 1.0):
-        self.base_url = (base_url or os.environ.get("OWRL_OPENAI_BASE_URL") or "").rstrip("/")
+        env = openai_endpoint()
+        self.base_url = (base_url or env.base_url or "").rstrip("/")
         if not self.base_url:
             raise ConfigError("the openai backend needs a base URL: set OWRL_OPENAI_BASE_URL or "
                               "[plugins.openai] base_url (e.g. http://127.0.0.1:8000/v1)")
-        self.api_key = api_key or os.environ.get("OWRL_OPENAI_API_KEY") or os.environ.get("OPENAI_API_KEY") or "none"
-        self.model = model or os.environ.get("OWRL_OPENAI_MODEL") or "default"
+        self.api_key = api_key or env.api_key or "none"
+        self.model = model or env.model or "default"
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff

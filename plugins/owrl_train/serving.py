@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import shutil
 import urllib.error
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from owrl_sdk.config import openai_endpoint
 from owrl_sdk.errors import InfraError
 from owrl_sdk.types import Trajectory
 
@@ -49,7 +49,7 @@ class AdapterPublisher:
         self.base_url = base_url.rstrip("/")
         self.root = Path(root)
         self.name = name
-        self.api_key = api_key or os.environ.get("OWRL_OPENAI_API_KEY") or os.environ.get("OPENAI_API_KEY") or "none"
+        self.api_key = api_key or openai_endpoint().api_key or "none"
         self.keep = keep
         self.timeout = timeout
         self.loaded: list[int] = []
