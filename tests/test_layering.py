@@ -83,3 +83,25 @@ def test_the_run_flow_fixture_without_entry_point_plugins(owrl_plugins: Plugins,
     assert trajectory.outcome.status == "success", trajectory.outcome
     assert trajectory.outcome.answer == "pressed"
     assert [r.verdict.ok for r in trajectory.steps[0].calls if r.verdict is not None] == [True]
+
+
+def test_a_plugin_scheme_is_the_one_a_resolve_url_hook_resolves(owrl_plugins: Plugins, owrl_register_plugin: Any) -> None:
+    from owrl_sdk.commands.run import plugin_scheme, resolve_url
+    from owrl_sdk.errors import UsageError
+    from owrl_sdk.plugins import hookimpl
+
+    class Mine:
+        @hookimpl
+        def resolve_url(self, url: str) -> Any:
+            return "http://127.0.0.1:1/" + url[len("mine:"):] if url.startswith("mine:") else None
+
+    with pytest.raises(UsageError, match="not a valid address"):  # nobody resolves it yet
+        resolve_url("mine:shop", given_as="--url", plugins=owrl_plugins)
+    owrl_register_plugin(Mine())
+    assert plugin_scheme("mine:shop", owrl_plugins)
+    assert resolve_url("mine:shop", given_as="--url", plugins=owrl_plugins) == "mine:shop"  # for the hook
+    assert not plugin_scheme("localhost:8000", owrl_plugins)
+    assert resolve_url("localhost:8000/x", plugins=owrl_plugins) == "https://localhost:8000/x"
+    assert resolve_url("about:blank", plugins=owrl_plugins) == "about:blank"
+    # without plugins to ask: a scheme that is not the web's, a browser's or file's, and not a port
+    assert plugin_scheme("mine:shop") and not plugin_scheme("example.com:8080") and not plugin_scheme("https://x")

@@ -11,6 +11,7 @@ from typing import Any, Callable, Optional, Union
 import click
 
 from owrl_sdk.cli import PathArg
+from owrl_sdk.flowplayer import FLOW_POLICY
 from owrl_sdk.hookspecs import Register
 from owrl_sdk.plugins import Plugins, hookimpl
 
@@ -71,7 +72,7 @@ class LiveView:
 @click.option("--profile", type=click.Choice(["openwebrl", "owrl"]),
               help="Interface profile of model policies: openwebrl (the released OpenWebRL models' contract) or owrl "
               "(default: by checkpoint).")
-@click.option("--flow", "flow_file", type=PathArg("file", "a flow file"), help="Play this flow (owrl.flow/1, JSON or YAML) with the scripted policy.")
+@click.option("--flow", "flow_file", type=PathArg("file", "a flow file"), help=f"Play this flow (owrl.flow/1, JSON or YAML) with the {FLOW_POLICY} policy.")
 @click.option("--replay", type=PathArg("any", "a trajectory file or run folder"), help="Replay the calls of a recorded trajectory (file or run folder).")
 @click.option("--heal-with", "healer", help="With --flow: hand over to this policy when the flow's expectations fail; "
               "a repaired run is saved as a new flow version next to the flow.")
@@ -98,7 +99,7 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
     from owrl_sdk.config import load_settings
     from owrl_sdk.documents import Flow, load_flow, load_trajectory
     from owrl_sdk.errors import UsageError
-    from owrl_sdk.flowplayer import FLOW_POLICY, HealingPolicy, flow_memory
+    from owrl_sdk.flowplayer import HealingPolicy, flow_memory
 
     given_url = bool(url)
     if flow_file and replay:
