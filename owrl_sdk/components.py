@@ -102,8 +102,12 @@ class TaskSuite:
         return None
 
     def episode_start(self, env: Any, task: Task) -> Any:
-        # The eval runner passes the suite to the episode's hooks, where it takes part
-        # like a matched site adapter: its start runs as the episode_start hook.
+        """The suite's :meth:`start` as the episode's ``episode_start`` hook.
+
+        The eval runner passes the suite to each episode's hooks, where it takes part like
+        a matched site adapter (registered for that episode as ``task-suite:NAME#N``, run
+        first): any other :data:`~owrl_sdk.hookspecs.EPISODE_HOOKS` method it defines is
+        called too, and a misspelt one is a :class:`~owrl_sdk.errors.PluginError`."""
         return self.start(env, task)
 
 
@@ -111,8 +115,15 @@ class SiteAdapter:
     """Knowledge of particular sites, scoped by domain.
 
     ``domains`` lists host names; a host matches a domain when it equals it or ends with
-    ``.domain``. Its hook methods (same names and arguments as the lifecycle hooks) run
-    only in episodes whose start URL matches, and its ``tools()`` join the tool set there.
+    ``.domain``. Its hook methods (same names and arguments as the lifecycle hooks in
+    :data:`owrl_sdk.hookspecs.EPISODE_HOOKS`, no ``@hookimpl`` needed) run only in
+    episodes whose start URL matches, and its ``tools()`` join the tool set there.
+
+    The catalogue registers each adapter with the plugin manager as ``site-adapter:NAME``,
+    so its hooks are called (and traced, ``OWRL_TRACE_PLUGINS=1``) through pluggy, ahead of
+    the global plugins. A public method whose name is close to a hook's but matches none
+    (``episode_strat``), or names a hook that is only module-level (``resolve_url``), is a
+    :class:`~owrl_sdk.errors.PluginError` when the adapter is registered.
     """
 
     name: ClassVar[str]

@@ -249,6 +249,7 @@ PLUGIN_ENV = ("OWRL_LOAD_PLUGINS", "OWRL_DISABLE_PLUGINS", "OWRL_TRACE_PLUGINS")
 
 _shared: Optional[OwrlPluginManager] = None
 _shared_lock = threading.Lock()
+_catalogue_lock = threading.RLock()
 
 
 def _environ_key(environ: Optional[dict[str, str]] = None) -> tuple[Optional[str], ...]:
@@ -434,9 +435,10 @@ class Plugins:
     @property
     def catalogue(self) -> Catalogue:
         """The manager's catalogue, built on first use and shared by every facade over it."""
-        if self.pm.catalogue is None:
-            self.pm.catalogue = build_catalogue(self.pm)
-        return self.pm.catalogue
+        with _catalogue_lock:  # threads (owrl serve's jobs) must not build and register it twice
+            if self.pm.catalogue is None:
+                self.pm.catalogue = build_catalogue(self.pm)
+            return self.pm.catalogue
 
     def refresh(self) -> None:
         """Forget the catalogue (after registering or unregistering a plugin)."""
