@@ -9,7 +9,7 @@ the traceback. Exit codes: 0 success, 1 task failed, 2 usage or configuration er
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import click
 
@@ -17,7 +17,13 @@ from . import __version__
 from .errors import OwrlError, UsageError
 
 
-class PathArg(click.ParamType):
+if TYPE_CHECKING:  # click's ParamType takes type parameters in its stubs only since 8.2
+    _StrParamType = click.ParamType[str, Any]
+else:
+    _StrParamType = click.ParamType
+
+
+class PathArg(_StrParamType):
     """A file or folder argument of owrl's own whose problems are one ``Error:`` line.
 
     click's ``Path`` reports a missing file or a folder given for a file as a usage error,
@@ -33,7 +39,7 @@ class PathArg(click.ParamType):
         self.what = what or {"file": "a file", "folder": "a folder"}.get(kind, "a file or folder")
         self.exists = exists
 
-    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> str:
         import os
 
         text = os.fspath(value) if not isinstance(value, str) else value

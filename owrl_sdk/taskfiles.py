@@ -100,7 +100,7 @@ def load_tasks(path: Union[str, Path], suite: str = "") -> tuple[list[Task], lis
         if isinstance(rec, _TooDeep):
             bad.append(BadRecord(where, rec.msg))
             continue
-        if isinstance(rec, Exception):
+        if isinstance(rec, json.JSONDecodeError):
             bad.append(BadRecord(where, f"not valid JSON: {rec.msg}"))
             continue
         if not isinstance(rec, dict):

@@ -7,6 +7,7 @@ from typing import Optional
 
 import click
 
+from owrl_sdk.hookspecs import Register
 from owrl_sdk.plugins import hookimpl
 
 
@@ -41,5 +42,5 @@ def clear_command(host: Optional[str]) -> None:
 
 
 @hookimpl
-def register_commands(register):
+def register_commands(register: Register) -> None:
     register(blocklist_command)

@@ -6,10 +6,11 @@ import importlib.util
 import platform
 import sys
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 import click
 
+from owrl_sdk.hookspecs import Register
 from owrl_sdk.plugins import hookimpl
 
 
@@ -77,7 +78,8 @@ def _remote_browser() -> list[Check]:
         host = BrowserHost(settings)
         try:
             await host.start()
-            return host.browser.version
+            version: str = host.browser.version
+            return version
         finally:
             await host.close()
 
@@ -123,7 +125,7 @@ def _plugins() -> list[Check]:
     return checks
 
 
-CHECKS: tuple[Callable[[], object], ...] = (_python, _playwright, _chromium, _remote_browser, _torch, _plugins)
+CHECKS: tuple[Callable[[], Union[Check, list[Check]]], ...] = (_python, _playwright, _chromium, _remote_browser, _torch, _plugins)
 
 
 def run_checks() -> list[Check]:
@@ -160,5 +162,5 @@ def doctor_command(as_json: bool) -> Optional[int]:
 
 
 @hookimpl
-def register_commands(register):
+def register_commands(register: Register) -> None:
     register(doctor_command)

@@ -8,10 +8,11 @@ templates, so ``cookiecutter templates/tool`` renders them the same way.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import click
 
+from owrl_sdk.hookspecs import Register
 from owrl_sdk.plugins import hookimpl
 
 #: The templates folder of a source checkout, used when ``owrl_templates`` is not importable
@@ -39,11 +40,12 @@ def kinds() -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / "cookiecutter.json").is_file()) if root else []
 
 
-def render(kind: str, name: str, out: Path, extra: Optional[dict] = None) -> Path:
+def render(kind: str, name: str, out: Path, extra: Optional[dict[str, Any]] = None) -> Path:
     from owrl_sdk.errors import UsageError
 
     available = kinds()
-    if kind not in available:
+    root = templates_dir()
+    if root is None or kind not in available:  # no templates folder: no kinds either
         raise UsageError(f"no template '{kind}' (available: {', '.join(available) or 'none'})")
     try:
         from cookiecutter.main import cookiecutter
@@ -51,7 +53,7 @@ def render(kind: str, name: str, out: Path, extra: Optional[dict] = None) -> Pat
         raise UsageError("owrl new needs cookiecutter: pip install cookiecutter") from None
     out.mkdir(parents=True, exist_ok=True)
     try:
-        made = cookiecutter(str(templates_dir() / kind), no_input=True, output_dir=str(out),
+        made = cookiecutter(str(root / kind), no_input=True, output_dir=str(out),
                             extra_context={"name": name, **(extra or {})})
     except Exception as err:  # cookiecutter's own errors: an existing folder, a bad name
         raise UsageError(f"cannot render the {kind} template: {_reason(err)}") from None
@@ -90,5 +92,5 @@ def new_command(kind: str, name: str, out: str, domain: Optional[str]) -> None:
 
 
 @hookimpl
-def register_commands(register):
+def register_commands(register: Register) -> None:
     register(new_command)

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from owrl_sdk.hookspecs import Register
 from owrl_sdk.plugins import hookimpl
 
 
@@ -45,5 +46,5 @@ def plugins_command(show_all: bool, as_json: bool) -> None:
 
 
 @hookimpl
-def register_commands(register):
+def register_commands(register: Register) -> None:
     register(plugins_command)

@@ -9,6 +9,7 @@ from typing import Optional
 import click
 
 from owrl_sdk.cli import PathArg
+from owrl_sdk.hookspecs import Register
 from owrl_sdk.plugins import hookimpl
 
 
@@ -56,5 +57,5 @@ def _check_eval_inputs(folder: Path) -> None:
 
 
 @hookimpl
-def register_commands(register):
+def register_commands(register: Register) -> None:
     register(report_command)

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from owrl_sdk.hookspecs import Register
 from owrl_sdk.plugins import hookimpl
 
 TOKEN_ENV = "OWRL_SERVE_TOKEN"
@@ -63,5 +64,5 @@ def serve_command(host: str, port: int, data_dir: str, max_concurrent: int, no_a
 
 
 @hookimpl
-def register_commands(register):
+def register_commands(register: Register) -> None:
     register(serve_command)

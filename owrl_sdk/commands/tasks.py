@@ -10,6 +10,7 @@ from typing import Any, Optional
 
 import click
 
+from owrl_sdk.hookspecs import Register
 from owrl_sdk.plugins import hookimpl
 
 TASK_FILE_SUFFIXES = (".jsonl", ".json")
@@ -137,5 +138,5 @@ def tasks_command(suite: Optional[str], as_json: bool) -> None:
 
 
 @hookimpl
-def register_commands(register):
+def register_commands(register: Register) -> None:
     register(tasks_command)
