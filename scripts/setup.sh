@@ -7,6 +7,9 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
+# the build backend pyproject.toml asks for, in the venv too: tests/test_checks.py builds the wheel
+# without build isolation (an SPDX licence string needs setuptools 77)
+python -m pip install -q "setuptools>=77"
 # torch before anything that depends on it, or pip pulls a multi-GB CUDA build.
 python -c "import torch" 2>/dev/null || python -m pip install -q "torch==2.13.0"
 python -m pip install -q -e ".[models,train,dev]"
