@@ -1,4 +1,10 @@
-"""Bases of the other pluggable units: judges, rewards, optimizers, site adapters, suites."""
+"""Bases of the other pluggable units: judges, rewards, optimizers, site adapters, suites.
+
+A unit's options live in ``[plugins.NAME]`` under its registered ``name``. A unit that sets
+``Options`` (a pydantic model or a dataclass) has that table validated where the settings
+load (:meth:`owrl_sdk.plugins.Plugins.load_settings`) and can read it converted with
+``settings.options(self.name, self.Options, **options)``.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ class Judge:
     """Scores a finished trajectory."""
 
     name: ClassVar[str]
+    Options: ClassVar[Optional[type]] = None
 
     def __init__(self, settings: "Settings", **options: Any):
         self.settings = settings
@@ -32,6 +39,7 @@ class Reward:
     """Turns a judged trajectory into one scalar reward (None: not a training signal)."""
 
     name: ClassVar[str]
+    Options: ClassVar[Optional[type]] = None
 
     def __init__(self, settings: "Settings", **options: Any):
         self.settings = settings
@@ -49,6 +57,7 @@ class Optimizer(abc.ABC):
     """
 
     name: ClassVar[str]
+    Options: ClassVar[Optional[type]] = None
 
     def __init__(self, settings: "Settings", **options: Any):
         self.settings = settings
@@ -81,6 +90,7 @@ class TaskSuite:
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
+    Options: ClassVar[Optional[type]] = None
 
     def __init__(self, settings: "Settings", **options: Any):
         self.settings = settings
@@ -127,6 +137,7 @@ class SiteAdapter:
     """
 
     name: ClassVar[str]
+    Options: ClassVar[Optional[type]] = None
     domains: ClassVar[tuple[str, ...]] = ()
 
     def matches(self, url: str) -> bool:
@@ -143,6 +154,7 @@ class TaskSampler:
     """Chooses the tasks an RL iteration practises, from per-task success history."""
 
     name: ClassVar[str]
+    Options: ClassVar[Optional[type]] = None
 
     def __init__(self, settings: Any = None, **options: Any):
         self.options = options

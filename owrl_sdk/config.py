@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator
 
 from .errors import ConfigError
 
@@ -99,10 +99,42 @@ class Settings(BaseModel):
         """The ``[plugins.NAME]`` table (empty when absent)."""
         return dict(self.plugins.get(name, {}))
 
+    def options(self, name: str, schema: type, **given: Any) -> Any:
+        """The ``[plugins.NAME]`` table, with ``given`` options (not None) on top, validated
+        as ``schema`` (a pydantic model or a dataclass): values converted, a bad or unknown
+        key a :class:`ConfigError` naming it."""
+        table = {**self.plugin(name), **{k: v for k, v in given.items() if v is not None}}
+        return validate_table(schema, table, f"[plugins.{name}]", "settings")
+
     def with_overrides(self, **values: Any) -> "Settings":
         """A copy with the given values (None means 'not given' and is skipped)."""
         given = {k: v for k, v in values.items() if v is not None}
         return _build([(self.model_dump(), "settings"), (given, "options")])
+
+
+def validate_table(schema: type, table: Mapping[str, Any], name: str, where: str) -> Any:
+    """``table`` (a ``[plugins.NAME]`` table, a training config) as ``schema``, a pydantic
+    model or a dataclass. An unknown key or a bad value raises :class:`ConfigError` naming the
+    key, the table and where it came from; strings (from the environment) are converted."""
+    known = _schema_fields(schema)
+    for key in table:
+        if known is not None and key not in known:
+            close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise ConfigError(f"unknown setting '{key}' in {name} (from {where}){hint}")
+    try:
+        return TypeAdapter(schema).validate_python(dict(table))
+    except ValidationError as err:
+        first = err.errors()[0]
+        key = ".".join(str(p) for p in first["loc"]) or "?"
+        raise ConfigError(f"setting '{key}' of {name} (from {where}): {first['msg']}") from None
+
+
+def _schema_fields(schema: type) -> Optional[set[str]]:
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        return set(schema.model_fields) if schema.model_config.get("extra") != "allow" else None
+    fields = getattr(schema, "__dataclass_fields__", None)
+    return set(fields) if fields is not None else None
 
 
 def _config_files(cwd: Path) -> list[Path]:
@@ -162,6 +194,14 @@ def _build(layers: list[tuple[dict[str, Any], str]], env_names: Optional[Mapping
         raise ConfigError(f"setting '{key}' (from {where}): {first['msg']}") from None
 
 
+def read_toml(path: Path) -> dict[str, Any]:
+    """One TOML file's table, read as owrl reads ``owrl.toml``: a missing, unreadable,
+    non-UTF-8 or invalid file raises :class:`ConfigError` naming it (and the line)."""
+    if not Path(path).is_file():
+        raise ConfigError(f"{path}: no such file")
+    return _read_toml(Path(path))
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     """One config file's table; a file that cannot be read or parsed raises :class:`ConfigError`."""
     try:
@@ -187,8 +227,13 @@ def load_settings(
     overrides: Optional[Mapping[str, Any]] = None,
     environ: Optional[Mapping[str, str]] = None,
     cwd: Optional[Path] = None,
+    option_models: Optional[Mapping[str, type]] = None,
 ) -> Settings:
-    """Settings from config files, the environment and explicit overrides, in that order."""
+    """Settings from config files, the environment and explicit overrides, in that order.
+
+    ``option_models`` maps a registered component name to the model of its options
+    (``Catalogue.option_models()``): each ``[plugins.NAME]`` table with one is validated here,
+    so a bad option is a :class:`ConfigError` naming its file before anything runs."""
     environ = os.environ if environ is None else environ
     layers: list[tuple[dict[str, Any], str]] = []
     for path in _config_files(cwd or Path.cwd()):
@@ -198,4 +243,9 @@ def load_settings(
     layers.append((_from_env(environ, env_names), "environment"))
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     layers.append((given, "command line"))
-    return _build(layers, env_names)
+    settings = _build(layers, env_names)
+    for name, schema in (option_models or {}).items():
+        if name in settings.plugins:
+            sources = [src for values, src in layers if name in (values.get("plugins") or {})]
+            validate_table(schema, settings.plugins[name], f"[plugins.{name}]", ", ".join(sources) or "settings")
+    return settings

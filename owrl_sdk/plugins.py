@@ -348,6 +348,17 @@ class Catalogue:
     def names(self, kind: str) -> list[str]:
         return sorted(self.items[kind])
 
+    def option_models(self) -> dict[str, type]:
+        """Registered name -> the ``Options`` model of every unit that declares one (the
+        schema of its ``[plugins.NAME]`` table)."""
+        found: dict[str, type] = {}
+        for items in self.items.values():
+            for name, item in items.items():
+                model = getattr(item, "Options", None)
+                if isinstance(model, type):
+                    found[name] = model
+        return found
+
 
 def _resolve(path: str) -> type:
     module, _, attr = path.partition(":")
@@ -447,6 +458,13 @@ class Plugins:
     @property
     def failures(self) -> list[PluginFailure]:
         return self.pm.failures
+
+    def load_settings(self, overrides: Optional[dict[str, Any]] = None, **kwargs: Any) -> Any:
+        """:func:`owrl_sdk.config.load_settings` with every catalogued unit's ``Options``
+        validating its ``[plugins.NAME]`` table."""
+        from .config import load_settings
+
+        return load_settings(overrides, option_models=self.catalogue.option_models(), **kwargs)
 
     # -- catalogue hooks that are not kinds of component
     def commands(self) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from owrl_sdk.config import load_settings
@@ -65,3 +67,74 @@ def test_chromium_variable_is_read_in_one_place(monkeypatch, tmp_path):
     exe.write_text("")
     monkeypatch.setenv("OWRL_CHROMIUM", str(exe))
     assert find_chromium().source == "OWRL_CHROMIUM" and find_chromium().path == str(exe)
+
+
+def test_component_options_are_validated_where_settings_load(tmp_path, monkeypatch):
+    from pydantic import BaseModel
+
+    from owrl_sdk.config import load_settings
+
+    class CropOptions(BaseModel):
+        keep: int = 2
+        mode: str = "crop"
+
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "owrl.toml").write_text('[plugins.crop]\nkeep = "3"\n')
+    s = load_settings(environ={}, cwd=tmp_path, option_models={"crop": CropOptions})
+    assert s.options("crop", CropOptions).keep == 3  # converted where read, too
+    assert s.options("crop", CropOptions, keep=5, mode=None).keep == 5
+    (tmp_path / "owrl.toml").write_text('[plugins.crop]\nkeep = "many"\n')
+    with pytest.raises(ConfigError, match=r"setting 'keep' of \[plugins.crop\] \(from .*owrl.toml\)"):
+        load_settings(environ={}, cwd=tmp_path, option_models={"crop": CropOptions})
+    (tmp_path / "owrl.toml").write_text('[plugins.crop]\nmod = "x"\n')
+    with pytest.raises(ConfigError, match="unknown setting 'mod' in .*did you mean 'mode'"):
+        load_settings(environ={}, cwd=tmp_path, option_models={"crop": CropOptions})
+    assert load_settings(environ={}, cwd=tmp_path).plugin("crop") == {"mod": "x"}  # no model: as before
+
+
+def test_catalogue_names_the_option_models(plugins, register_plugin, tmp_path, monkeypatch):
+    from dataclasses import dataclass
+
+    from owrl_sdk import hookimpl
+    from owrl_sdk.components import Judge
+
+    @dataclass
+    class StrictOptions:
+        threshold: float = 0.5
+
+    class Strict(Judge):
+        name = "strict"
+        Options = StrictOptions
+
+    class Reg:
+        @hookimpl
+        def register_judges(self, register):
+            register(Strict)
+
+    register_plugin(Reg(), name="strict-judge")
+    assert plugins.catalogue.option_models()["strict"] is StrictOptions
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    (tmp_path / "owrl.toml").write_text("[plugins.strict]\nthreshold = \"high\"\n")
+    with pytest.raises(ConfigError, match="threshold"):
+        plugins.load_settings()
+
+
+def test_training_config_is_read_through_the_settings_machinery(tmp_path):
+    pytest.importorskip("torch")
+    from owrl_train.rl import RLConfig
+
+    path = tmp_path / "rl.toml"
+    path.write_text('model = "m"\nlr = "2e-3"\niterations = 4\n')
+    cfg = RLConfig.from_toml(path)
+    assert (cfg.lr, cfg.iterations, cfg.out) == (2e-3, 4, Path("rl-out"))
+    path.write_text('model = "m"\niterations = "four"\n')
+    with pytest.raises(ConfigError, match="setting 'iterations' of the training config"):
+        RLConfig.from_toml(path)
+    path.write_bytes(b'model = "\xff"\n')
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        RLConfig.from_toml(path)
+    with pytest.raises(ConfigError, match="no such file"):
+        RLConfig.from_toml(tmp_path / "missing.toml")

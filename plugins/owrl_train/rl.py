@@ -20,7 +20,6 @@ import asyncio
 import json
 import random
 import shutil
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,11 +34,6 @@ from .checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
 from .data import trajectory_samples
 from .logging import Scalars
 from .objectives import group_advantages, ppo_clip_loss
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 
 @dataclass
@@ -89,12 +83,9 @@ class RLConfig:
     @classmethod
     def from_toml(cls, path: Path, **overrides: Any) -> "RLConfig":
         """The config in ``path``; ``overrides`` that are not None win over its keys."""
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such file") from None
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError(f"{path}: not valid TOML ({err})") from None
+        from owrl_sdk.config import read_toml, validate_table
+
+        data = read_toml(path)  # read as owrl.toml is: missing, non-UTF-8 and invalid files named
         data.update({k: v for k, v in overrides.items() if v is not None})
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - known)
@@ -105,10 +96,8 @@ class RLConfig:
         # relative paths (out, a local model folder) are relative to the working directory,
         # like every other owrl path
         out = Path(data.pop("out", path.with_suffix("").name + "-out"))
-        try:
-            cfg = cls(out=out, **data)
-        except TypeError as err:
-            raise ConfigError(f"{path}: {err}") from None
+        # types checked and converted as settings are: a bad value names its key and the file
+        cfg = validate_table(cls, {"out": out, **data}, "the training config", str(path))
         if cfg.rollout_backend not in ("local", "ray"):
             raise ConfigError(f"{path}: rollout_backend must be 'local' or 'ray', not {cfg.rollout_backend!r}")
         if cfg.rollout_backend == "ray" and not cfg.serve_base_url:
