@@ -42,7 +42,7 @@ async def test_site_adapter_hooks_go_through_pluggy(plugins, register_plugin, ca
             calls.append(("step", step))
 
     register_plugin(adapter_plugin(Shop()), name="shop-adapter")
-    plugins.catalogue  # registers the catalogued adapters with the manager
+    _ = plugins.catalogue  # registers the catalogued adapters with the manager
     assert "site-adapter:shop" in plugins.pm.scoped
     impls = {i.plugin_name for i in plugins.pm.hook.episode_start.get_hookimpls()}
     assert "site-adapter:shop" in impls
@@ -79,7 +79,7 @@ def test_a_misspelt_adapter_hook_is_an_error_naming_it(plugins, register_plugin,
     cls = type("Typo", (SiteAdapter,), {"name": "typo", "domains": ("example.com",), method: lambda self: None})
     register_plugin(adapter_plugin(cls()), name="typo-adapter")
     with pytest.raises(PluginError, match=f"'{method}' matches no hook; did you mean"):
-        plugins.catalogue
+        _ = plugins.catalogue
 
 
 def test_a_module_level_hook_as_adapter_method_is_an_error(plugins, register_plugin):
@@ -91,7 +91,7 @@ def test_a_module_level_hook_as_adapter_method_is_an_error(plugins, register_plu
 
     register_plugin(adapter_plugin(Wrong()), name="wrong-adapter")
     with pytest.raises(PluginError, match="'resolve_url' is a hook owrl does not call on site adapters"):
-        plugins.catalogue
+        _ = plugins.catalogue
 
 
 def test_an_adapter_hook_with_an_unknown_argument_is_an_error(plugins, register_plugin):
@@ -103,7 +103,7 @@ def test_an_adapter_hook_with_an_unknown_argument_is_an_error(plugins, register_
 
     register_plugin(adapter_plugin(Odd()), name="odd-adapter")
     with pytest.raises(PluginError, match="site adapter 'odd'"):
-        plugins.catalogue
+        _ = plugins.catalogue
 
 
 async def test_a_suite_takes_part_for_its_episode_only_and_start_still_works(plugins):
@@ -148,7 +148,7 @@ def test_a_misspelt_suite_hook_is_an_error_at_registration(plugins, register_plu
 
     register_plugin(Reg(), name="typo-suite")
     with pytest.raises(PluginError, match="'episode_ends' matches no hook"):
-        plugins.catalogue
+        _ = plugins.catalogue
 
 
 @pytest.mark.exercises("observation")
