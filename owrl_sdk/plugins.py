@@ -305,7 +305,7 @@ def _short(value: Any, limit: int = 80) -> str:
 def plugin_infos(pm: OwrlPluginManager) -> list[PluginInfo]:
     infos = []
     for name, plugin in pm.list_name_plugin():
-        if plugin is None:
+        if plugin is None or name in pm.scoped:  # site adapters and suites are listed as components
             continue
         hooks = sorted(h.name for h in (pm.get_hookcallers(plugin) or []))
         default, version, source = pm.origins.get(name, (False, None, "registered at run time"))

@@ -250,3 +250,11 @@ def test_optimizers_share_one_abstract_entry_point(settings, monkeypatch):
     monkeypatch.setattr(MMGRPO, "update", lambda self, samples: got.append(("update", samples)) or {"samples": 1.0})
     assert grpo.optimize(["a"]) == {"samples": 1.0}
     assert got == [("train", ["s"], "cfg"), ("update", ["a"])]
+
+
+def test_plugin_listing_is_of_plugins_not_of_their_adapters(plugins):
+    from owrl_sdk.plugins import plugin_infos
+
+    _ = plugins.catalogue
+    assert "site-adapter:demo-shop-adapter" in plugins.pm.scoped
+    assert not [i.name for i in plugin_infos(plugins.pm) if i.name.startswith("site-adapter:")]
