@@ -373,7 +373,15 @@ class RLRun:
 
 
 class BrowserRollouts:
-    """Episodes on the evaluation machinery: one browser, W contexts, the suite's checks."""
+    """Rollouts on the ``local`` executor (:mod:`owrl_sdk.executors`): one browser, W contexts,
+    the suite's checks and the judge, in the trainer's process.
+
+    Every worker generates with the same policy: the trainer's in-process, model-backed
+    policy, shared through :class:`owrl_sdk.executors.SharedPolicy` (its batcher merges the
+    workers' requests) and left open; a served adapter (:class:`PolicySpec`) gets a new
+    ``openai`` policy per worker, closed after the iteration. The suite is set up once, the
+    browser lives across iterations, and each ``collect`` writes under its own ``out``.
+    """
 
     def __init__(self, suite: Any, settings: Any, plugins: Any, workers: int = 2, judge: str = "composite"):
         self.suite = suite
@@ -382,54 +390,38 @@ class BrowserRollouts:
         self.workers = workers
         self.judge = judge
         self._ready = False
+        self._executor: Any = None
 
     async def collect(self, policy: Any, items: list[tuple[str, Task, int]], max_steps: int,
                       out: Path) -> list[Trajectory]:
-        from owrl_sdk.browser import BrowserHost
-        from owrl_sdk.evaluation import EvalPlan, Evaluation
+        from owrl_sdk.executors import LocalExecutor, NamedPolicy, SharedPolicy, WorkItem, Workload, failed_trajectory
 
-        if not self._ready:
-            await self.suite.setup()
-            self._ready = True
         from .serving import PolicySpec
 
-        settings = self.settings.with_overrides(max_steps=max_steps)
-        served = isinstance(policy, PolicySpec)
-        if served:  # a served adapter, by name: one policy object talks to the server for all workers
-            policy = self.plugins.catalogue.get("policies", policy.name)(settings, **policy.options)
-        plan = EvalPlan(suite=self.suite, tasks=[], workers=self.workers, judge=self.judge, out=out)
-        evaluation = Evaluation(plan, settings, self.plugins)
-        judge = self.plugins.catalogue.get("judges", self.judge)(settings)
-        host = BrowserHost(settings, launch_hook=self.plugins.browser_launch_options)
-        await host.start()
-        queue: asyncio.Queue = asyncio.Queue()
-        for item in items:
-            queue.put_nowait(item)
-        results: list[Trajectory] = []
-
-        async def worker() -> None:
-            while True:
-                try:
-                    group, task, n = queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    return
-                await host.ensure_running()  # one relaunch even when several workers notice
-                # the curriculum sets the horizon, whatever the suite's own tasks say (MiniWoB's say 8)
-                horizon = task.model_copy(update={"max_steps": max_steps})
-                _, traj = await evaluation.episode(host, policy, judge, horizon, n)
-                traj.metadata["group"] = group
-                results.append(traj)
-
-        try:
-            await asyncio.gather(*[worker() for _ in range(max(1, self.workers))])
-        finally:
-            await host.close()
-            if served:
-                await policy.close()
+        factory = NamedPolicy(policy.name, dict(policy.options)) if isinstance(policy, PolicySpec) else SharedPolicy(policy)
+        if self._executor is None:
+            self._executor = LocalExecutor(self.settings, self.plugins, self.workers)
+            await self._executor.start(Workload(suite=self.suite, policy=factory, judge=self.judge, out=out,
+                                                with_trajectory=True, max_steps=max_steps))
+            self._ready = True
+        else:
+            await self._executor.configure(policy=factory, max_steps=max_steps, out=out)
+        # the curriculum sets the horizon (Workload.max_steps), whatever the suite's own tasks say (MiniWoB's say 8)
+        work = [WorkItem(task, n, group) for group, task, n in items]
+        results = await self._executor.run(work)
+        info = policy.info() if isinstance(factory, SharedPolicy) else {"name": policy.name,
+                                                                         "model": policy.options.get("model")}
+        trajectories = []
+        for result in results:  # an episode the machinery failed is an infra error, never trained on
+            traj = result.trajectory or failed_trajectory(result, info)
+            traj.metadata["group"] = result.item.group
+            trajectories.append(traj)
         order = {g: i for i, (g, _, _) in enumerate(items)}
-        results.sort(key=lambda t: (order[t.metadata["group"]], t.task.metadata.get("episode", 0)))
-        return results
+        trajectories.sort(key=lambda t: (order[t.metadata["group"]], t.task.metadata.get("episode", 0)))
+        return trajectories
 
     async def close(self) -> None:
-        if self._ready:
-            await self.suite.teardown()
+        if self._executor is not None:
+            executor, self._executor = self._executor, None
+            await executor.close()  # tears the suite down too
+            self._ready = False

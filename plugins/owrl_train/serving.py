@@ -20,7 +20,6 @@ The adapter folder must be readable by the server at the same path (a shared vol
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import shutil
@@ -114,11 +113,12 @@ def drop_stale(trajectories: list[Trajectory], name: str, current: int,
 
 
 class RayRollouts:
-    """Rollouts on Ray actors (see :mod:`owrl_sdk.raybackend`), each owning one browser.
+    """Rollouts on the ``ray`` executor (:mod:`owrl_sdk.raybackend`): Ray actors, each owning one browser.
 
     The actors cannot share the trainer's in-process model, so the policy must be a
-    :class:`PolicySpec` (the ``openai`` policy naming the published adapter). The actors
-    live across iterations; each ``collect`` switches them to the iteration's adapter.
+    :class:`PolicySpec` (the ``openai`` policy naming the published adapter); each actor's
+    contexts get their own instance of it. The actors live across iterations; each
+    ``collect`` switches them to the iteration's adapter, horizon and output folder.
     Trajectories come back to the driver; their run folders (screenshots for the update)
     are written under ``out``, which must be on a volume the trainer can read.
     """
@@ -130,51 +130,46 @@ class RayRollouts:
         self.workers = workers
         self.judge = judge
         self.options_ = dict(address=address, contexts=contexts, max_attempts=max_attempts)
-        self.pool: Any = None
-        self.retried = 0
+        self.executor: Any = None
+
+    @property
+    def pool(self) -> Any:
+        """The executor's Ray worker pool (once the first rollouts started it)."""
+        return self.executor.pool if self.executor is not None else None
+
+    @property
+    def retried(self) -> int:
+        return self.executor.retried if self.executor is not None else 0
 
     async def collect(self, policy: Any, items: list[tuple[str, Any, int]], max_steps: int,
                       out: Path) -> list[Trajectory]:
         from owrl_sdk.errors import ConfigError
-        from owrl_sdk.evaluation import EvalPlan
-        from owrl_sdk.raybackend import RayOptions, WorkerPool, run_on_pool, worker_spec
+        from owrl_sdk.executors import NamedPolicy, WorkItem, Workload, failed_trajectory
+        from owrl_sdk.plugins import Plugins
+        from owrl_sdk.raybackend import RayExecutor, RayOptions
 
         if not isinstance(policy, PolicySpec):
             raise ConfigError("Ray rollouts need a served policy: set serve_base_url in the RL config "
                               "(the workers cannot share the trainer's in-process model)")
-        if self.pool is None:
-            plan = EvalPlan(suite=self.suite, tasks=[], policy=policy.name, policy_options=policy.options,
-                            judge=self.judge, out=out)
-            spec = worker_spec(plan, self.settings.with_overrides(max_steps=max_steps), self.options_["contexts"])
-            self.pool = WorkerPool(spec, self.workers, RayOptions(**self.options_))
-            await self.pool.start()
+        factory = NamedPolicy(policy.name, dict(policy.options))
+        if self.executor is None:
+            self.executor = RayExecutor(self.settings, Plugins(), self.workers, options=RayOptions(**self.options_))
+            await self.executor.start(Workload(suite=self.suite, policy=factory, judge=self.judge, out=out,
+                                               with_trajectory=True, max_steps=max_steps))
         else:
-            await self.pool.configure(policy.name, policy.options, max_steps)
-        self.pool.spec["out"] = str(out)
-        await asyncio.gather(*[_set_out(a, str(out)) for a in self.pool.busy])
-        results: list[Trajectory] = []
-
-        def on_result(group: str, task: Any, n: int, result: Optional[dict[str, Any]]) -> None:
-            if result is None:  # the workers running it kept dying: an infra failure, as the loop would record
-                traj = Trajectory(task=task, policy={"name": policy.name, "model": policy.options.get("model")},
-                                  outcome={"status": "infra_error", "failure": {
-                                      "category": "infra", "code": "worker_lost", "detail": "retries ran out"}})
-                traj.metadata["group"] = group
-            else:
-                traj = Trajectory.model_validate(result["trajectory"])
-                traj.metadata["group"] = group
-            results.append(traj)
-
-        self.retried += await run_on_pool(self.pool, list(items), self.options_["max_attempts"], True, on_result)
+            await self.executor.configure(policy=factory, max_steps=max_steps, out=out)
+        results = await self.executor.run([WorkItem(task, n, group) for group, task, n in items])
+        info = {"name": policy.name, "model": policy.options.get("model")}
+        trajectories = []
+        for result in results:  # lost workers' episodes are infra failures, as the loop would record
+            traj = result.trajectory or failed_trajectory(result, info)
+            traj.metadata["group"] = result.item.group
+            trajectories.append(traj)
         order = {g: i for i, (g, _, _) in enumerate(items)}
-        results.sort(key=lambda t: (order[t.metadata["group"]], t.task.metadata.get("episode", 0)))
-        return results
+        trajectories.sort(key=lambda t: (order[t.metadata["group"]], t.task.metadata.get("episode", 0)))
+        return trajectories
 
     async def close(self) -> None:
-        if self.pool is not None:
-            await self.pool.close()
-            self.pool = None
-
-
-async def _set_out(actor: Any, out: str) -> None:
-    await actor.set_out.remote(out)
+        if self.executor is not None:
+            executor, self.executor = self.executor, None
+            await executor.close()

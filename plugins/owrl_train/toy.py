@@ -13,8 +13,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from builtin_judges.rules import BenchmarkJudge
-from owrl_sdk.loop import Episode, EpisodeLimits
 from owrl_sdk.memory import Memory
+from owrl_sdk.runner import episode_limits, run_episode
 from owrl_sdk.runstore import RunStore
 from owrl_sdk.tools import Tool
 from owrl_sdk.types import Check, Observation, Task, ToolResult, Trajectory, Verdict
@@ -76,9 +76,9 @@ class InMemoryRollouts:
         async def one(group, task, n):
             run = store.new_run(f"{task.id}-{n}")
             memory: Memory = self.plugins.catalogue.get("memories", "default")(self.settings)
-            ep = Episode(task=task.model_copy(deep=True), env=ButtonsEnv(), policy=policy, memory=memory, tools=TOOLS,
-                         hooks=self.plugins.for_task(task), limits=EpisodeLimits(max_steps=max_steps), sinks=[run])
-            traj = await ep.run()
+            traj = await run_episode(task.model_copy(deep=True), ButtonsEnv(), policy, self.settings, self.plugins,
+                                     memory=memory, tools=TOOLS, sinks=[run],
+                                     limits=episode_limits(self.settings, max_steps=max_steps))
             traj.judgements.append(await judge.judge(traj))
             traj.metadata.update(group=group, run_dir=str(run.path))
             run(traj, None)
