@@ -27,6 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .. import __version__
 from ..config import Settings, load_settings
 from ..documents import FLOW_SCHEMA, Flow
+from ..flowplayer import FLOW_POLICY
 from ..plugins import Plugins
 from .jobs import Job, JobStatus, JobStore
 from .runner import RESERVED_OPTIONS, JobEnded, JobNotFound, JobRunner, SpecError
@@ -223,7 +224,7 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         allowed = runner.check_domains(list(allowed_domains), ("query", "allowed_domains"))
         runner.check_start_url(url, allowed, ("query" if start_url else "body", "start_url"))
         steps = max_steps or max(runner.settings.max_steps, len(flow.turns))
-        spec = {"task": task or flow.task or "play the flow", "start_url": url, "policy": "scripted",
+        spec = {"task": task or flow.task or "play the flow", "start_url": url, "policy": FLOW_POLICY,
                 "max_steps": steps, "allowed_domains": allowed,
                 "flow": flow.model_dump(mode="json", by_alias=True, exclude_none=True)}
         return runner.submit("flow", spec)

@@ -1,10 +1,11 @@
 """Running the jobs of ``owrl serve``: a few at a time, in one shared browser.
 
-Each job is one :class:`owrl_sdk.Agent` run with its own policy instance and its own run
-folder under ``DATA/runs`` (the layout of :mod:`owrl_sdk.runstore`); the browser is
-launched once for the server and every episode gets a fresh context of it. While a job
-runs, its steps are kept in memory as they are written, so streams can follow them;
-once it ended, they are read back from its ``trajectory.json``.
+Each job is one :class:`owrl_sdk.Agent` run (its episode built by :mod:`owrl_sdk.runner`,
+like every episode owrl runs) with its own policy instance and its own run folder under
+``DATA/runs`` (the layout of :mod:`owrl_sdk.runstore`); the browser is launched once for
+the server and every episode gets a fresh context of it. While a job runs, its steps are
+kept in memory as they are written, so streams can follow them; once it ended, they are
+read back from its ``trajectory.json``.
 
 Cancelling a running job cancels its asyncio task: the episode closes its trajectory as
 ``aborted`` (``infra.cancelled``) and the job ends ``cancelled``.
@@ -23,6 +24,7 @@ from ..config import Settings
 from ..documents import flow_from_data
 from ..domains import DomainPolicy
 from ..errors import OwrlError
+from ..flowplayer import FLOW_POLICY
 from ..plugins import Plugins
 from ..runstore import RunDir
 from ..secrets import dumps, redact, scrub
@@ -136,8 +138,8 @@ class JobRunner:
     # ------------------------------------------------------------------ submitting
 
     def check_policy(self, name: str) -> None:
-        if name == "scripted":
-            raise SpecError(("body", "policy"), "the scripted policy plays flows: submit the flow to POST /v1/jobs/flow")
+        if name == FLOW_POLICY:
+            raise SpecError(("body", "policy"), f"the {FLOW_POLICY} policy plays flows: submit the flow to POST /v1/jobs/flow")
         try:
             self.plugins.catalogue.get("policies", name)
         except OwrlError as err:
