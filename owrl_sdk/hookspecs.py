@@ -148,7 +148,8 @@ def browser_launch_options(options: dict[str, Any]) -> Optional[dict[str, Any]]:
     Called once per browser launch, before it starts.
     ``options`` are the Playwright launch keyword arguments chosen so far (read them,
     do not change them in place). Return a dict of keys to override, or None.
-    Every result is merged in call order; ``args`` lists are appended, not replaced.
+    Every result is merged in registration order (the reverse of call order): on a key
+    clash the last-registered plugin's value wins; ``args`` lists are appended, not replaced.
     """
 
 

@@ -258,3 +258,22 @@ def test_plugin_listing_is_of_plugins_not_of_their_adapters(plugins):
     _ = plugins.catalogue
     assert "site-adapter:demo-shop-adapter" in plugins.pm.scoped
     assert not [i.name for i in plugin_infos(plugins.pm) if i.name.startswith("site-adapter:")]
+
+
+def test_launch_options_merge_in_registration_order(plugins, register_plugin):
+    """hookspecs.browser_launch_options: the last-registered plugin's value wins a clash."""
+
+    class Early:
+        @hookimpl
+        def browser_launch_options(self, options):
+            return {"slow_mo": 1, "args": ["--early"]}
+
+    class Late:
+        @hookimpl
+        def browser_launch_options(self, options):
+            return {"slow_mo": 2, "args": ["--late"]}
+
+    register_plugin(Early(), name="early")
+    register_plugin(Late(), name="late")
+    merged = plugins.browser_launch_options({"args": []})
+    assert merged["slow_mo"] == 2 and merged["args"][-2:] == ["--early", "--late"]
