@@ -31,7 +31,7 @@ from .config import Settings
 from .plugins import Plugins, hookimpl
 from .policy import Policy
 from .runner import EpisodeRecord, JudgedEpisodes, episode_key, failed_record
-from .types import Task, Trajectory
+from .types import Failure, Outcome, Task, Trajectory
 
 #: Makes the policy of one worker: ``factory(settings, plugins) -> Policy``.
 PolicyFactory = Callable[[Settings, Plugins], Policy]
@@ -47,7 +47,8 @@ class NamedPolicy:
     owned: ClassVar[bool] = True
 
     def __call__(self, settings: Settings, plugins: Plugins) -> Policy:
-        return plugins.catalogue.get("policies", self.name)(settings, **self.options)
+        policy: Policy = plugins.catalogue.get("policies", self.name)(settings, **self.options)
+        return policy
 
 
 @dataclass
@@ -173,8 +174,9 @@ def failed_trajectory(result: WorkResult, policy: Any) -> Trajectory:
     category, _, code = (result.record.failure or "infra.error").partition(".")
     task = item.task.model_copy(update={"metadata": {**item.task.metadata, "seed": item.episode,
                                                      "episode": item.episode}})
-    return Trajectory(task=task, policy=policy, outcome={
-        "status": "infra_error", "failure": {"category": category, "code": code, "detail": result.error or ""}})
+    failure = Failure.model_validate({"category": category, "code": code, "detail": result.error or ""})
+    return Trajectory.model_validate({"task": task, "policy": policy,
+                                      "outcome": Outcome(status="infra_error", failure=failure)})
 
 
 class LocalExecutor(Executor):
@@ -262,7 +264,7 @@ def executor_class(plugins: Plugins, name: str) -> type[Executor]:
     """The executor registered as ``name``; an unknown name is a usage error naming the known ones."""
     from .errors import UsageError
 
-    found = plugins.catalogue.items["executors"].get(name)
+    found: Optional[type[Executor]] = plugins.catalogue.items["executors"].get(name)
     if found is None:
         known = ", ".join(plugins.catalogue.names("executors")) or "none"
         raise UsageError(f"no executor (backend) named '{name}' (available: {known})")

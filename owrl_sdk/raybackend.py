@@ -72,7 +72,7 @@ class EpisodeWorker:
         self.spec = spec
         self.episodes: Optional[JudgedEpisodes] = None
         self.host: Any = None
-        self.policies: Optional[asyncio.Queue] = None
+        self.policies: Optional[asyncio.Queue[Any]] = None
         self.policy_factory: Any = None
         self.local_tasks: dict[str, Task] = {}
 
@@ -295,8 +295,8 @@ async def run_on_pool(pool: WorkerPool, items: list[tuple[Any, Task, int]], max_
     result, or None for an episode whose attempts ran out. Returns how many episodes were retried."""
     ray = pool.ray
     pending = deque(items)
-    attempts: Counter = Counter()
-    inflight: dict[asyncio.Future, tuple[Any, Any, Task, int]] = {}
+    attempts: Counter[Any] = Counter()
+    inflight: dict[asyncio.Future[Any], tuple[Any, Any, Task, int]] = {}
     retried = 0
     while pending or inflight:
         while pending:
@@ -414,4 +414,5 @@ class RayEvaluation(Evaluation):
     @property
     def pool(self) -> Optional[WorkerPool]:
         """The executor's worker pool (once started)."""
-        return self.executor.pool  # type: ignore[attr-defined]
+        assert isinstance(self.executor, RayExecutor)
+        return self.executor.pool

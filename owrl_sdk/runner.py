@@ -39,7 +39,7 @@ from .types import Task, Trajectory
 
 def episode_limits(settings: Settings, **overrides: Any) -> EpisodeLimits:
     """The loop's limits as the settings give them (``overrides`` win, e.g. ``max_steps``)."""
-    fields = dict(
+    fields: dict[str, Any] = dict(
         max_steps=settings.max_steps,
         max_parse_errors=settings.max_parse_errors,
         step_timeout=settings.step_timeout,
@@ -98,7 +98,7 @@ async def run_episode(
     environment is closed even on cancellation (the close itself is shielded).
     """
     if hasattr(env, "secret_lookup"):
-        env.secret_lookup = plugins.resolve_secret  # type: ignore[attr-defined]
+        env.secret_lookup = plugins.resolve_secret
     episode = build_episode(task, env, policy, settings, plugins, **options)
     try:
         trajectory = await episode.run()

@@ -118,7 +118,7 @@ class JobRunner:
         """Mark jobs a dead server left running as interrupted; queue the queued ones again."""
         self._slots = asyncio.Semaphore(self.max_concurrent)
         self._host_lock = asyncio.Lock()
-        self.plugins.catalogue  # built once here, not by two jobs' threads at the same time
+        _ = self.plugins.catalogue  # built once here, not by two jobs' threads at the same time
         interrupted = self.store.recover()
         for job_id in self.store.queued():
             self._schedule(job_id)

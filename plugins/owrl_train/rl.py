@@ -16,7 +16,6 @@ checkpoint.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import shutil
