@@ -248,7 +248,7 @@ class Episode:
         dismissed = await self._stage("hook", self.hooks.dismiss_overlays(self.env))
         if not dismissed:
             return result
-        again = await self._stage("tool", self.env.execute(tool, args, call))
+        again: ToolResult = await self._stage("tool", self.env.execute(tool, args, call))
         note = f"an overlay covered the target and was dismissed ({', '.join(dismissed)}); the call was retried"
         again.feedback = f"{note}. {again.feedback}".strip() if again.ok else again.feedback
         if not again.ok:

@@ -13,7 +13,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-TRAJECTORY_SCHEMA = "owrl.trajectory/1"
+TRAJECTORY_SCHEMA: Literal["owrl.trajectory/1"] = "owrl.trajectory/1"
 
 
 def utc_now() -> str:

@@ -19,6 +19,7 @@ from urllib.parse import urldefrag
 
 from .feedback import NO_CHANGE, bounded, diff, short
 from .liveness import _is_playwright_error
+from .state import EnvState
 
 if TYPE_CHECKING:  # pragma: no cover
     from playwright.async_api import Page
@@ -46,7 +47,7 @@ def _same_document(url: str, other: str) -> bool:
     return urldefrag(url)[0] == urldefrag(other)[0]
 
 
-class ChangeFeedbackMixin:
+class ChangeFeedbackMixin(EnvState):
     """Reading what a call changed."""
 
     async def _before(self) -> _Before:
@@ -74,8 +75,9 @@ class ChangeFeedbackMixin:
             return None
         if not done:
             return None
-        self._snapshot = _Snapshot(page, page.url, results[0], time.monotonic())
-        return results[0]
+        text: str = results[0]
+        self._snapshot = _Snapshot(page, page.url, text, time.monotonic())
+        return text
 
     async def _describe_change(self, before: _Before, tool_feedback: str) -> tuple[str, bool]:
         """The feedback of a successful call, and whether it has anything to tell (False:
@@ -101,7 +103,7 @@ class ChangeFeedbackMixin:
         if page is not None and page is not origin and not self._tabs_opened and not self._dialogs.held:
             if not any(kind == "tab_closed" for kind, _ in self._events):
                 parts.append(f"the active tab is now tab {self.pages.index(page)}: {short(page.url, 80)}")
-        if after is not None and before.aria is not None and _same_document(origin.url, before.url):
+        if after is not None and origin is not None and before.aria is not None and _same_document(origin.url, before.url):
             changes = diff(before.aria, after)
             if changes:
                 parts.append(changes.describe())

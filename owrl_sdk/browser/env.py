@@ -138,17 +138,17 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, DomainGuardMixin,
         self.domains = DomainPolicy()
         #: Where secrets come from besides OWRL_SECRET_* (the resolve_secret hook, set by the runner).
         self.secret_lookup: Optional[Any] = None
-        self._background: set[asyncio.Task] = set()
+        self._background: set[asyncio.Future[Any]] = set()
         self._closing = False
         self._traces = 0
         self._context_id: Optional[str] = None
         self._pages_before_call = 0
         # the domain policy's helpers (see _watch): each tab's CDP session task, its target id,
         # javascript: addresses scheduled per frame, refused documents being left, tabs closed quietly
-        self._watches: dict[int, asyncio.Future] = {}
+        self._watches: dict[int, asyncio.Future[Any]] = {}
         self._targets: dict[int, str] = {}
         self._scripts: dict[str, tuple[str, float]] = {}
-        self._leaving: set[asyncio.Future] = set()
+        self._leaving: set[asyncio.Future[Any]] = set()
         self._quiet: set[int] = set()
 
     # ================================================================== protocol
@@ -233,7 +233,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, DomainGuardMixin,
                              code="start_page_unreachable")
         if failure is not None:
             unreachable = InfraError(failure, code="start_page_unreachable")
-            unreachable.kind = kind  # what went wrong, as a failure kind (the classifier reads it)
+            unreachable.kind = kind  # type: ignore[attr-defined]  # the failure kind (the classifier reads it)
             raise unreachable
         self._events.clear()
         self._tabs_opened = 0
@@ -317,7 +317,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, DomainGuardMixin,
         self._events = []
         # every string the policy reads back (feedback, error, the URLs in page, data) without
         # secrets; the answer is the policy's own, recorded (and scrubbed) with the outcome
-        scrubbed = secrets.scrub(result)
+        scrubbed: ToolResult = secrets.scrub(result)
         scrubbed.answer = result.answer
         return scrubbed
 

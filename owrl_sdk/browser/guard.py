@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from .feedback import short
 from .liveness import _forget
+from .state import EnvState
 
 if TYPE_CHECKING:  # pragma: no cover
     from playwright.async_api import Page
@@ -60,7 +61,7 @@ def _tab_of(request: Any) -> tuple[Optional["Page"], bool]:
     return frame.page, frame.parent_frame is None
 
 
-class DomainGuardMixin:
+class DomainGuardMixin(EnvState):
     """Holding an episode's context to its domain policy (``self.domains``)."""
 
     async def _guard(self, route: Any) -> None:

@@ -11,10 +11,12 @@ the context or leaving an exception unread.
 from __future__ import annotations
 
 import asyncio
+from typing import Any, Callable
 
 from ..errors import InfraError
 from .errors import is_closed_error
 from .feedback import short
+from .state import EnvState
 
 
 def _is_playwright_error(error: BaseException) -> bool:
@@ -23,7 +25,7 @@ def _is_playwright_error(error: BaseException) -> bool:
     return isinstance(error, PlaywrightError)
 
 
-class LivenessMixin:
+class LivenessMixin(EnvState):
     """What :class:`~owrl_sdk.browser.env.BrowserEnv` does to tell a dead browser from an action error."""
 
     def _check_alive(self) -> None:
@@ -59,13 +61,15 @@ class LivenessMixin:
         return InfraError(f"{what}: {short(str(error), 200)}", code="browser_error")
 
 
-def _swallow(future: asyncio.Future) -> None:
+def _swallow(future: "asyncio.Future[Any]") -> None:
     if not future.cancelled():
         future.exception()
 
 
-def _forget(tasks: set[asyncio.Task]):
-    def done(task: asyncio.Task) -> None:
+def _forget(tasks: set["asyncio.Future[Any]"]) -> Callable[["asyncio.Future[Any]"], None]:
+    """A done-callback that drops a finished background task from ``tasks`` and reads its exception."""
+
+    def done(task: "asyncio.Future[Any]") -> None:
         tasks.discard(task)
         _swallow(task)
 

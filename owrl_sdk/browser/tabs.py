@@ -17,12 +17,13 @@ from ..types import Tab
 from .errors import ActionError
 from .feedback import short
 from .liveness import _forget, _is_playwright_error
+from .state import EnvState
 
 if TYPE_CHECKING:  # pragma: no cover
     from playwright.async_api import BrowserContext, Page
 
 
-class TabsMixin:
+class TabsMixin(EnvState):
     """The tabs of an episode's context."""
 
     @property
@@ -73,7 +74,7 @@ class TabsMixin:
         self._active = page
         self._events.append(("tab_opened", page))
         page.on("close", self._on_close)
-        page.on("crash", lambda p=page: self._crashed.add(id(p)))
+        page.on("crash", self._on_crash)
         page.on("download", self._on_download)
         page.on("framenavigated", self._on_navigated)
         if self.domains.routes and id(page) not in self._watches:
@@ -81,6 +82,9 @@ class TabsMixin:
             self._watches[id(page)] = watch
             self._background.add(watch)
             watch.add_done_callback(_forget(self._background))
+
+    def _on_crash(self, page: "Page") -> None:
+        self._crashed.add(id(page))
 
     def _on_close(self, page: "Page") -> None:
         if page not in self.pages:
@@ -166,6 +170,7 @@ class TabsMixin:
             session = await context.new_cdp_session(page)
             info = await session.send("Target.getTargetInfo")
             await session.detach()
-            return info["targetInfo"].get("browserContextId")
+            found: Optional[str] = info["targetInfo"].get("browserContextId")
+            return found
         except Exception:  # noqa: BLE001 - not Chromium over CDP: tabs are seen when announced
             return None

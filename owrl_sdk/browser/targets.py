@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ..types import Target
 from .errors import ActionError
 from .geometry import box_center, grid_to_pixels
+from .state import EnvState
 
 if TYPE_CHECKING:  # pragma: no cover
     from playwright.async_api import Locator
@@ -32,7 +33,7 @@ class Located:
 _ROLE_NAME = re.compile(r'\s*-\s+([a-z]+)\s+"((?:[^"\\]|\\.)*)"')
 
 
-class TargetsMixin:
+class TargetsMixin(EnvState):
     """Resolving targets to viewport points or locators (for tools)."""
 
     @property
@@ -74,7 +75,8 @@ class TargetsMixin:
         scope: Any = page
         for frame in frames:
             scope = scope.frame_locator(frame)
-        return scope.locator(inner)
+        located: "Locator" = scope.locator(inner)
+        return located
 
     def _by_role_and_name(self, ref: str) -> Optional["Locator"]:
         """A stale ref found again, once: by the role and name it had in the snapshot the
@@ -88,7 +90,8 @@ class TargetsMixin:
                 if m is None or not m.group(2):
                     return None
                 name = m.group(2).replace('\\"', '"')
-                return self.page.get_by_role(m.group(1), name=name, exact=True)  # type: ignore[arg-type]
+                found: "Locator" = self.page.get_by_role(m.group(1), name=name, exact=True)
+                return found
         return None
 
     async def point_of(self, located: Located) -> tuple[float, float]:
@@ -100,4 +103,4 @@ class TargetsMixin:
         box = await located.locator.bounding_box()
         if box is None:
             raise ActionError(f"{located.description} is not visible on the page", kind="action.not_visible")
-        return box_center(box)
+        return box_center({"x": box["x"], "y": box["y"], "width": box["width"], "height": box["height"]})

@@ -43,7 +43,7 @@ _SOCKET_ERRORS: tuple[tuple[type, str], ...] = (
 )
 
 #: Words a socket error's message (or a library's wrapping of one) carries.
-_SOCKET_WORDS: tuple[tuple[re.Pattern, str], ...] = (
+_SOCKET_WORDS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"name or service not known|nodename nor servname|temporary failure in name resolution|"
                 r"getaddrinfo failed|no address associated|name resolution|could not resolve", re.I), "dns"),
     (re.compile(r"certificate|ssl|tls handshake", re.I), "tls"),

@@ -1,0 +1,75 @@
+"""The state of one episode's :class:`~owrl_sdk.browser.env.BrowserEnv`, declared for its parts.
+
+``BrowserEnv`` is composed of parts, each a mixin in a module of its own (:mod:`.targets`,
+:mod:`.tabs`, :mod:`.changes`, :mod:`.guard`, :mod:`.liveness`). They share the state
+``BrowserEnv.__init__`` sets and call a few of each other's methods; :class:`EnvState`
+declares both, for readers and type checkers. It holds no values and no code: annotations
+only, so it changes nothing at run time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Awaitable, Optional
+
+if TYPE_CHECKING:  # pragma: no cover
+    from playwright.async_api import BrowserContext, Download, Frame, Page
+
+    from ..config import Settings
+    from ..domains import DomainPolicy
+    from .changes import _Snapshot
+    from .dialogs import Dialogs
+    from .host import BrowserHost
+
+
+class EnvState:
+    """What the parts of a ``BrowserEnv`` share (set in ``BrowserEnv.__init__``)."""
+
+    host: "BrowserHost"
+    settings: "Settings"
+    #: The episode's browser context and its tabs; ``_active`` is the tab tools act on.
+    context: Optional["BrowserContext"]
+    pages: list["Page"]
+    _active: Optional["Page"]
+    domains: "DomainPolicy"
+    #: The host's launch generation this context belongs to (another one: the browser was relaunched).
+    _generation: int
+    _titles: dict[int, str]
+    #: What happened since the last call's feedback, as (kind, object): tab_opened, tab_closed,
+    #: blocked, dialog, download, tab_refused.
+    _events: list[tuple[str, Any]]
+    _dialogs: "Dialogs"
+    _settle_after: Optional[dict[str, float]]
+    _tabs_opened: int
+    _snapshot: Optional["_Snapshot"]
+    _crashed: set[int]
+    _background: set["asyncio.Future[Any]"]
+    _closing: bool
+    _context_id: Optional[str]
+    _pages_before_call: int
+    _watches: dict[int, "asyncio.Future[Any]"]
+    _targets: dict[int, str]
+    _scripts: dict[str, tuple[str, float]]
+    _leaving: set["asyncio.Future[Any]"]
+    _quiet: set[int]
+
+    if TYPE_CHECKING:  # pragma: no cover - each is defined by one part (or BrowserEnv) and called by others
+
+        @property
+        def page(self) -> "Page": ...
+
+        def _raise_if_dead(self, error: BaseException) -> None: ...
+
+        def _spawn(self, coro: Awaitable[Any]) -> None: ...
+
+        def _on_download(self, download: "Download") -> None: ...
+
+        def _on_navigated(self, frame: "Frame") -> None: ...
+
+        async def _watch(self, page: "Page") -> None: ...
+
+        async def _await_new_tabs(self) -> None: ...
+
+        async def _await_script_addresses(self) -> None: ...
+
+        async def _refuse_new_tab(self, page: "Page", origin: Optional["Page"]) -> None: ...
