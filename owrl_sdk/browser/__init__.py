@@ -5,13 +5,15 @@ Importing this package does not import Playwright; launching a browser does.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .errors import ActionError
 from .geometry import grid_to_pixels, pixels_to_grid
 
 __all__ = ["ActionError", "BrowserEnv", "BrowserHost", "Located", "grid_to_pixels", "pixels_to_grid"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name == "BrowserHost":
         from .host import BrowserHost
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 NO_CHANGE = "no visible change"
 
@@ -68,8 +68,8 @@ def parse_line(line: str) -> Optional[Element]:
 _FIELDS = {"textbox", "searchbox", "combobox", "spinbutton"}
 
 
-def elements(snapshot: str) -> Counter:
-    listed: list[list] = []  # [indent, element]
+def elements(snapshot: str) -> Counter[Element]:
+    listed: list[list[Any]] = []  # [indent, element]
     parents: list[int] = []  # indices into listed, by depth
     for line in snapshot.splitlines():
         element = parse_line(line)
