@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, Union
 
 from .config import Settings, load_settings
 from .env import Environment
@@ -24,6 +24,9 @@ from .policy import Policy
 from .runner import run_episode
 from .runstore import RunDir, RunStore
 from .types import Step, Task, Trajectory
+
+if TYPE_CHECKING:
+    from .browser.host import BrowserHost
 
 #: Makes the environment of one episode: (run folder, trace?) -> environment.
 EnvFactory = Callable[[Optional[RunDir], bool], Awaitable[Environment]]
@@ -50,7 +53,7 @@ class Agent:
         self.memory_name = memory or self.settings.memory
         self.plugins.catalogue.get("memories", self.memory_name)  # fail early on a bad name
         self._env_factory = env_factory
-        self._host: Any = None
+        self._host: Optional[BrowserHost] = None
 
     # ------------------------------------------------------------------ browser
 

@@ -5,8 +5,11 @@ environment variables, ``owrl.toml`` in the working directory, then ``owrl.toml`
 user's config folder (``$XDG_CONFIG_HOME/owrl`` or ``~/.config/owrl``). A bad value raises
 :class:`ConfigError` naming the key and where it came from.
 
-Plugins keep their settings in a table of their own, ``[plugins.NAME]``, read with
-:meth:`Settings.plugin`.
+Plugins keep their settings in a table of their own, ``[plugins.NAME]``, named by the
+component's registered name. A component that declares ``Options`` (a pydantic model) has its
+table validated where settings load (:func:`load_settings` with ``option_models``) and reads it
+converted with :meth:`Settings.options`. A model's ``renamed_from`` lists the table's former
+names: such a table is still read, with a one-line :class:`FutureWarning` naming the new one.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import difflib
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Mapping, Optional
 from urllib.parse import urlsplit
@@ -90,7 +94,7 @@ class Settings(BaseModel):
     @classmethod
     def _remote_address(cls, value: Optional[str], info: ValidationInfo) -> Optional[str]:
         value = (value or "").strip() or None  # an empty OWRL_BROWSER_ENDPOINT means 'not set'
-        schemes = {"browser_endpoint": ("ws", "wss"), "cdp_endpoint": ("http", "https", "ws", "wss")}.get(info.field_name)
+        schemes = {"browser_endpoint": ("ws", "wss"), "cdp_endpoint": ("http", "https", "ws", "wss")}.get(info.field_name or "")
         if value is not None and schemes and urlsplit(value).scheme not in schemes:
             raise ValueError(f"'{value}' is not a {' or '.join(s + '://' for s in schemes)} address")
         return value
@@ -102,14 +106,35 @@ class Settings(BaseModel):
     def options(self, name: str, schema: type, **given: Any) -> Any:
         """The ``[plugins.NAME]`` table, with ``given`` options (not None) on top, validated
         as ``schema`` (a pydantic model or a dataclass): values converted, a bad or unknown
-        key a :class:`ConfigError` naming it."""
-        table = {**self.plugin(name), **{k: v for k, v in given.items() if v is not None}}
-        return validate_table(schema, table, f"[plugins.{name}]", "settings")
+        key a :class:`ConfigError` naming it. Where there is no such table but one under a
+        name in ``schema.renamed_from``, that one is read (and a deprecation warning given)."""
+        table = self.plugin(name)
+        where = f"[plugins.{name}]"
+        if name not in self.plugins:
+            for old in renamed_from(schema):
+                if old in self.plugins:
+                    warn_renamed(old, name)
+                    table, where = self.plugin(old), f"[plugins.{old}]"
+                    break
+        table.update({k: v for k, v in given.items() if v is not None})
+        return validate_table(schema, table, where, "settings")
 
     def with_overrides(self, **values: Any) -> "Settings":
         """A copy with the given values (None means 'not given' and is skipped)."""
         given = {k: v for k, v in values.items() if v is not None}
         return _build([(self.model_dump(), "settings"), (given, "options")])
+
+
+def renamed_from(schema: Any) -> tuple[str, ...]:
+    """The former names of an options model's table (its ``renamed_from``; none when unset)."""
+    names = getattr(schema, "renamed_from", ())
+    return (names,) if isinstance(names, str) else tuple(names or ())
+
+
+def warn_renamed(old: str, new: str) -> None:
+    """The one-line deprecation warning for a table read under its former name."""
+    warnings.warn(f"[plugins.{old}] in owrl.toml is deprecated: rename it [plugins.{new}] "
+                  f"(the old name is still read for now)", FutureWarning, stacklevel=3)
 
 
 def validate_table(schema: type, table: Mapping[str, Any], name: str, where: str) -> Any:
@@ -245,7 +270,26 @@ def load_settings(
     layers.append((given, "command line"))
     settings = _build(layers, env_names)
     for name, schema in (option_models or {}).items():
+        names, label = [name], f"[plugins.{name}]"
+        for old in renamed_from(schema):
+            if old in settings.plugins and old not in (option_models or {}):
+                warn_renamed(old, name)  # read under the new name from here on; the new table wins a clash
+                if name not in settings.plugins:
+                    label = f"[plugins.{old}] (now [plugins.{name}])"
+                settings.plugins[name] = {**settings.plugins[old], **settings.plugins.get(name, {})}
+                names.append(old)
         if name in settings.plugins:
-            sources = [src for values, src in layers if name in (values.get("plugins") or {})]
-            validate_table(schema, settings.plugins[name], f"[plugins.{name}]", ", ".join(sources) or "settings")
+            sources = [src for values, src in layers if set(names) & set(values.get("plugins") or {})]
+            validate_table(schema, settings.plugins[name], label, ", ".join(sources) or "settings")
     return settings
+
+
+def load_checked_settings(overrides: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> Settings:
+    """:func:`load_settings` with every ``[plugins.NAME]`` table checked against the ``Options``
+    of the component registered as NAME (and the failure checks' own ``[plugins.failures]``):
+    what the ``owrl`` commands call, so a bad option ends the command before anything starts."""
+    from .failures.startpage import FailuresOptions
+    from .plugins import Plugins
+
+    models = {"failures": FailuresOptions, **Plugins().catalogue.option_models()}
+    return load_settings(overrides, option_models=models, **kwargs)

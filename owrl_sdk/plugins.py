@@ -23,7 +23,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import pluggy
 
@@ -252,9 +252,9 @@ _shared_lock = threading.Lock()
 _catalogue_lock = threading.RLock()
 
 
-def _environ_key(environ: Optional[dict[str, str]] = None) -> tuple[Optional[str], ...]:
-    environ = os.environ if environ is None else environ
-    return tuple(environ.get(name) for name in PLUGIN_ENV)
+def _environ_key(environ: Optional[Mapping[str, str]] = None) -> tuple[Optional[str], ...]:
+    source: Mapping[str, str] = os.environ if environ is None else environ
+    return tuple(source.get(name) for name in PLUGIN_ENV)
 
 
 def plugin_manager() -> OwrlPluginManager:
@@ -282,12 +282,14 @@ def reset_plugin_manager(pm: Optional[OwrlPluginManager] = None) -> None:
 
 
 def _enable_trace(pm: OwrlPluginManager) -> None:
-    def before(hook_name: str, impls: list[Any], kwargs: dict[str, Any]) -> None:
+    def before(hook_name: str, impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, Any]) -> None:
         names = ", ".join(i.plugin_name for i in impls)
         args = ", ".join(f"{k}={_short(v)}" for k, v in kwargs.items())
         print(f"[owrl trace] {hook_name}({args}) -> [{names}]", file=sys.stderr)
 
-    def after(outcome: Any, hook_name: str, impls: list[Any], kwargs: dict[str, Any]) -> None:
+    def after(outcome: pluggy.Result[Any], hook_name: str, impls: Sequence[pluggy.HookImpl],
+              kwargs: Mapping[str, Any]) -> None:
+        result: Any
         try:
             result = outcome.get_result()
         except BaseException as err:  # noqa: BLE001 - tracing only reports it
@@ -362,7 +364,10 @@ class Catalogue:
 
 def _resolve(path: str) -> type:
     module, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    found = getattr(importlib.import_module(module), attr)
+    if not isinstance(found, type):
+        raise PluginError(f"'{path}' is not a class")
+    return found
 
 
 def _make_register(catalogue: Catalogue, kind: str, plugin_name: str) -> Callable[[Any], None]:
@@ -501,7 +506,8 @@ class Plugins:
         return merged
 
     def resolve_secret(self, name: str) -> Optional[str]:
-        return self.pm.hook.resolve_secret(name=name)
+        value: Optional[str] = self.pm.hook.resolve_secret(name=name)
+        return value
 
     def resolve_url(self, url: str) -> str:
         """A plugin's own URL scheme resolved (``demo:shop`` -> the served shop), else ``url``."""
@@ -611,7 +617,7 @@ class EpisodeHooks:
             self.close()
 
     def tools(self) -> list[Any]:
-        extra = []
+        extra: list[Any] = []
         for adapter in self.adapters:
             extra.extend(adapter.tools() if hasattr(adapter, "tools") else [])
         return extra

@@ -70,7 +70,7 @@ def command_name(pid: int) -> str:
 
 def group_members(pgid: int, not_before: Optional[int] = None) -> list[int]:
     """Running processes of process group ``pgid`` (started no earlier than ``not_before``)."""
-    members = []
+    members: list[int] = []
     if not PROC.is_dir():
         return members
     for entry in PROC.iterdir():

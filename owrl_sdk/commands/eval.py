@@ -5,14 +5,18 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import click
 
+from owrl_sdk.hookspecs import Register
 from owrl_sdk.plugins import hookimpl
 
+if TYPE_CHECKING:
+    from owrl_sdk.evaluation import EpisodeRecord
 
-def _fmt_rate(block: dict) -> str:
+
+def _fmt_rate(block: dict[str, Any]) -> str:
     low, high = block["ci95"]
     return f"{block['success_rate']:.0%} [{low:.0%}, {high:.0%}]"
 
@@ -111,7 +115,7 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
             console.print(f"resuming: {done_before} of {total} episodes already in {escape(str(out_dir / 'episodes.jsonl'))}",
                           highlight=False, soft_wrap=True)
 
-        def on_record(record) -> None:
+        def on_record(record: EpisodeRecord) -> None:
             if not record.infra:
                 wins["judged"] += 1
                 wins["ok"] += bool(record.success)
@@ -148,5 +152,5 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
 
 
 @hookimpl
-def register_commands(register):
+def register_commands(register: Register) -> None:
     register(eval_command)

@@ -15,7 +15,7 @@ import json
 import os
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, AsyncIterator, Optional
 
 from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException, Path as PathParam, Query, Request
 from fastapi.exception_handlers import http_exception_handler
@@ -113,7 +113,7 @@ class BearerAuth:
         self.app = app
         self.token = token.encode("utf-8")
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["path"] in PUBLIC_PATHS or self._authorised(scope):
             await self.app(scope, receive, send)
             return
@@ -123,7 +123,7 @@ class BearerAuth:
                                 (b"www-authenticate", b"Bearer")]})
         await send({"type": "http.response.body", "body": body})
 
-    def _authorised(self, scope: dict) -> bool:
+    def _authorised(self, scope: dict[str, Any]) -> bool:
         given = b""
         for name, value in scope.get("headers", []):
             if name == b"authorization":
@@ -152,7 +152,7 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
                        allow_local_files=allow_local_files)
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await runner.start()
         try:
             yield
@@ -261,7 +261,8 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
             responses={200: {"content": {"application/x-ndjson": {"schema": {"type": "string"}}},
                              "description": "one JSON object a line: {event: step, index, step}, "
                                             "{event: heartbeat} after 15 s of quiet, and last {event: end, job}"}})
-    async def stream_steps(job_id: JobId, start: Annotated[int, Query(ge=0, description="first step index")] = 0):
+    async def stream_steps(job_id: JobId,
+                           start: Annotated[int, Query(ge=0, description="first step index")] = 0) -> StreamingResponse:
         """Each step as it is written, then the ended job (NDJSON)."""
         job_or_404(job_id)
         return StreamingResponse(runner.follow(job_id, start), media_type="application/x-ndjson",

@@ -11,6 +11,7 @@ Stdlib and pydantic only: this module is imported without FastAPI.
 
 from __future__ import annotations
 
+import builtins
 import json
 import sqlite3
 import threading
@@ -88,11 +89,11 @@ class JobStore:
         with self._lock:
             self._db.close()
 
-    def _query(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
+    def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         with self._lock:
             return self._db.execute(sql, args).fetchall()
 
-    def _write(self, sql: str, args: tuple = ()) -> int:
+    def _write(self, sql: str, args: tuple[Any, ...] = ()) -> int:
         with self._lock:
             return self._db.execute(sql, args).rowcount
 
@@ -106,7 +107,8 @@ class JobStore:
         rows = self._query("SELECT spec FROM jobs WHERE id = ?", (job_id,))
         if not rows:
             raise KeyError(job_id)
-        return json.loads(rows[0]["spec"])
+        spec: dict[str, Any] = json.loads(rows[0]["spec"])
+        return spec
 
     def list(self, status: Optional[str] = None, limit: int = 100) -> list[Job]:
         """Newest first."""
@@ -116,7 +118,7 @@ class JobStore:
             rows = self._query("SELECT * FROM jobs ORDER BY seq DESC LIMIT ?", (limit,))
         return [_job(r) for r in rows]
 
-    def queued(self) -> list[str]:
+    def queued(self) -> builtins.list[str]:  # `list` here is the method above
         """Ids of queued jobs, oldest first."""
         rows = self._query("SELECT id FROM jobs WHERE status = 'queued' ORDER BY seq")
         return [r["id"] for r in rows]

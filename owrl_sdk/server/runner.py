@@ -106,7 +106,7 @@ class JobRunner:
         self.allow_local_files = allow_local_files
         self.stopping = False
         self._slots: Optional[asyncio.Semaphore] = None
-        self._tasks: dict[str, asyncio.Task] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
         self._live: dict[str, LiveJob] = {}
         self._cancel_requested: set[str] = set()
         self._host: Any = None
@@ -215,15 +215,15 @@ class JobRunner:
         except asyncio.CancelledError:
             self._ended_by_cancel(job_id)
         except Exception as err:  # noqa: BLE001 - the job fails, the server goes on
-            live = self._live.get(job_id)
-            self.store.end(job_id, "failed", error=_one_line(err), steps=len(live.steps) if live else None,
-                           outcome=live.trajectory.outcome if live and live.trajectory else None)
+            failed = self._live.get(job_id)
+            self.store.end(job_id, "failed", error=_one_line(err), steps=len(failed.steps) if failed else None,
+                           outcome=failed.trajectory.outcome if failed and failed.trajectory else None)
         finally:
             self._tasks.pop(job_id, None)
             self._cancel_requested.discard(job_id)
-            live = self._live.pop(job_id, None)
-            if live is not None:
-                live.notify()  # followers read the ended job from the store and the run folder
+            ended = self._live.pop(job_id, None)
+            if ended is not None:
+                ended.notify()  # followers read the ended job from the store and the run folder
 
     def _ended_by_cancel(self, job_id: str) -> None:
         job = self.store.get(job_id)
