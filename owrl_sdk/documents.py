@@ -11,9 +11,10 @@ import re
 from pathlib import Path
 from typing import Any, Optional, TypeVar, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import DocumentError
+from .inputs import InputSpec, check_names
 from .types import ToolCall, Trajectory
 
 FLOW_SCHEMA = "owrl.flow/1"
@@ -134,10 +135,24 @@ class Flow(BaseModel):
     schema_: str = Field(default=FLOW_SCHEMA, alias="schema")
     task: str = ""
     start_url: Optional[str] = None
+    #: The inputs the flow takes (``{{input:NAME}}`` in its strings), by name: see :mod:`owrl_sdk.inputs`.
+    inputs: dict[str, InputSpec] = Field(default_factory=dict)
+    #: A JSON schema the ``output`` of the flow's ``done`` must validate against; a flow whose
+    #: output does not fails the run.
+    output_schema: Optional[dict[str, Any]] = None
     turns: list[FlowTurn]
 
+    @field_validator("inputs")
+    @classmethod
+    def _input_names(cls, v: dict[str, InputSpec]) -> dict[str, InputSpec]:
+        check_names(v)
+        return v
+
     def to_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2)
+        data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if not data.get("inputs"):
+            data.pop("inputs", None)
+        return json.dumps(data, indent=2)
 
     @classmethod
     def from_trajectory(cls, traj: Trajectory) -> "Flow":

@@ -13,6 +13,8 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .inputs import InputSpec, check_names
+
 TRAJECTORY_SCHEMA: Literal["owrl.trajectory/1"] = "owrl.trajectory/1"
 
 
@@ -125,6 +127,9 @@ class ToolCall(_Model):
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
     expect: Optional[Expectation] = None
+    #: In a flow: the name under which the call's value (``ToolResult.data["value"]``, what
+    #: ``extract`` read) is saved in the episode's outputs (``Outcome.outputs``).
+    save_as: Optional[str] = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
 
     def describe(self) -> str:
         import json
@@ -259,7 +264,17 @@ class Task(_Model):
     difficulty: Optional[int] = None
     allowed_domains: list[str] = Field(default_factory=list)
     max_steps: Optional[int] = None
+    #: The inputs the task takes (``{{input:NAME}}`` in its strings): see :mod:`owrl_sdk.inputs`.
+    inputs: dict[str, InputSpec] = Field(default_factory=dict)
+    #: A JSON schema the ``output`` argument of ``done`` must validate against.
+    output_schema: Optional[dict[str, Any]] = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("inputs")
+    @classmethod
+    def _input_names(cls, v: dict[str, InputSpec]) -> dict[str, InputSpec]:
+        check_names(v)
+        return v
 
 
 FailureCategory = Literal["network", "page", "action", "policy", "infra", "task"]
@@ -284,6 +299,9 @@ class Outcome(_Model):
     status: OutcomeStatus
     answer: Optional[str] = None
     failure: Optional[Failure] = None
+    #: What the episode handed back, by name: each flow call's ``save_as`` value and the
+    #: ``output`` object of ``done`` (its keys, merged over the saved values).
+    outputs: dict[str, Any] = Field(default_factory=dict)
 
 
 class Judgement(_Model):
@@ -314,6 +332,8 @@ class Trajectory(_Model):
     judgements: list[Judgement] = Field(default_factory=list)
     reward: Optional[float] = None
     warnings: list[str] = Field(default_factory=list)
+    #: The input values the episode ran with (``{{input:NAME}}``), typed, scrubbed of secrets.
+    inputs: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

@@ -1,0 +1,276 @@
+"""Inputs: ``{{input:NAME}}`` placeholders in flows and tasks, filled in before an episode starts.
+
+A flow (or a task) may declare its inputs, each with a type, a default and a description::
+
+    "inputs": {"name": {"type": "string", "description": "the customer's name"},
+               "quantity": {"type": "integer", "default": 1}}
+
+and use them anywhere in its strings: the task text, the start URL, a call's arguments, an
+expectation. ``owrl run --flow F --input name=Maria`` gives the values; :func:`resolve_inputs`
+checks them all at once (one :class:`~owrl_sdk.errors.UsageError` listing every problem) and
+converts them to their declared types, then :func:`apply_inputs` fills them in.
+
+Inputs are not secrets: a value is written into the flow as it is, recorded in the trajectory
+(``Trajectory.inputs``) and shown. ``{{secret:NAME}}`` stays the way to type a secret; an input
+value that holds a ``{{secret:...}}`` placeholder is refused, so a value from a spreadsheet can
+never make a tool resolve (and type) a secret.
+
+How a value is written where it lands:
+
+- as text: ``true``/``false`` for a boolean, the number as Python writes it, a string as it is.
+  A call argument that is exactly one placeholder gets the text too (``"3"``, not ``3``): the
+  tool's own argument model converts it, as it would a number typed in a flow;
+- in a URL (a flow's or task's ``start_url``, a call's ``url`` argument, the ``url_contains``
+  of an expectation): a placeholder in the path, the query or the fragment is percent-encoded
+  whole (``quote(value, safe="")``: a space is ``%20``, ``&`` is ``%26``, ``/`` is ``%2F``), so the
+  value cannot add a path segment, a query parameter or a fragment. Only a placeholder that
+  starts the string (the whole address, or its beginning) or stands in the host
+  (``https://{{input:host}}/``) is written as it is, since it is meant to make the address;
+- in ``url_matches`` (a regular expression): encoded as in a URL, then escaped (``re.escape``)
+  so that it matches itself.
+
+Substitution is one pass: a value that holds ``{{input:OTHER}}`` is written as that text and not
+filled in again.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal, Optional, TypeVar
+from urllib.parse import quote
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from .errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .documents import Flow
+    from .types import Task
+
+#: ``{{input:NAME}}``, spelt like ``{{secret:NAME}}`` (:data:`owrl_sdk.secrets.PLACEHOLDER`).
+PLACEHOLDER = re.compile(r"\{\{\s*input:([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+#: What an input's name may be: a letter or ``_``, then letters, digits and ``_``.
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+InputType = Literal["string", "integer", "number", "boolean"]
+
+_TRUE = ("true", "yes", "1")
+_FALSE = ("false", "no", "0")
+
+
+class InputSpec(BaseModel):
+    """One declared input: its type, its default and what it is for.
+
+    ``required`` is true when there is no default (a ``null`` default is no default); given
+    ``"required": false`` without a default, a missing input is left out of the values and a
+    placeholder that uses it is then an error. A default is converted to the type like a
+    given value, so ``{"type": "integer", "default": "2"}`` holds 2."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: InputType = "string"
+    default: Any = None
+    description: str = ""
+    required: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _required_without_default(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "required" not in data:
+            data = {**data, "required": data.get("default") is None}
+        return data
+
+    @model_validator(mode="after")
+    def _default_of_its_type(self) -> "InputSpec":
+        if self.default is not None:
+            value, problem = convert(self.type, self.default)
+            if problem:
+                raise ValueError(f"default {self.default!r} is not {_A[self.type]}: {problem}")
+            self.default = value
+        return self
+
+
+_A = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "a boolean"}
+
+
+def check_names(inputs: Mapping[str, Any]) -> None:
+    """Raise ValueError for a declared input whose name a placeholder could not spell."""
+    bad = [name for name in inputs if not NAME.fullmatch(name)]
+    if bad:
+        raise ValueError(f"input names are letters, digits and _ (not starting with a digit): {', '.join(map(repr, bad))}")
+
+
+def convert(kind: InputType, value: Any) -> tuple[Any, Optional[str]]:
+    """``value`` as ``kind``, and None; or ``value`` and why it cannot be one.
+
+    Strings (from the command line, a CSV cell) are read: integers as digits with an optional
+    sign, numbers as decimals (not nan or infinity), booleans as true/false/yes/no/1/0 in any
+    case. Values of JSON types are taken when they are of the type already (an integer is a
+    number too; a bool is not an integer); a number is written as text for a string input."""
+    if kind == "string":
+        if isinstance(value, str):
+            return value, None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value), None
+        return value, f"expected text, got {type(value).__name__}"
+    if kind == "boolean":
+        if isinstance(value, bool):
+            return value, None
+        text = str(value).strip().lower() if isinstance(value, (str, int)) else None
+        if text in _TRUE:
+            return True, None
+        if text in _FALSE:
+            return False, None
+        return value, "expected true/false, yes/no or 1/0"
+    if kind == "integer":
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value, None
+        if isinstance(value, float) and value.is_integer():
+            return int(value), None
+        if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+            return int(value), None
+        return value, "expected a whole number"
+    # number
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value) if isinstance(value, float) else value
+    elif isinstance(value, str) and re.fullmatch(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*", value):
+        number = float(value) if re.search(r"[.eE]", value) else int(value)
+    else:
+        return value, "expected a number"
+    if isinstance(number, float) and not math.isfinite(number):
+        return value, "expected a finite number"
+    return number, None
+
+
+def placeholders(obj: Any) -> set[str]:
+    """The names of the ``{{input:NAME}}`` placeholders in every string of ``obj`` (a flow, a
+    task or any pydantic model, dicts, lists and strings)."""
+    if isinstance(obj, BaseModel):
+        obj = obj.model_dump(mode="json")
+    found: set[str] = set()
+    pending = [obj]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            found.update(PLACEHOLDER.findall(item))
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            pending.extend(item)
+    return found
+
+
+def resolve_inputs(declared: Mapping[str, InputSpec], given: Mapping[str, Any], used: set[str]) -> dict[str, Any]:
+    """The values to fill in: each given value converted to its declared type, and the default of
+    each declared input not given. An input used by a placeholder but not declared may be given
+    (on the command line): it is taken as a string.
+
+    Raises :class:`~owrl_sdk.errors.UsageError` naming every problem at once: a required input
+    missing, a given name that is neither declared nor used, a value not of its type, a value
+    that holds a ``{{secret:...}}`` placeholder, a placeholder with no value. A given value of
+    None counts as not given (an empty spreadsheet cell is ``""``, which is a value)."""
+    from .secrets import has_placeholder
+
+    problems: list[str] = []
+    values: dict[str, Any] = {}
+    for name, raw in given.items():
+        if raw is None:
+            continue
+        spec = declared.get(name)
+        if spec is None and name not in used:
+            known = sorted(set(declared) | used)
+            problems.append(f"unknown input {name!r} (" + (f"inputs: {', '.join(known)}" if known
+                                                          else "this flow takes no inputs") + ")")
+            continue
+        if isinstance(raw, str) and has_placeholder(raw):
+            problems.append(f"input {name!r} holds a {{{{secret:...}}}} placeholder: inputs are not secrets "
+                            "(write the placeholder in the flow itself)")
+            continue
+        value, problem = convert(spec.type if spec is not None else "string", raw)
+        if problem:
+            kind = spec.type if spec is not None else "string"
+            problems.append(f"input {name!r} must be {_A[kind]}: {raw!r} ({problem})")
+            continue
+        values[name] = value
+    for name, spec in declared.items():
+        if name in values or any(p.startswith(f"input {name!r}") for p in problems):
+            continue
+        if spec.default is not None:
+            values[name] = spec.default
+        elif spec.required:
+            about = f" ({spec.description})" if spec.description else ""
+            problems.append(f"missing input {name!r}{about}: pass --input {name}=...")
+    for name in sorted(used - set(declared) - set(values)):
+        if not any(p.startswith(f"input {name!r}") for p in problems):
+            problems.append(f"{{{{input:{name}}}}} is used but has no value: declare it or pass --input {name}=...")
+    for name in sorted(used & set(declared) - set(values)):
+        if not declared[name].required and declared[name].default is None:
+            problems.append(f"{{{{input:{name}}}}} is used but optional input {name!r} was not given and has no default")
+    if problems:
+        raise UsageError(f"{len(problems)} input problem{'s' if len(problems) > 1 else ''}: " + "; ".join(problems))
+    return values
+
+
+def text_of(value: Any) -> str:
+    """A value as it is written into a string: ``true``/``false`` for a boolean."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _fill(text: str, values: Mapping[str, Any], how: str) -> str:
+    def one(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name not in values:
+            return m.group(0)
+        value = text_of(values[name])
+        if how in ("url", "regex"):
+            before = text[: m.start()]
+            host = "://" in before and not any(c in before.split("://", 1)[1] for c in "/?#")
+            if before and not host:  # past the authority: a path, a query, a fragment
+                value = quote(value, safe="")
+            if how == "regex":
+                value = re.escape(value)
+        return value
+
+    return PLACEHOLDER.sub(one, text)
+
+
+#: Keys whose strings are URLs (or pieces of one), and url_matches, a regular expression.
+_URL_KEYS = {"start_url": "url", "url": "url", "url_contains": "url", "url_matches": "regex"}
+
+
+def _walk(value: Any, values: Mapping[str, Any], how: str) -> Any:
+    if isinstance(value, str):
+        return _fill(value, values, how)
+    if isinstance(value, dict):
+        return {k: _walk(v, values, _URL_KEYS.get(k, "text") if isinstance(k, str) else "text")
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_walk(v, values, how) for v in value]
+    return value
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def apply_inputs(obj: M, values: Mapping[str, Any]) -> M:
+    """A deep copy of ``obj`` (a :class:`~owrl_sdk.documents.Flow`, a :class:`~owrl_sdk.types.Task`
+    or another model) with every ``{{input:NAME}}`` of ``values`` filled in (see the module's
+    notes for URLs). Placeholders of names not in ``values`` stay as they are; the declarations
+    (``inputs``) are kept."""
+    data = obj.model_dump(mode="python", by_alias=True)
+    declared = data.pop("inputs", None)
+    filled = _walk(data, values, "text")
+    if declared is not None:
+        filled["inputs"] = declared
+    return type(obj).model_validate(filled)
+
+
+def flow_or_task_inputs(obj: "Flow | Task") -> dict[str, InputSpec]:
+    """The inputs ``obj`` declares (empty when it declares none)."""
+    return dict(getattr(obj, "inputs", None) or {})
+
+
+__all__ = ["InputSpec", "PLACEHOLDER", "apply_inputs", "convert", "placeholders", "resolve_inputs", "text_of"]
