@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from owrl_sdk.answers import match_answer
 from owrl_sdk.components import Judge
 from owrl_sdk.types import Judgement, Trajectory
@@ -78,6 +80,15 @@ class BenchmarkJudge(Judge):
         return Judgement(judge=self.name, score=0.0, success=None, reason="the task has no check and no answer")
 
 
+class CompositeOptions(BaseModel):
+    """``[plugins.composite]``: the composite judge's options."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    inner: str = Field("benchmark", description="the judge that decides once the rule judge passed the format")
+    penalty: float = Field(0.0, description="score of a format failure")
+
+
 class CompositeJudge(Judge):
     """Gates like OpenWebRL: a format failure scores the penalty, otherwise the inner judge decides.
 
@@ -85,16 +96,17 @@ class CompositeJudge(Judge):
     """
 
     name = "composite"
+    Options = CompositeOptions
 
     def __init__(self, settings, inner: Optional[Judge] = None, **options: Any):
         super().__init__(settings, **options)
-        conf = {**settings.plugin("composite"), **options}
-        self.penalty = float(conf.get("penalty", 0.0))
+        conf: CompositeOptions = settings.options(self.name, CompositeOptions, **options)
+        self.penalty = conf.penalty
         self.inner = inner or BenchmarkJudge(settings)
-        if inner is None and conf.get("inner") not in (None, "benchmark"):
+        if inner is None and conf.inner != "benchmark":
             from owrl_sdk.plugins import Plugins
 
-            self.inner = Plugins().catalogue.get("judges", conf["inner"])(settings)
+            self.inner = Plugins().catalogue.get("judges", conf.inner)(settings)
         self.rule = RuleJudge(settings)
 
     async def judge(self, trajectory: Trajectory) -> Judgement:

@@ -152,7 +152,8 @@ def validate_table(schema: type, table: Mapping[str, Any], name: str, where: str
     except ValidationError as err:
         first = err.errors()[0]
         key = ".".join(str(p) for p in first["loc"]) or "?"
-        raise ConfigError(f"setting '{key}' of {name} (from {where}): {first['msg']}") from None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"setting '{key}' of {name} (from {where}): {message}") from None
 
 
 def _schema_fields(schema: type) -> Optional[set[str]]:

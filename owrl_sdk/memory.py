@@ -35,6 +35,9 @@ class Memory:
     """Base of every memory strategy; one instance serves one episode at a time."""
 
     name: ClassVar[str]
+    #: Its ``[plugins.NAME]`` table's model (a pydantic model), validated where settings load;
+    #: read with ``settings.options(self.name, self.Options, **options)``. None: no options.
+    Options: ClassVar[Optional[type]] = None
 
     def __init__(self, settings: "Settings", **options: Any):
         self.settings = settings

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, Sequence
 
 from .types import PolicyInfo, Turn
 
@@ -15,6 +15,9 @@ class Policy:
     """Base of every policy. Heavy imports belong in ``__init__``, not at module level."""
 
     name: ClassVar[str]
+    #: Its ``[plugins.NAME]`` table's model (a pydantic model), validated where settings load;
+    #: read with ``settings.options(self.name, self.Options, **options)``. None: no options.
+    Options: ClassVar[Optional[type]] = None
 
     def __init__(self, settings: "Settings", **options: Any):
         self.settings = settings

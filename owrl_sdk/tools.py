@@ -7,7 +7,7 @@ feedback a model reads to correct itself.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -40,6 +40,9 @@ class Tool:
     name: ClassVar[str]
     description: ClassVar[str]
     Args: ClassVar[type[BaseModel]] = NoArgs
+    #: Its ``[plugins.NAME]`` table's model (a pydantic model), validated where settings load;
+    #: read with ``settings.options(self.name, self.Options, **options)``. None: no options.
+    Options: ClassVar[Optional[type]] = None
     #: The tool acts on the page: the browser environment refuses it while a JavaScript
     #: dialog blocks the page (unless it ``answers_dialogs``).
     needs_page: ClassVar[bool] = False

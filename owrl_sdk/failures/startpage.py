@@ -14,6 +14,8 @@ import re
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from ..plugins import hookimpl
 from ..types import Failure, Task
 from .kinds import SiteFault
@@ -123,11 +125,21 @@ async def check_start_page(env: Any, task: Task) -> Optional[Failure]:
     return problem
 
 
+class FailuresOptions(BaseModel):
+    """``[plugins.failures]``: the failure checks' options (validated where the commands load settings)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    check_start_page: bool = Field(default=True, description="check the start page at episode start (error status, "
+                                   "blank, captcha, log-in wall) and end the episode with a page.* failure")
+
+
 @hookimpl(trylast=True)  # after the plugins that prepare the page (cookies, log-in)
 async def episode_start(env: Any, task: Task) -> None:
     settings = getattr(env, "settings", None)
-    options = settings.plugin("failures") if settings is not None and hasattr(settings, "plugin") else {}
-    if not options.get("check_start_page", True):
+    options = (settings.options("failures", FailuresOptions) if settings is not None and hasattr(settings, "options")
+               else FailuresOptions())
+    if not options.check_start_page:
         return
     problem = await check_start_page(env, task)
     if problem is not None:

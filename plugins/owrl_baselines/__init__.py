@@ -8,7 +8,9 @@ but valid calls. Neither looks at a model: they measure the harness, not a polic
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from owrl_sdk import hookimpl
 from owrl_sdk.memory import Context
@@ -55,14 +57,23 @@ class OraclePolicy(Policy):
         return [{"thought": "solve", "calls": calls}, {"thought": "finish", "calls": [{"name": "done", "arguments": {"response": ""}}]}]
 
 
+class RandomOptions(BaseModel):
+    """``[plugins.random]``: the random policy's options."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seed: int = Field(0, description="seed of its random choices")
+
+
 class RandomPolicy(Policy):
     """Random valid calls: clicks anywhere, scrolls, typing, keys; done now and then."""
 
     name = "random"
+    Options = RandomOptions
 
-    def __init__(self, settings, seed: int | None = None, **options: Any):
+    def __init__(self, settings, seed: Optional[int] = None, **options: Any):
         super().__init__(settings, **options)
-        self.rng = random.Random(seed if seed is not None else settings.plugin("random").get("seed", 0))
+        self.rng = random.Random(settings.options(self.name, RandomOptions, seed=seed).seed)
 
     async def act(self, context: Context) -> Turn:
         r = self.rng

@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 import json
 from importlib import resources
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from owrl_sdk.components import SuiteCheck, TaskSuite
 from owrl_sdk.documents import Flow, format_validation_error
@@ -77,20 +77,30 @@ async def read_state(env: Any, base_url: str) -> Optional[dict[str, Any]]:
     return await response.json()
 
 
+class DemoShopOptions(BaseModel):
+    """``[plugins.demo-shop]`` (formerly ``[plugins.demo]``): the demo shop suite's options."""
+
+    model_config = ConfigDict(extra="forbid")
+    renamed_from: ClassVar[tuple[str, ...]] = ("demo",)
+
+    port: int = Field(0, ge=0, le=65535, description="port the shop is served on (0: any free one)")
+
+
 class DemoShopSuite(TaskSuite):
     """Tasks on the embedded demo shop: search, filters, variants, cart, checkout, account.
 
     The shop is served on 127.0.0.1 for the life of the suite; each browser context is its
-    own shop session. Options (``[plugins.demo]`` or keyword arguments): ``port`` (0: any).
+    own shop session. Options (``[plugins.demo-shop]``, formerly ``[plugins.demo]``, or keyword
+    arguments): ``port`` (0: any).
     """
 
     name = "demo-shop"
     description = "An embedded web shop on 127.0.0.1: search, filters, variants, cart, checkout, log-in."
+    Options = DemoShopOptions
 
     def __init__(self, settings: Any, **options: Any):
         super().__init__(settings, **options)
-        conf = {**settings.plugin("demo"), **options}
-        self.port = int(conf.get("port", 0))
+        self.port: int = settings.options(self.name, DemoShopOptions, **options).port
         self.shop = DemoShop()
 
     @property

@@ -3,30 +3,56 @@
 ``default`` keeps the full text history of the episode (thoughts, calls, feedback and
 verdicts) and the latest K screenshots (K = 1, as OpenWebRL was trained).
 
-Settings (``[plugins.memory]`` in owrl.toml): ``screenshots`` (K), ``reasoning``
-(``full`` keeps every thought, ``action-only`` drops past thoughts and keeps the calls).
+Settings (``[plugins.default]`` in owrl.toml, formerly ``[plugins.memory]``): ``screenshots``
+(K), ``reasoning`` (``full`` keeps every thought, ``action-only`` drops past thoughts and keeps
+the calls). ``crop``'s are in ``[plugins.crop]`` (formerly ``[plugins.memory-crop]``).
 """
 
 from __future__ import annotations
 
+from typing import Any, ClassVar, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
 from owrl_sdk import hookimpl
-from owrl_sdk.errors import ConfigError
 from owrl_sdk.memory import Context, Memory
 from owrl_sdk.types import Observation, Step, Task
 
 
+class MemoryOptions(BaseModel):
+    """``[plugins.default]``: the ``default`` memory's options."""
+
+    model_config = ConfigDict(extra="forbid")
+    renamed_from: ClassVar[tuple[str, ...]] = ("memory",)
+
+    screenshots: int = Field(1, ge=0, description="latest screenshots sent to the policy (K)")
+    reasoning: Literal["full", "action-only"] = Field(
+        "full", description="full keeps every past thought; action-only drops them and keeps the calls")
+
+
+class CropOptions(BaseModel):
+    """``[plugins.crop]``: the ``crop`` memory's options; ``screenshots`` and ``reasoning``
+    left unset are ``[plugins.default]``'s."""
+
+    model_config = ConfigDict(extra="forbid")
+    renamed_from: ClassVar[tuple[str, ...]] = ("memory-crop",)
+
+    screenshots: Optional[int] = Field(None, ge=0, description="as default's (unset: [plugins.default]'s)")
+    reasoning: Optional[Literal["full", "action-only"]] = Field(
+        None, description="as default's (unset: [plugins.default]'s)")
+    crop: int = Field(300, ge=1, description="side in pixels of the window sent after an action at a point")
+    full_every: int = Field(5, ge=1, description="send the full screenshot every N steps")
+
+
 class FullHistoryMemory(Memory):
     name = "default"
+    Options = MemoryOptions
 
     def __init__(self, settings, **options):
         super().__init__(settings, **options)
-        conf = {**settings.plugin("memory"), **options}
-        self.k = int(conf.get("screenshots", 1))
-        self.reasoning = conf.get("reasoning", "full")
-        if self.k < 0:
-            raise ConfigError("setting 'plugins.memory.screenshots' must be 0 or more")
-        if self.reasoning not in ("full", "action-only"):
-            raise ConfigError("setting 'plugins.memory.reasoning' must be 'full' or 'action-only'")
+        conf = self.read_options(settings, options)
+        self.k: int = conf.screenshots
+        self.reasoning: str = conf.reasoning
         self.steps: list[Step] = []
         self.shots: list[bytes] = []
 
@@ -42,13 +68,15 @@ class FullHistoryMemory(Memory):
             history = [s.model_copy(update={"turn": s.turn.model_copy(update={"thought": ""})}) for s in self.steps]
         return Context(task=task, observation=observation, tools=list(tools), history=list(history), screenshots=keep)
 
+    def read_options(self, settings: Any, options: dict[str, Any]) -> MemoryOptions:
+        """``[plugins.default]`` with the given options on top, validated."""
+        return settings.options(self.name, MemoryOptions, **options)
+
     def record(self, step: Step) -> None:
         self.steps.append(step)
         if step.observation.screenshot:
             self.shots.append(step.observation.screenshot)
             del self.shots[: -max(self.k, 1)]
-
-
 
 
 class CropMemory(FullHistoryMemory):
@@ -57,16 +85,19 @@ class CropMemory(FullHistoryMemory):
     A full screenshot is sent on the first step, after the URL changed, and every
     ``full_every`` steps (default 5); otherwise a ``crop`` x ``crop`` pixel window (default
     300) centred on the last action's point_2d. Fewer image tokens per step, at the cost of
-    context outside the window. Settings: ``[plugins.memory-crop]`` crop, full_every.
+    context outside the window. Settings: ``[plugins.crop]`` (formerly ``[plugins.memory-crop]``)
+    crop, full_every, and screenshots and reasoning where they differ from ``[plugins.default]``.
     """
 
     name = "crop"
+    Options = CropOptions
 
-    def __init__(self, settings, **options):
-        super().__init__(settings, **options)
-        conf = {**settings.plugin("memory-crop"), **options}
-        self.crop = int(conf.get("crop", 300))
-        self.full_every = int(conf.get("full_every", 5))
+    def read_options(self, settings: Any, options: dict[str, Any]) -> MemoryOptions:
+        own: CropOptions = settings.options(self.name, CropOptions, **options)
+        self.crop: int = own.crop
+        self.full_every: int = own.full_every
+        shared = {k: v for k, v in own.model_dump(include={"screenshots", "reasoning"}).items() if v is not None}
+        return settings.options(FullHistoryMemory.name, MemoryOptions, **shared)
 
     def context(self, task: Task, observation: Observation, tools) -> Context:
         ctx = super().context(task, observation, tools)

@@ -5,14 +5,16 @@ page's own JavaScript (``core.startEpisodeReal``, ``WOB_*`` globals), so the rew
 MiniWoB's own. Episode ``n`` of a task uses seed ``n``; the instruction (the utterance)
 becomes the task's intent once the episode started.
 
-Settings (``[plugins.miniwob]``): ``time_limit`` (seconds per MiniWoB episode, default
-10, MiniWoB's own), ``max_steps`` (default 8).
+Settings (``[plugins.miniwob]``, :class:`MiniWoBOptions`): ``time_limit`` (seconds per MiniWoB
+episode, default 10, MiniWoB's own), ``max_steps`` (default 8).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from owrl_sdk import hookimpl
 from owrl_sdk.components import SuiteCheck, TaskSuite
@@ -46,15 +48,25 @@ RESULT_JS = """() => ({
 })"""
 
 
+class MiniWoBOptions(BaseModel):
+    """``[plugins.miniwob]``: the MiniWoB++ suite's options."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    time_limit: float = Field(10.0, gt=0, description="seconds per MiniWoB episode (MiniWoB's own limit)")
+    max_steps: int = Field(8, ge=1, description="steps per task")
+
+
 class MiniWoBSuite(TaskSuite):
     name = "miniwob"
     description = "MiniWoB++ tasks from the miniwob package (reward: MiniWoB's own)"
+    Options = MiniWoBOptions
 
     def __init__(self, settings, **options: Any):
         super().__init__(settings, **options)
-        conf = {**settings.plugin("miniwob"), **options}
-        self.time_limit = float(conf.get("time_limit", 10.0))
-        self.max_steps = int(conf.get("max_steps", 8))
+        conf: MiniWoBOptions = settings.options(self.name, MiniWoBOptions, **options)
+        self.time_limit = conf.time_limit
+        self.max_steps = conf.max_steps
 
     def tasks(self) -> list[Task]:
         root = pages_dir()

@@ -107,6 +107,7 @@ class DemoShopAdapter(SiteAdapter):
     """The embedded demo shop: log-in, cookie banner, pop-ups, hints, ``add_to_cart``."""
 
     name = NAME
+    Options = ShopOptions
     domains = ()  # the shop is matched by its origin, not by a host name: see matches()
 
     def __init__(self, load: Any = load_options):

@@ -9,12 +9,14 @@ directory, then environment variables ``OWRL_DEMO_SHOP_ADAPTER_<KEY>`` (``..._EN
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping, Optional
 from urllib.parse import urlsplit
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
 from owrl_sdk import secrets
+from owrl_sdk.config import validate_table
 from owrl_sdk.errors import ConfigError
 
 NAME = "demo-shop-adapter"
@@ -22,56 +24,74 @@ TABLE = f"[plugins.{NAME}]"
 ENV_PREFIX = "OWRL_DEMO_SHOP_ADAPTER_"
 CONSENT_CHOICES = ("reject", "accept")
 
-
-@dataclass(frozen=True)
-class ShopOptions:
-    #: Off by default: the adapter changes what an episode on the shop starts from.
-    enabled: bool = False
-    #: A shop served outside this process (``owrl demo-site --port 8000``): http://127.0.0.1:8000
-    base_url: str = ""
-    #: Log in at episode start with ``user`` and ``password``.
-    login: bool = True
-    user: str = "{{secret:SHOP_USER}}"
-    #: Must be a ``{{secret:NAME}}`` placeholder: the value never sits in a config file.
-    password: str = "{{secret:SHOP_PASSWORD}}"
-    #: The answer the adapter gives the cookie banner.
-    consent: str = "reject"
-    #: Answer the banner at episode start (else only when it covers a call's target).
-    banner_at_start: bool = True
-    #: The Accept-Language the browser sends (``--accept-lang``); empty: the browser's own.
-    accept_language: str = "en-US,en"
-    #: A file of ``NAME=value`` lines the ``resolve_secret`` hook answers from.
-    secrets_file: str = ""
-
-
 _BOOLS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False, "": False}
 
 
-def _bool(key: str, value: Any, where: str) -> bool:
-    if isinstance(value, bool):
+class ShopOptions(BaseModel):
+    """``[plugins.demo-shop-adapter]``: the adapter's options (also ``OWRL_DEMO_SHOP_ADAPTER_<KEY>``).
+
+    Booleans take true/false, 1/0, yes/no, on/off (empty: false); every other value is read
+    as text, stripped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = Field(False, description="off by default: the adapter changes what an episode on the shop "
+                          "starts from")
+    base_url: str = Field("", description="a shop served outside this process (owrl demo-site --port 8000): "
+                          "http://127.0.0.1:8000")
+    login: bool = Field(True, description="log in at episode start with user and password")
+    user: str = Field("{{secret:SHOP_USER}}", description="the shop user")
+    password: str = Field("{{secret:SHOP_PASSWORD}}", description="must be a {{secret:NAME}} placeholder: the "
+                          "value never sits in a config file")
+    consent: str = Field("reject", description="the answer the adapter gives the cookie banner: reject or accept")
+    banner_at_start: bool = Field(True, description="answer the banner at episode start (else only when it "
+                                  "covers a call's target)")
+    accept_language: str = Field("en-US,en", description="the Accept-Language the browser sends "
+                                 "(--accept-lang); empty: the browser's own")
+    secrets_file: str = Field("", description="a file of NAME=value lines the resolve_secret hook answers from")
+
+    @field_validator("enabled", "login", "banner_at_start", mode="before")
+    @classmethod
+    def _bool(cls, value: Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        found = _BOOLS.get(str(value).strip().lower())
+        if found is None:
+            raise ValueError(f"'{value}' is not true or false")
+        return found
+
+    @field_validator("base_url", "user", "password", "consent", "accept_language", "secrets_file", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> str:
+        return str(value).strip()
+
+    @field_validator("consent")
+    @classmethod
+    def _consent(cls, value: str) -> str:
+        if value not in CONSENT_CHOICES:
+            raise ValueError(f"'{value}' is not reject or accept")
         return value
-    found = _BOOLS.get(str(value).strip().lower())
-    if found is None:
-        raise ConfigError(f"setting '{key}' of {TABLE} (from {where}): '{value}' is not true or false")
-    return found
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str) -> str:
+        if value and urlsplit(value).scheme not in ("http", "https"):
+            raise ValueError(f"'{value}' is not an http:// address")
+        return value
+
+    @field_validator("password")
+    @classmethod
+    def _password_placeholder(cls, value: str, info: ValidationInfo) -> str:
+        if info.data.get("login", True) and not secrets.has_placeholder(value):
+            raise ValueError("must be a {{secret:NAME}} placeholder; put the value in "
+                             "OWRL_SECRET_NAME or a secret store, never in a config file")
+        return value
 
 
 def parse_options(table: Mapping[str, Any], where: str = "settings") -> ShopOptions:
-    """Check and convert one table of options (strings from the environment included)."""
-    known = {f.name: f for f in fields(ShopOptions)}
-    values: dict[str, Any] = {}
-    for key, value in table.items():
-        if key not in known:
-            raise ConfigError(f"unknown setting '{key}' in {TABLE} (from {where}); known: {', '.join(known)}")
-        values[key] = _bool(key, value, where) if known[key].type in ("bool", bool) else str(value).strip()
-    opts = ShopOptions(**values)
-    if opts.consent not in CONSENT_CHOICES:
-        raise ConfigError(f"setting 'consent' of {TABLE} (from {where}): '{opts.consent}' is not reject or accept")
-    if opts.login and not secrets.has_placeholder(opts.password):
-        raise ConfigError(f"setting 'password' of {TABLE} (from {where}) must be a {{{{secret:NAME}}}} placeholder; "
-                          "put the value in OWRL_SECRET_NAME or a secret store, never in a config file")
-    if opts.base_url and urlsplit(opts.base_url).scheme not in ("http", "https"):
-        raise ConfigError(f"setting 'base_url' of {TABLE} (from {where}): '{opts.base_url}' is not an http:// address")
+    """Check and convert one table of options (strings from the environment included): a bad or
+    unknown key is a :class:`ConfigError` naming it, the table and ``where``."""
+    opts: ShopOptions = validate_table(ShopOptions, table, TABLE, where)
     return opts
 
 
@@ -82,8 +102,8 @@ def load_options(environ: Optional[Mapping[str, str]] = None, cwd: Optional[Path
     # owrl's own OWRL_* variables are checked by owrl itself; only the files are read here
     table: dict[str, Any] = load_settings(environ={}, cwd=cwd).plugin(NAME)
     environ = os.environ if environ is None else environ
-    from_env = {f.name: environ[ENV_PREFIX + f.name.upper()] for f in fields(ShopOptions)
-                if ENV_PREFIX + f.name.upper() in environ}
+    from_env = {key: environ[ENV_PREFIX + key.upper()] for key in ShopOptions.model_fields
+                if ENV_PREFIX + key.upper() in environ}
     parse_options(table, "owrl.toml")  # a bad file value is named with its source
     return parse_options({**table, **from_env}, "owrl.toml and the environment")
 
