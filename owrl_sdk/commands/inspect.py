@@ -290,7 +290,7 @@ def inspect_command(url: str, snapshot: bool, allow_domains: tuple[str, ...], wa
     Each selector was checked to find exactly its element on the page, ready for a flow call's
     "selector" argument."""
     from owrl_sdk.commands.run import plugin_scheme, resolve_url
-    from owrl_sdk.config import load_settings
+    from owrl_sdk.config import load_checked_settings as load_settings
     from owrl_sdk.plugins import Plugins
 
     plugins = Plugins()

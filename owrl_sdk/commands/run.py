@@ -96,7 +96,7 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
                 out: Optional[str], trace: bool, trace_with_secrets: bool, as_json: bool) -> None:
     """Run one task in a real Chromium and show each step."""
     from owrl_sdk.agent import Agent
-    from owrl_sdk.config import load_settings
+    from owrl_sdk.config import load_checked_settings as load_settings
     from owrl_sdk.documents import Flow, load_flow, load_trajectory
     from owrl_sdk.errors import UsageError
     from owrl_sdk.flowplayer import HealingPolicy, flow_memory

@@ -99,7 +99,7 @@ def tasks_command(suite: Optional[str], as_json: bool) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from owrl_sdk.config import load_settings
+    from owrl_sdk.config import load_checked_settings as load_settings
     from owrl_sdk.plugins import Plugins
 
     plugins = Plugins()
