@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from .documents import Flow, load_flow
+from .documents import Flow, flow_from_data, load_flow
 from .errors import UsageError
 from .hookspecs import Register
 from .memory import Context, Memory
@@ -37,6 +37,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: The registered name of the policy that plays flows and replays.
 FLOW_POLICY = "scripted"
+
+#: A task's metadata key that carries the flow to play for that task (``owrl.flow/1`` data or a
+#: :class:`Flow`); a batch gives every row its own flow this way (:mod:`owrl_sdk.batch`).
+FLOW_METADATA = "flow"
 
 #: The registered name of :class:`FlowMemory`.
 FLOW_MEMORY = "flow-history"
@@ -61,6 +65,9 @@ class ScriptedPolicy(Policy):
     async def act(self, context: Context) -> Turn:
         if not context.history:
             self.position = 0
+            carried = context.task.metadata.get(FLOW_METADATA)
+            if carried is not None:  # a batch's row: this task's own flow, its inputs filled in
+                self.flow = carried if isinstance(carried, Flow) else flow_from_data(carried, "task.metadata.flow")
         last = context.last_step
         diverged = _failed_expectation(last) if last is not None else None
         if diverged:

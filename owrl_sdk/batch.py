@@ -1,0 +1,571 @@
+"""Batches: one flow played once per row of a CSV or JSONL file, through the evaluation runner.
+
+    from owrl_sdk.batch import Batch
+    summary = Batch("flow.json", "rows.csv", out="runs/batch-orders", workers=2).run()
+    print(summary["succeeded"], summary["failed"])
+
+Each row's values are the flow's inputs (``{{input:NAME}}``): they are resolved against the
+flow's declared inputs (:func:`owrl_sdk.inputs.resolve_inputs`) and filled in
+(:func:`owrl_sdk.inputs.apply_inputs`), and the row's own flow travels with its task
+(``task.metadata["flow"]``, :data:`owrl_sdk.flowplayer.FLOW_METADATA`) to the ``scripted``
+policy. The episodes run on an executor (:class:`owrl_sdk.executors.LocalExecutor` unless
+one is given): ``workers`` browser contexts at a time, judged by the ``outcome`` judge, each
+in its own run folder, exactly as an evaluation's episodes are.
+
+The batch folder::
+
+    OUT/
+      flow.json     the flow the batch plays (its inputs not filled in)
+      rows.jsonl    one line per finished row, appended as each ends (what a re-run resumes from)
+      batch.json    every row of the input file: row, key, status, inputs, outputs, failure
+      batch.csv     the same as a table: row, status, input:NAME..., output:NAME..., failure, detail, run_dir
+      runs/         each row's run folder (trajectory.json, screenshots, result.json)
+
+Rows are keyed by their content: ``key`` is a digest of the row's values (a record that could
+not be read: of its text) and ``#N`` for the N-th row with the same content, so re-running the
+same command after an interruption runs only the rows not in ``rows.jsonl``, whatever rows were
+added or moved; a row whose values changed is a new row and runs. Rows that ended in
+``infra_error`` (the machinery's failure, not the row's) run again; every other status, failures
+included, is done. A batch folder belongs to one flow: re-running it with a changed flow is a
+:class:`~owrl_sdk.errors.UsageError` (give a new folder).
+
+One row never stops the others: a row whose inputs do not resolve, or a line that is not a JSON
+object, is recorded as failed (``task.bad_inputs``, the reason as its detail) without a browser;
+an episode that fails is recorded with its failure. What stops the whole batch before anything
+runs, as a :class:`UsageError`, is a file that cannot be read as rows: not UTF-8, not ``.csv`` or
+``.jsonl``, no rows, a CSV header that repeats a name, names a column the flow takes no input
+for, or lacks a column for an input the flow requires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import datetime as _dt
+import hashlib
+import io
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Optional, Union
+
+from . import secrets
+from .components import TaskSuite
+from .config import Settings, load_settings
+from .documents import Flow, load_flow, not_utf8
+from .errors import UsageError
+from .executors import Executor, LocalExecutor, NamedPolicy, WorkItem, WorkResult, Workload
+from .plugins import Plugins
+from .runstore import slugify
+from .types import Task, Trajectory
+
+__all__ = ["Batch", "Row", "RowResult", "read_rows", "BAD_INPUTS", "RETRIED"]
+
+#: The failure kind of a row whose values could not be made into the flow's inputs.
+BAD_INPUTS = "task.bad_inputs"
+
+#: Statuses a re-run runs again (the machinery's failures); every other recorded status is done.
+RETRIED = frozenset({"infra_error"})
+
+#: The status of a row not yet run, in ``batch.json`` and ``batch.csv``.
+PENDING = "pending"
+
+BATCH_SCHEMA = "owrl.batch/1"
+
+
+@dataclass
+class Row:
+    """One row of the input file: its number (the N-th record after the header, or the line of a
+    JSONL file, blank ones counted), its values, its content key, and why it could not be read."""
+
+    number: int
+    values: dict[str, Any]
+    key: str = ""
+    error: Optional[str] = None
+
+
+@dataclass
+class RowResult:
+    """What a row came to: a line of ``rows.jsonl`` and an entry of ``batch.json``."""
+
+    row: int
+    key: str
+    status: str
+    inputs: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    failure: Optional[str] = None
+    detail: Optional[str] = None
+    answer: Optional[str] = None
+    run_dir: Optional[str] = None
+    steps: int = 0
+    seconds: float = 0.0
+
+    @property
+    def done(self) -> bool:
+        return self.status not in RETRIED and self.status != PENDING
+
+
+# ============================================================================ reading rows
+
+
+def _digest(content: Any) -> str:
+    text = content if isinstance(content, str) else json.dumps(content, sort_keys=True, ensure_ascii=False,
+                                                                  default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _keyed(rows: list[Row], contents: list[Any]) -> list[Row]:
+    """Give each row its content key: the digest, then ``#N`` counting rows of the same content."""
+    seen: dict[str, int] = {}
+    for row, content in zip(rows, contents):
+        digest = _digest(content)
+        n = seen.get(digest, 0)
+        seen[digest] = n + 1
+        row.key = f"{digest}#{n}"
+    return rows
+
+
+def _decode(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a folder, not a file of rows") from None
+    except OSError as err:
+        raise UsageError(f"{path}: cannot read ({err.strerror})") from None
+    if data.startswith(b"\xef\xbb\xbf"):  # the byte-order mark spreadsheets put first
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise UsageError(not_utf8(path, err)) from None
+
+
+def _delimiter(header_line: str) -> str:
+    """``,`` unless the header holds more ``;`` or tabs (spreadsheets in many locales write ``;``)."""
+    counts = {d: header_line.count(d) for d in (",", ";", "\t")}
+    best = max(counts, key=lambda d: counts[d])
+    return best if counts[best] > counts[","] else ","
+
+
+def _read_csv(path: Path, text: str) -> list[Row]:
+    first = text.split("\n", 1)[0]
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=_delimiter(first))
+    try:
+        records = list(reader)
+    except csv.Error as err:
+        raise UsageError(f"{path}: not readable as CSV (line {reader.line_num}: {err})") from None
+    if not records or not any(cell.strip() for cell in records[0]):
+        raise UsageError(f"{path}: no header (the first line names the columns, one per input)")
+    header = [cell.strip() for cell in records[0]]
+    body = records[1:]
+    for i, name in enumerate(header):
+        if not name and any(i < len(r) and r[i].strip() for r in body):
+            raise UsageError(f"{path}: column {i + 1} has values but no name in the header")
+    named = [name for name in header if name]
+    repeated = sorted({name for name in named if named.count(name) > 1})
+    if repeated:
+        raise UsageError(f"{path}: the header names {', '.join(map(repr, repeated))} more than once")
+    rows: list[Row] = []
+    contents: list[Any] = []
+    for number, record in enumerate(body, start=1):
+        if not any(cell.strip() for cell in record):
+            continue  # a blank row (",,," as spreadsheets save them): not a row, but counted
+        values = {header[i]: cell.strip() for i, cell in enumerate(record)
+                  if i < len(header) and header[i] and cell.strip()}
+        extra = [cell for cell in record[len(header):] if cell.strip()]
+        row = Row(number, values)
+        if extra:
+            row.error = (f"row {number} has {len(header) + len(extra)} cells but the header names "
+                         f"{len(named)} columns")
+        rows.append(row)
+        contents.append(record if extra else values)
+    return _keyed(rows, contents)
+
+
+def _read_jsonl(path: Path, text: str) -> list[Row]:
+    rows: list[Row] = []
+    contents: list[Any] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as err:
+            rows.append(Row(number, {}, error=f"line {number} is not valid JSON ({err.msg}, column {err.colno})"))
+            contents.append(line.strip())
+            continue
+        except RecursionError:
+            rows.append(Row(number, {}, error=f"line {number} is nested too deeply to read"))
+            contents.append(line.strip())
+            continue
+        if not isinstance(data, dict):
+            kind = {list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number",
+                    type(None): "null"}.get(type(data), type(data).__name__)
+            rows.append(Row(number, {}, error=f"line {number} is {kind}, not an object of inputs "
+                                              '({"NAME": value, ...})'))
+            contents.append(line.strip())
+            continue
+        values = {str(k): v for k, v in data.items() if v is not None}
+        rows.append(Row(number, values))
+        contents.append(values)
+    return _keyed(rows, contents)
+
+
+def read_rows(path: Union[str, Path]) -> list[Row]:
+    """The rows of a ``.csv`` (a header, then one row per line) or ``.jsonl`` (one object per line) file.
+
+    Text is UTF-8, with or without a byte-order mark. CSV cells are stripped of surrounding spaces,
+    an empty cell gives no value (the input's default applies), a blank row is skipped, and the
+    separator is ``,``, or ``;`` or a tab when the header holds more of those. In JSONL a ``null``
+    gives no value, a blank line is skipped. A file that cannot be read as rows raises
+    :class:`UsageError`; a single bad record becomes a :class:`Row` with ``error`` set.
+    """
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix not in (".csv", ".jsonl"):
+        raise UsageError(f"{p}: give the rows as a .csv file (a header row, then one row per run) or a .jsonl "
+                         "file (one JSON object per line)")
+    text = _decode(p)
+    rows = _read_csv(p, text) if suffix == ".csv" else _read_jsonl(p, text)
+    if not rows:
+        raise UsageError(f"{p}: no rows to run" + (" (only a header)" if suffix == ".csv" else ""))
+    return rows
+
+
+def rows_from(values: Iterable[Mapping[str, Any]]) -> list[Row]:
+    """Rows given in Python (one mapping of input values each), numbered from 1."""
+    rows = [Row(n, {str(k): v for k, v in dict(m).items() if v is not None}) for n, m in enumerate(values, start=1)]
+    return _keyed(rows, [r.values for r in rows])
+
+
+# ============================================================================ the batch
+
+
+class BatchSuite(TaskSuite):
+    """The batch's rows as a suite for the executor: nothing to set up, no check of its own (the
+    ``outcome`` judge reads the flow's own expectations)."""
+
+    name = "batch"
+    description = "the rows of an owrl run --inputs batch"
+
+    def __init__(self, settings: Settings, tasks: Optional[list[Task]] = None, **options: Any):
+        super().__init__(settings, **options)
+        self._tasks = list(tasks or [])
+
+    def tasks(self) -> list[Task]:
+        return list(self._tasks)
+
+    def episode_end(self, trajectory: Trajectory) -> None:
+        """Record the row's input values in its trajectory (before its last save)."""
+        if not trajectory.inputs:
+            trajectory.inputs = dict(trajectory.task.metadata.get("inputs") or {})
+
+
+def _inputs_api() -> Any:
+    from . import inputs
+
+    return inputs
+
+
+def _declared(flow: Flow) -> dict[str, Any]:
+    return dict(getattr(flow, "inputs", None) or {})
+
+
+def _required(spec: Any) -> bool:
+    return bool(getattr(spec, "required", True)) and getattr(spec, "default", None) is None
+
+
+def flow_digest(flow: Flow) -> str:
+    return _digest(flow.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def outputs_of(trajectory: Optional[Trajectory]) -> dict[str, Any]:
+    """The named outputs of an episode (saved values and ``done``'s structured output)."""
+    if trajectory is None:
+        return {}
+    for holder in (trajectory, trajectory.outcome):
+        found = getattr(holder, "outputs", None)
+        if found:
+            return dict(found)
+    return {}
+
+
+def default_out(flow_name: str, runs_dir: Union[str, Path] = "runs") -> Path:
+    """``runs/batch-<timestamp>-<flow name>``."""
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path(runs_dir) / f"batch-{stamp}-{slugify(flow_name)}"
+
+
+class Batch:
+    """One flow, once per row, on ``workers`` browser contexts; resumable from its folder.
+
+    ``flow``: a :class:`Flow` or a flow file. ``rows``: a ``.csv``/``.jsonl`` file, mappings of
+    input values, or :class:`Row` s. ``out``: the batch folder (default
+    ``<runs_dir>/batch-<timestamp>-<flow name>``); an existing one is resumed. ``settings``
+    (default :func:`load_settings`) and ``plugins`` as for :class:`owrl_sdk.Agent`; ``url``
+    replaces the flow's start URL. ``on_row(result)`` is called as each row finishes.
+    ``executor``: an :class:`Executor` not yet started (default: the ``local`` one, with
+    ``workers`` and ``browser_per_worker``); it should be made with :attr:`settings`, which play
+    flows with the flow memory.
+
+    Everything that would stop the batch is checked when it is made (a :class:`UsageError`):
+    the file, its header against the flow's inputs, a folder that holds another flow's batch.
+    """
+
+    def __init__(self, flow: Union[Flow, str, Path], rows: Union[str, Path, Iterable[Mapping[str, Any]], Iterable[Row]],
+                 out: Union[str, Path, None] = None, workers: int = 1, settings: Optional[Settings] = None,
+                 plugins: Optional[Plugins] = None, *, url: Optional[str] = None,
+                 on_row: Optional[Callable[[RowResult], None]] = None, executor: Optional[Executor] = None,
+                 browser_per_worker: bool = False):
+        from .flowplayer import flow_memory
+
+        self.flow_file = None if isinstance(flow, Flow) else str(flow)
+        self.flow = flow if isinstance(flow, Flow) else load_flow(flow)
+        self.plugins = plugins or Plugins()
+        base = settings or load_settings()
+        #: The settings the episodes run with: the flow memory unless another is configured.
+        self.settings = base.with_overrides(memory=flow_memory(self.plugins.catalogue, base))
+        self.url = url
+        self.workers = max(1, workers)
+        self.on_row = on_row
+        self.browser_per_worker = browser_per_worker
+        self._executor = executor
+        if isinstance(rows, (str, Path)):
+            self.inputs_file: Optional[str] = str(rows)
+            self.rows = read_rows(rows)
+        else:
+            given = list(rows)
+            self.inputs_file = None
+            self.rows = [r for r in given if isinstance(r, Row)] if given and isinstance(given[0], Row) \
+                else rows_from(given)  # type: ignore[arg-type]
+            if not self.rows:
+                raise UsageError("no rows to run")
+        name = Path(self.flow_file).stem if self.flow_file else (self.flow.task or "flow")
+        self.out = Path(out) if out is not None else default_out(name, self.settings.runs_dir)
+        self._check_columns()
+        self._check_folder()
+        #: Recorded rows by key (what ``rows.jsonl`` holds), and how many rows this run finished.
+        self.results: dict[str, RowResult] = self._read_results()
+        self.ran = 0
+
+    # ------------------------------------------------------------------ checks before any browser
+
+    @property
+    def rows_file(self) -> Path:
+        return self.out / "rows.jsonl"
+
+    def _names(self) -> tuple[dict[str, Any], set[str]]:
+        declared = _declared(self.flow)
+        used = set(_inputs_api().placeholders(self.flow))
+        return declared, used
+
+    def _check_columns(self) -> None:
+        """A CSV header must name only the flow's inputs and every input it requires."""
+        if self.inputs_file is None or not self.inputs_file.lower().endswith(".csv"):
+            return
+        declared, used = self._names()
+        known = set(declared) | used
+        header = self._header()
+        where = self.inputs_file
+        unknown = [c for c in header if c not in known]
+        if unknown:
+            takes = f"its inputs: {', '.join(sorted(known))}" if known else "it takes no inputs"
+            raise UsageError(f"{where}: column {', '.join(map(repr, unknown))} is not an input of the flow ({takes}); "
+                             "rename or remove the column")
+        missing = [n for n in sorted(known) if n not in header and (n not in declared or _required(declared[n]))]
+        if missing:
+            raise UsageError(f"{where}: no column for the input {', '.join(map(repr, missing))}, which the flow "
+                             f"requires (columns: {', '.join(header) or 'none'})")
+
+    def _header(self) -> list[str]:
+        assert self.inputs_file is not None
+        text = _decode(Path(self.inputs_file))
+        first = next(csv.reader(io.StringIO(text, newline=""), delimiter=_delimiter(text.split("\n", 1)[0])), [])
+        return [c.strip() for c in first if c.strip()]
+
+    def _check_folder(self) -> None:
+        saved = self.out / "flow.json"
+        if not saved.exists():
+            return
+        try:
+            before = load_flow(saved)
+        except UsageError:
+            return
+        if flow_digest(before) != flow_digest(self.flow):
+            raise UsageError(f"{self.out} holds a batch of another version of this flow ({saved}): give a new "
+                             "--out for the changed flow, or put the flow back to resume")
+
+    def _read_results(self) -> dict[str, RowResult]:
+        found: dict[str, RowResult] = {}
+        if not self.rows_file.exists():
+            return found
+        for line in self.rows_file.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                record = RowResult(**json.loads(line))
+            except (json.JSONDecodeError, TypeError):
+                continue  # a line cut short by a crash: that row runs again
+            found[record.key] = record
+        return found
+
+    # ------------------------------------------------------------------ running
+
+    def pending(self) -> list[Row]:
+        """The rows not yet done: never run, cut short, or ended in an ``infra_error``."""
+        return [r for r in self.rows if r.key not in self.results or not self.results[r.key].done]
+
+    def prepare(self, row: Row) -> Union[Task, RowResult]:
+        """The row's task (its flow, inputs filled in, in the task's metadata) or, when its
+        values do not make the flow's inputs, its failed result."""
+        from .flowplayer import FLOW_METADATA
+
+        if row.error is not None:
+            return self._failed(row, row.error)
+        api = _inputs_api()
+        declared, used = self._names()
+        try:
+            values = api.resolve_inputs(declared, row.values, used)
+            flow = api.apply_inputs(self.flow, values)
+        except UsageError as err:  # "pass --input NAME=..." is the command line's remedy, not a row's
+            why = re.sub(r"pass --input (\w+)=\.\.\.", r"give \1 a value in this row", str(err))
+            return self._failed(row, why, inputs=row.values)
+        start = self.url or flow.start_url
+        if not start:
+            raise UsageError("the flow has no start_url: give one (or --url)")
+        resolved = self.plugins.resolve_url(start)
+        metadata = {FLOW_METADATA: flow.model_dump(mode="json", by_alias=True, exclude_none=True),
+                    "inputs": values, "batch_row": row.number, "batch_key": row.key}
+        if resolved != start:
+            metadata["given_start_url"] = start
+        return Task(id=f"row-{row.number}", intent=flow.task or f"row {row.number}", start_url=resolved,
+                    output_schema=flow.output_schema, metadata=metadata)
+
+    def _failed(self, row: Row, why: str, inputs: Optional[dict[str, Any]] = None) -> RowResult:
+        return RowResult(row=row.number, key=row.key, status="fail", inputs=dict(inputs or {}), failure=BAD_INPUTS,
+                         detail=why)
+
+    def workload(self) -> Workload:
+        from .flowplayer import FLOW_POLICY
+
+        return Workload(suite=BatchSuite(self.settings), policy=NamedPolicy(FLOW_POLICY, {"flow": self.flow}),
+                        judge="outcome", out=self.out, record_blocklist=False, with_trajectory=True)
+
+    async def run_async(self) -> dict[str, Any]:
+        """Run the pending rows; returns (and writes) the batch summary, also when cut short."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        if not (self.out / "flow.json").exists():
+            (self.out / "flow.json").write_text(self.flow.to_json(), encoding="utf-8")
+        by_key = {r.key: r for r in self.rows}
+        items: list[WorkItem] = []
+        try:
+            for row in self.pending():
+                prepared = self.prepare(row)
+                if isinstance(prepared, RowResult):
+                    self._add(prepared)
+                else:
+                    items.append(WorkItem(prepared, 0, group=row.key))
+            if items:
+                executor = self._executor or LocalExecutor(self.settings, self.plugins, self.workers,
+                                                           browser_per_worker=self.browser_per_worker)
+                try:
+                    await executor.start(self.workload())
+                    await executor.run(items, lambda result: self._finished(by_key[str(result.item.group)], result))
+                finally:
+                    await executor.close()
+        finally:
+            summary = self.write_summary()
+        return summary
+
+    def run(self) -> dict[str, Any]:
+        """:meth:`run_async` for code without an event loop."""
+        return asyncio.run(self.run_async())
+
+    def _finished(self, row: Row, result: WorkResult) -> None:
+        traj = result.trajectory
+        record = result.record
+        outcome = traj.outcome if traj is not None else None
+        inputs = dict(traj.task.metadata.get("inputs") or {}) if traj is not None else {}
+        self._add(RowResult(
+            row=row.number, key=row.key, status=record.status, inputs=inputs, outputs=outputs_of(traj),
+            failure=record.failure,
+            detail=(outcome.failure.detail if outcome is not None and outcome.failure is not None else result.error),
+            answer=record.answer, run_dir=record.run_dir, steps=record.steps, seconds=record.seconds))
+        result.trajectory = None  # its screenshots need not stay in memory for the rest of the batch
+
+    def _add(self, result: RowResult) -> None:
+        """Record a finished row: appended to ``rows.jsonl`` (secrets scrubbed), then reported."""
+        result = RowResult(**secrets.scrub(asdict(result)))
+        with self.rows_file.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(asdict(result), ensure_ascii=False, default=str) + "\n")
+        self.results[result.key] = result
+        self.ran += 1
+        if self.on_row is not None:
+            self.on_row(result)
+
+    # ------------------------------------------------------------------ the summary
+
+    def row_results(self) -> list[RowResult]:
+        """Every row of the input file, in its order: its result, or ``pending``."""
+        out = []
+        for row in self.rows:
+            found = self.results.get(row.key)
+            if found is None:
+                out.append(RowResult(row=row.number, key=row.key, status=PENDING, inputs=dict(row.values)))
+            else:  # the row's number in today's file (rows may have moved since it ran)
+                out.append(RowResult(**{**asdict(found), "row": row.number}))
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        results = self.row_results()
+        done = [r for r in results if r.status != PENDING]
+        succeeded = sum(1 for r in done if r.status == "success")
+        return {
+            "schema": BATCH_SCHEMA,
+            "flow": self.flow_file or self.flow.task,
+            "inputs_file": self.inputs_file,
+            "out": str(self.out),
+            "rows": len(results),
+            "succeeded": succeeded,
+            "failed": len(done) - succeeded,
+            "pending": len(results) - len(done),
+            "ran": self.ran,
+            "results": [asdict(r) for r in results],
+        }
+
+    def write_summary(self) -> dict[str, Any]:
+        """Write ``batch.json`` and ``batch.csv`` from the rows' results; returns the summary."""
+        summary = secrets.scrub(self.summary())
+        self.out.mkdir(parents=True, exist_ok=True)
+        tmp = self.out / "batch.json.tmp"
+        tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+        tmp.replace(self.out / "batch.json")
+        self._write_csv(summary["results"])
+        return summary
+
+    def _write_csv(self, results: list[dict[str, Any]]) -> None:
+        declared, used = self._names()
+        input_names = list(declared) + sorted(used - set(declared))
+        for r in results:
+            input_names += [k for k in r["inputs"] if k not in input_names]
+        output_names: list[str] = []
+        for r in results:
+            output_names += [k for k in r["outputs"] if k not in output_names]
+
+        def cell(value: Any) -> str:
+            if value is None:
+                return ""
+            return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+        buf = io.StringIO(newline="")
+        writer = csv.writer(buf)
+        writer.writerow(["row", "status", *(f"input:{n}" for n in input_names), *(f"output:{n}" for n in output_names),
+                         "failure", "detail", "run_dir"])
+        for r in results:
+            writer.writerow([r["row"], r["status"], *(cell(r["inputs"].get(n)) for n in input_names),
+                             *(cell(r["outputs"].get(n)) for n in output_names), cell(r["failure"]),
+                             cell(r["detail"]), cell(r["run_dir"])])
+        tmp = self.out / "batch.csv.tmp"
+        tmp.write_text(buf.getvalue(), encoding="utf-8")
+        tmp.replace(self.out / "batch.csv")
