@@ -15,11 +15,12 @@ names: such a table is still read, with a one-line :class:`FutureWarning` naming
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Literal, Mapping, Optional
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator
@@ -285,12 +286,70 @@ def load_settings(
     return settings
 
 
-def load_checked_settings(overrides: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> Settings:
-    """:func:`load_settings` with every ``[plugins.NAME]`` table checked against the ``Options``
-    of the component registered as NAME (and the failure checks' own ``[plugins.failures]``):
-    what the ``owrl`` commands call, so a bad option ends the command before anything starts."""
+def checked_option_models() -> dict[str, type]:
+    """Table name -> options model: every catalogued component's ``Options`` (by registered
+    name) and the failure checks' own ``[plugins.failures]``."""
     from .failures.startpage import FailuresOptions
     from .plugins import Plugins
 
-    models = {"failures": FailuresOptions, **Plugins().catalogue.option_models()}
-    return load_settings(overrides, option_models=models, **kwargs)
+    return {"failures": FailuresOptions, **Plugins().catalogue.option_models()}
+
+
+def load_checked_settings(overrides: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> Settings:
+    """:func:`load_settings` with every ``[plugins.NAME]`` table checked against its options
+    model (:func:`checked_option_models`): what the ``owrl`` commands call, so a bad option
+    ends the command before anything starts."""
+    return load_settings(overrides, option_models=checked_option_models(), **kwargs)
+
+
+def _type_name(annotation: Any) -> str:
+    args = [a for a in getattr(annotation, "__args__", ()) if a is not type(None)]
+    origin = getattr(annotation, "__origin__", None)
+    if origin is Literal:
+        return " \\| ".join(f"`{a}`" for a in annotation.__args__)
+    if args and origin is not None and len(args) < len(annotation.__args__):  # Optional[X]
+        return " \\| ".join(_type_name(a) for a in args) + " (optional)"
+    if origin is not None:
+        return str(annotation).replace("typing.", "")
+    return str(getattr(annotation, "__name__", annotation))
+
+
+def _default_text(field: Any) -> str:
+    if field.default_factory is not None:
+        value = field.default_factory()
+    else:
+        value = field.default
+    if value is None:
+        return "unset"
+    return f"`{json.dumps(value)}`" if not isinstance(value, str) or value else '`""`'
+
+
+def options_reference(models: Optional[Mapping[str, type]] = None) -> str:
+    """The Markdown table of every component's options (table, key, type, default, what it
+    does): the reference in ``docs/configuration.md``, which a test keeps current."""
+    models = checked_option_models() if models is None else models
+    rows = ["| table | key | type | default | what it does |", "|---|---|---|---|---|"]
+    for name in sorted(models):
+        schema = models[name]
+        if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+            rows.append(f"| `[plugins.{name}]` | | | | {(schema.__doc__ or '').strip().splitlines()[0]} |")
+            continue
+        former = ", ".join(f"`[plugins.{old}]`" for old in renamed_from(schema))
+        table = f"`[plugins.{name}]`" + (f" (formerly {former})" if former else "")
+        for key, field in schema.model_fields.items():
+            what = (field.description or "").replace("|", "\\|")
+            rows.append(f"| {table} | `{key}` | {_type_name(field.annotation)} | {_default_text(field)} | {what} |")
+            table = ""
+    return "\n".join(rows) + "\n"
+
+
+def settings_reference() -> str:
+    """The Markdown table of owrl's own top-level settings (key, variable, type, default)."""
+    rows = ["| key | variable | type | default | what it does |", "|---|---|---|---|---|"]
+    for key, field in Settings.model_fields.items():
+        if key == "plugins":
+            continue
+        what = (field.description or "").replace("|", "\\|")
+        rows.append(f"| `{key}` | `{ENV_PREFIX}{key.upper()}` | {_type_name(field.annotation)} | "
+                    f"{_default_text(field)} | {what} |")
+    return "\n".join(rows) + "\n"

@@ -160,3 +160,15 @@ def test_the_shop_adapter_options_behave_as_before(project):
         load_options(environ={}, cwd=project)
     with pytest.raises(ConfigError, match=r"setting 'enabled' of \[plugins\.demo-shop-adapter\] \(from .*owrl.toml\)"):
         load_settings(environ={}, option_models=_models())
+
+
+def test_the_configuration_doc_lists_every_option_as_the_code_has_it():
+    from pathlib import Path
+
+    from owrl_sdk.config import options_reference, settings_reference
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
+    for marker, table in (("settings", settings_reference()), ("options", options_reference())):
+        block = text.split(f"<!-- {marker}:begin -->\n", 1)[1].split(f"<!-- {marker}:end -->", 1)[0]
+        assert block == table, (f"docs/configuration.md's {marker} table drifted: paste the output of "
+                                f"python -c 'from owrl_sdk.config import {marker}_reference as r; print(r(), end=\"\")'")
