@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Optional, Union
 
 from .config import Settings, load_settings
 from .env import Environment
 from .plugins import Plugins
 from .policy import Policy
-from .runner import run_episode
+from .runner import StepCallback, run_episode
 from .runstore import RunDir, RunStore
 from .types import Step, Task, Trajectory
 
@@ -93,18 +93,26 @@ class Agent:
         trace: bool = False,
         on_step: Optional[Callable[[Trajectory, Optional[Step]], None]] = None,
         store: bool = True,
+        hooks: Iterable[Any] = (),
     ) -> Trajectory:
-        """Run one episode. ``out`` is the runs folder (default: the ``runs_dir`` setting)."""
+        """Run one episode. ``out`` is the runs folder (default: the ``runs_dir`` setting).
+
+        ``hooks`` are plugins of this episode only (objects with ``step_end`` /
+        ``episode_end`` methods and the like, see :func:`owrl_sdk.runner.build_episode`);
+        ``on_step(trajectory, step)`` is called after each step and with ``None`` at the end.
+        Both see a step after the run folder has written it (with ``store``); the final
+        ``trajectory.json`` is written before this returns."""
         task = self.make_task(task, url)
         run = RunStore(out or self.settings.runs_dir).new_run(task.intent) if store else None
         factory = self._env_factory or self._browser_env
         env = await factory(run, trace)
         memory = self.plugins.catalogue.get("memories", self.memory_name)(self.settings)
+        extra = [run, *hooks, StepCallback(on_step) if on_step is not None else None]
         trajectory = await run_episode(task, env, self.policy, self.settings, self.plugins, memory=memory,
-                                       sinks=[run, on_step])
+                                       extra_hooks=extra)
         if run is not None:
             trajectory.metadata.setdefault("run_dir", str(run.path.resolve()))
-            run(trajectory, None)
+            run.save(trajectory)
         return trajectory
 
     def run_sync(self, task: Union[Task, str], url: Optional[str] = None, **kwargs: Any) -> Trajectory:

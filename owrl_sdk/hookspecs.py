@@ -232,11 +232,14 @@ def after_tool_call(call: "ToolCall", result: "ToolResult", env: Any, task: "Tas
 
 
 @hookspec
-def step_end(step: "Step", task: "Task") -> None:
+def step_end(step: "Step", task: "Task", trajectory: "Trajectory") -> None:
     """See a finished step (observation, turn, call records with verdicts).
 
-    Called once per step, after memory recorded it and before the next observation.
-    Returns nothing.
+    Called once per step, after memory recorded it and the step was appended to
+    ``trajectory`` (the episode's trajectory so far, outcome not yet set), before the next
+    observation. Like every hook, an implementation takes only the arguments it names: the
+    run store takes ``step`` and ``trajectory`` (it writes the step's screenshot, then
+    rewrites ``trajectory.json``). Returns nothing.
     """
 
 

@@ -3,7 +3,11 @@
 An :class:`Episode` sequences the environment, the policy, the memory, the tools and the
 lifecycle hooks. It never raises for what happens inside the episode: every failure
 becomes the trajectory's outcome, with a failure kind. Only cancellation propagates,
-after the trajectory has been closed as ``aborted``.
+after the trajectory has been closed as ``aborted`` and the ``episode_end`` hooks saw it.
+
+Whatever watches an episode (the run store, ``owrl run``'s live view, ``owrl serve``'s job
+log) does so through the hooks: ``step_end`` (with the trajectory so far) after every step,
+``episode_end`` once the outcome is set, as per-episode plugins of :class:`EpisodeHooks`.
 """
 
 from __future__ import annotations
@@ -12,12 +16,14 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from .browser.feedback import NO_CHANGE
 from .env import Environment
 from .errors import InfraError
 from .memory import Memory
+from .outputs import outputs_of
+from .secrets import scrub
 from .plugins import EpisodeHooks
 from .policy import Policy
 from .tools import Tool, ToolArgumentError
@@ -33,10 +39,6 @@ from .types import (
     Turn,
     utc_now,
 )
-
-#: Called with the trajectory after every step and at the end (the run store writes it).
-StepSink = Callable[[Trajectory, Optional[Step]], None]
-
 
 @dataclass
 class EpisodeLimits:
@@ -69,11 +71,11 @@ class Episode:
     tools: list[Tool]
     hooks: EpisodeHooks
     limits: EpisodeLimits = field(default_factory=EpisodeLimits)
-    sinks: list[StepSink] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.tool_index = {t.name: t for t in self.tools}
-        self.trajectory = Trajectory(task=self.task, policy=self.policy.info())
+        self.trajectory = Trajectory(task=self.task, policy=self.policy.info(),  # input values: owrl_sdk.inputs
+                                     inputs=scrub(dict(self.task.metadata.get("inputs") or {})))
         self._unchanged: tuple[Optional[str], int] = (None, 0)  # the call repeated, how often
 
     # ------------------------------------------------------------------ driver
@@ -86,29 +88,30 @@ class Episode:
             outcome = _infra("episode_timeout", f"episode exceeded {self.limits.episode_timeout:g} s")
         except asyncio.CancelledError:
             self._finish(Outcome(status="aborted", failure=Failure(category="infra", code="cancelled")))
+            await self._end()  # the run store writes the aborted trajectory before it propagates
             raise
         except _Stage as s:
             outcome = Outcome(status="infra_error", failure=self._classify(s.error, s.stage))
         self._finish(outcome)
-        try:
-            await self.hooks.episode_end(traj)
-        except Exception as err:  # a plugin's bug must not lose the episode
-            traj.warnings.append(f"episode_end hook failed: {type(err).__name__}: {err}")
-            self._emit(None)
+        await self._end()
         return traj
+
+    async def _end(self) -> None:
+        """The ``episode_end`` hooks (per-episode plugins first: the run store writes the final
+        trajectory there). A failing one is a warning: a plugin's bug must not lose the episode."""
+        try:
+            await self.hooks.episode_end(self.trajectory)
+        except Exception as err:  # noqa: BLE001 - recorded in the trajectory
+            self.trajectory.warnings.append(f"episode_end hook failed: {type(err).__name__}: {err}")
 
     def _finish(self, outcome: Outcome) -> None:
         traj = self.trajectory
         traj.outcome = outcome
+        outcome.outputs = {**outputs_of(traj), **outcome.outputs}  # save_as values, done's output
         traj.ended_at = utc_now()
         for warning in [*getattr(self.env, "warnings", []), *getattr(self.policy, "warnings", [])]:
             if warning not in traj.warnings:
                 traj.warnings.append(warning)
-        self._emit(None)
-
-    def _emit(self, step: Optional[Step]) -> None:
-        for sink in self.sinks:
-            sink(self.trajectory, step)
 
     async def _stage(self, stage: str, coro: Any) -> Any:
         try:
@@ -189,8 +192,7 @@ class Episode:
     def _remember(self, step: Step) -> None:
         self.memory.record(step)
         self.trajectory.steps.append(step)
-        self.hooks.step_end(step)
-        self._emit(step)
+        self.hooks.step_end(step, self.trajectory)
 
     async def _turn(self, step: Step, turn: Turn) -> Optional[Outcome]:
         if turn.truncated:
@@ -306,4 +308,4 @@ def _infra(code: str, detail: str) -> Outcome:
     return Outcome(status="infra_error", failure=Failure(category="infra", code=code, detail=detail))
 
 
-__all__ = ["Episode", "EpisodeLimits", "StepSink"]
+__all__ = ["Episode", "EpisodeLimits"]

@@ -604,8 +604,8 @@ class EpisodeHooks:
     async def after_tool_call(self, call: Any, result: Any, env: Any) -> None:
         await self._each("after_tool_call", call=call, result=result, env=env, task=self.task)
 
-    def step_end(self, step: Any) -> None:
-        self._caller("step_end")(step=step, task=self.task)
+    def step_end(self, step: Any, trajectory: Any = None) -> None:
+        self._caller("step_end")(step=step, task=self.task, trajectory=trajectory)
 
     def classify_failure(self, error: BaseException, stage: str) -> Any:
         return self._caller("classify_failure")(error=error, stage=stage, task=self.task)

@@ -5,7 +5,10 @@ into an :class:`owrl_sdk.loop.Episode`.
   that copies them field by field).
 - :func:`build_episode` assembles an ``Episode``: the memory named by the settings (or
   the one given), the catalogue's tools, the lifecycle hooks of the task (site adapters
-  matched to its start URL, plus ``extra_hooks`` such as a task suite), the sinks.
+  matched to its start URL, plus ``extra_hooks``: this episode's own plugins, such as its
+  run folder, a task suite, a live view or a job log).
+- :class:`StepCallback` makes a callable ``(trajectory, step or None)`` one of those plugins
+  (``Agent.run(on_step=...)``).
 - :func:`run_episode` builds one, runs it and closes the environment (shielded from
   cancellation); ``before_close`` sees the environment while the page is still open.
 - :class:`JudgedEpisodes` is one judged episode as an evaluation runs it: a new run
@@ -28,13 +31,13 @@ from typing import Any, Awaitable, Callable, Iterable, Optional
 from .blocklist import Blocklist, host_of
 from .config import Settings
 from .env import Environment
-from .loop import Episode, EpisodeLimits, StepSink
+from .loop import Episode, EpisodeLimits
 from .memory import Memory
 from .plugins import Plugins
 from .policy import Policy
 from .runstore import RunStore
 from .tools import Tool
-from .types import Task, Trajectory
+from .types import Step, Task, Trajectory
 
 
 def episode_limits(settings: Settings, **overrides: Any) -> EpisodeLimits:
@@ -51,6 +54,20 @@ def episode_limits(settings: Settings, **overrides: Any) -> EpisodeLimits:
     return EpisodeLimits(**fields)
 
 
+class StepCallback:
+    """A callable ``callback(trajectory, step)`` as a per-episode plugin: called with each
+    step as it ends (``step_end``) and with ``None`` once the outcome is set (``episode_end``)."""
+
+    def __init__(self, callback: Callable[[Trajectory, Optional[Step]], None]):
+        self.callback = callback
+
+    def step_end(self, step: Step, trajectory: Trajectory) -> None:
+        self.callback(trajectory, step)
+
+    def episode_end(self, trajectory: Trajectory) -> None:
+        self.callback(trajectory, None)
+
+
 def build_episode(
     task: Task,
     env: Environment,
@@ -61,24 +78,28 @@ def build_episode(
     memory: Optional[Memory] = None,
     tools: Optional[list[Tool]] = None,
     extra_hooks: Iterable[Any] = (),
-    sinks: Iterable[StepSink] = (),
     limits: Optional[EpisodeLimits] = None,
 ) -> Episode:
     """The one constructor of :class:`Episode` outside the loop's own tests.
 
     ``memory`` defaults to a new instance of the ``memory`` setting's strategy, ``tools`` to
-    every registered tool, ``limits`` to :func:`episode_limits`. ``extra_hooks`` (a task
-    suite, for instance) take part in the lifecycle hooks like matched site adapters.
+    every registered tool, ``limits`` to :func:`episode_limits`. ``extra_hooks`` are this
+    episode's own plugins (its :class:`~owrl_sdk.runstore.RunDir`, a task suite, a live view; ``None`` entries
+    are left out): objects whose methods named after a lifecycle hook are registered for
+    this episode only (``Plugins.for_task(extra=...)``), called before the global plugins'
+    and the matched site adapters', in the order given, so the run folder listed first has
+    written a step before the next one sees it.
     """
+    extras = [h for h in extra_hooks if h is not None]
     return Episode(
         task=task,
         env=env,
         policy=policy,
         memory=memory if memory is not None else plugins.catalogue.get("memories", settings.memory)(settings),
         tools=list(tools) if tools is not None else list(plugins.catalogue.items["tools"].values()),
-        hooks=plugins.for_task(task, extra=list(extra_hooks)),
+        # pluggy calls the last registered of equal priority first: registered in reverse, called in order
+        hooks=plugins.for_task(task, extra=extras[::-1]),
         limits=limits if limits is not None else episode_limits(settings),
-        sinks=[s for s in sinks if s is not None],
     )
 
 
@@ -200,11 +221,11 @@ class JudgedEpisodes:
                 traj.metadata["suite_check"] = verdict.model_dump()
 
         traj = await run_episode(task, env, policy, self.settings, self.plugins, before_close=check,
-                                 extra_hooks=[self.suite], sinks=[run])
+                                 extra_hooks=[run, self.suite])
         traj.judgements.append(await self.judge.judge(traj))
         traj.metadata["run_dir"] = str(run.path)
         failure = traj.outcome.failure if traj.outcome else None
         if failure is not None and failure.category == "network" and self.blocklist is not None:
             self.blocklist.add(host_of(task.start_url), failure.kind)
-        run(traj, None)
+        run.save(traj)
         return episode_record(task, n, traj, time.perf_counter() - started, str(run.path)), traj

@@ -4,6 +4,11 @@ Layout: ``trajectory.json`` (owrl.trajectory/1, rewritten atomically after every
 so a crash loses at most the step in flight), ``screenshots/NNNN.jpg``, ``result.json``
 once the episode ended, ``trace.zip`` and ``downloads/`` when the environment makes them.
 
+A :class:`RunDir` is a per-episode plugin (``extra_hooks`` of :func:`owrl_sdk.runner.build_episode`):
+its ``step_end`` writes the step's screenshot and rewrites ``trajectory.json``, its
+``episode_end`` writes the final trajectory and ``result.json``; a client that changes the
+trajectory afterwards (a judgement, ``metadata.run_dir``) writes it again with :meth:`RunDir.save`.
+
 Every JSON file is written through :func:`owrl_sdk.secrets.dumps`, which scrubs each string of
 secrets. A trace cannot be scrubbed: once the episode ended, a trace of an episode that used a
 secret is deleted (and the trajectory says so) unless traces with secrets were allowed
@@ -15,7 +20,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from pathlib import Path
-from typing import Optional, Union
+from typing import Union
 
 from . import secrets
 from .documents import save_trajectory
@@ -28,6 +33,8 @@ def slugify(text: str, limit: int = 40) -> str:
 
 
 class RunDir:
+    """One run folder, and the episode plugin that writes it."""
+
     def __init__(self, path: Path):
         self.path = path
         (path / "screenshots").mkdir(parents=True, exist_ok=True)
@@ -39,16 +46,25 @@ class RunDir:
     def trajectory_file(self) -> Path:
         return self.path / "trajectory.json"
 
-    def __call__(self, trajectory: Trajectory, step: Optional[Step]) -> None:
-        """The loop's sink: write the step's screenshot, then the whole trajectory."""
-        if step is not None and step.observation.screenshot and not step.observation.screenshot_file:
+    def step_end(self, step: Step, trajectory: Trajectory) -> None:
+        """The ``step_end`` hook: write the step's screenshot, then the whole trajectory."""
+        if step.observation.screenshot and not step.observation.screenshot_file:
             name = f"screenshots/{step.index:04d}.jpg"
             (self.path / name).write_bytes(step.observation.screenshot)
             step.observation.screenshot_file = name
-        if trajectory.outcome is not None and step is None:
+        save_trajectory(trajectory, self.trajectory_file)
+
+    def episode_end(self, trajectory: Trajectory) -> None:
+        """The ``episode_end`` hook: the final trajectory and ``result.json``."""
+        self.save(trajectory)
+
+    def save(self, trajectory: Trajectory) -> None:
+        """Write ``trajectory.json`` (and, once the outcome is set, ``result.json``, after
+        deleting a trace that holds secrets)."""
+        if trajectory.outcome is not None:
             self.check_traces(trajectory)  # before the trajectory is saved: it carries the warning
         save_trajectory(trajectory, self.trajectory_file)
-        if trajectory.outcome is not None and step is None:
+        if trajectory.outcome is not None:
             self.write_result(trajectory)
 
     def write_result(self, trajectory: Trajectory) -> None:
@@ -58,6 +74,8 @@ class RunDir:
             "status": out.status if out else None,
             "answer": out.answer if out else None,
             "failure": out.failure.model_dump() if out and out.failure else None,
+            "inputs": trajectory.inputs,
+            "outputs": out.outputs if out else {},
             "steps": len(trajectory.steps),
             "reward": trajectory.reward,
             "started_at": trajectory.started_at,

@@ -8,6 +8,7 @@ import pytest
 
 from owrl_sdk import hookimpl
 from owrl_sdk.loop import Episode, EpisodeLimits
+from owrl_sdk.runner import StepCallback
 from owrl_sdk.types import Failure, Task, Turn
 
 from fakes import FakeEnv, FakePage, Go, ListPolicy, call
@@ -26,7 +27,7 @@ def make_episode(plugins, settings, turns, env=None, limits=None, sinks=()):
     policy = ListPolicy(settings, turns=turns)
     ep = Episode(
         task=task, env=env, policy=policy, memory=memory, tools=tools,
-        hooks=plugins.for_task(task), limits=limits or EpisodeLimits(), sinks=list(sinks),
+        hooks=plugins.for_task(task, extra=[StepCallback(s) for s in sinks]), limits=limits or EpisodeLimits(),
     )
     return ep, env, policy
 

@@ -19,7 +19,9 @@ STATUS_EXIT = {"success": 0, "fail": 1, "aborted": 1, "infra_error": 3}
 
 
 class LiveView:
-    """Prints each step as it finishes: thought, calls, feedback and verdicts."""
+    """Prints each step as it finishes: thought, calls, feedback and verdicts. A plugin of the
+    episode it shows (``Agent.run(hooks=[view])``): its ``step_end`` sees a step once the run
+    folder has written it."""
 
     def __init__(self, console: Any, max_steps: int):
         self.console = console
@@ -31,9 +33,7 @@ class LiveView:
         if self.status is not None:
             self.status.update(f"step {index + 1}: waiting for the policy…")
 
-    def __call__(self, trajectory: Any, step: Any) -> None:
-        if step is None:
-            return
+    def step_end(self, step: Any) -> None:
         from rich.markup import escape
         from rich.panel import Panel
 
@@ -171,7 +171,7 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
         try:
             with console.status("starting the browser…") as status:
                 view.status = status
-                return await agent.run(intent, url, out=out, trace=trace, on_step=view)
+                return await agent.run(intent, url, out=out, trace=trace, hooks=[view])
         finally:
             await agent.close()
 

@@ -68,7 +68,9 @@ def step_data(step: Step) -> dict[str, Any]:
 
 
 class LiveJob:
-    """The steps of a running job, and an event that fires when one is added."""
+    """The steps of a running job, and an event that fires when one is added: the job's log,
+    a plugin of its episode (``Agent.run(hooks=[live])``), called after the run folder wrote
+    each step (so the screenshot file is named)."""
 
     def __init__(self, store: JobStore, job_id: str):
         self.store = store
@@ -81,12 +83,14 @@ class LiveJob:
         event, self.event = self.event, asyncio.Event()
         event.set()
 
-    def __call__(self, trajectory: Trajectory, step: Optional[Step]) -> None:
-        """The episode's step sink (after the run folder's, so the screenshot file is named)."""
+    def step_end(self, step: Step, trajectory: Trajectory) -> None:
         self.trajectory = trajectory
-        if step is not None:
-            self.steps.append(step_data(step))
-            self.store.set_steps(self.job_id, len(self.steps))
+        self.steps.append(step_data(step))
+        self.store.set_steps(self.job_id, len(self.steps))
+        self.notify()
+
+    def episode_end(self, trajectory: Trajectory) -> None:
+        self.trajectory = trajectory
         self.notify()
 
 
@@ -256,7 +260,7 @@ class JobRunner:
         task = Task(intent=spec["task"], start_url=spec["start_url"], allowed_domains=spec.get("allowed_domains") or [],
                     max_steps=spec.get("max_steps"), metadata={"serve_job": job_id})
         try:
-            trajectory = await agent.run(task, out=self.runs_dir, on_step=live)
+            trajectory = await agent.run(task, out=self.runs_dir, hooks=[live])
         finally:
             await asyncio.shield(agent.close())
         self.store.end(job_id, "finished", outcome=trajectory.outcome, steps=len(trajectory.steps))

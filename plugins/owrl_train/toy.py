@@ -77,11 +77,11 @@ class InMemoryRollouts:
             run = store.new_run(f"{task.id}-{n}")
             memory: Memory = self.plugins.catalogue.get("memories", "default")(self.settings)
             traj = await run_episode(task.model_copy(deep=True), ButtonsEnv(), policy, self.settings, self.plugins,
-                                     memory=memory, tools=TOOLS, sinks=[run],
+                                     memory=memory, tools=TOOLS, extra_hooks=[run],
                                      limits=episode_limits(self.settings, max_steps=max_steps))
             traj.judgements.append(await judge.judge(traj))
             traj.metadata.update(group=group, run_dir=str(run.path))
-            run(traj, None)
+            run.save(traj)
             return traj
 
         # concurrently, so the policy's batcher generates for the whole group at once

@@ -495,9 +495,8 @@ async def run_fault(
             task=task, env=env, policy=policy,
             memory=plugins.catalogue.get("memories", "default")(settings),
             tools=list(plugins.catalogue.items["tools"].values()),
-            hooks=plugins.for_task(task, extra=[tracker]),
+            hooks=plugins.for_task(task, extra=[run, tracker]),  # the tracker first, then the run folder
             limits=limits or EpisodeLimits(max_steps=30, step_timeout=90, episode_timeout=240),
-            sinks=[run],
         )
         traj = await episode.run()
         tracker.sample()
