@@ -95,6 +95,18 @@ class LiveJob:
 
 
 class JobRunner:
+    """Runs the server's jobs, ``max_concurrent`` at a time, each as an ``Agent`` run.
+
+    Jobs are scheduled here with a semaphore, not through an executor of
+    :mod:`owrl_sdk.executors`, on purpose: an executor runs a fixed list of judged episodes
+    of one suite with one policy factory and returns when all are done, while a job arrives
+    at any time, carries its own policy, options, step limit and allowlist, is not judged,
+    streams its steps as they are written, and is cancelled alone (its asyncio task) without
+    touching the others. Giving the executor all of that would change its contract for one
+    client and gain nothing here; the episode itself is still built by
+    :mod:`owrl_sdk.runner`, like every other.
+    """
+
     def __init__(self, store: JobStore, data_dir: Path, settings: Settings, plugins: Plugins, max_concurrent: int = 1,
                  allow_local_files: bool = False):
         self.store = store
