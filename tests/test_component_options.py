@@ -61,6 +61,21 @@ def test_each_options_model_rejects_a_wrong_value(name, key, bad):
         Settings(plugins={name: {"colour": "red"}}).options(name, model)
 
 
+@pytest.mark.parametrize("name, key, bad", [
+    ("openwebrl", "temperature", "hot"),
+    ("openwebrl", "settle", "soon"),
+    ("owrl-text", "tools", "click"),
+    ("openai", "timeout", "long"),
+    ("openwebrl-judge", "max_new_tokens", "many"),
+])
+def test_the_model_policies_and_judge_type_their_known_keys(name, key, bad):
+    model = _models()[name]
+    with pytest.raises(ConfigError, match=rf"setting '{key}[.0-9]*' of \[plugins\.{name}\]"):
+        Settings(plugins={name: {key: bad}}).options(name, model)
+    given = Settings(plugins={name: {"temperature": "0.5", "custom": "kept"}}).options(name, model)
+    assert given.temperature == 0.5 and given.model_dump(exclude_unset=True)["custom"] == "kept"
+
+
 def test_failures_options_reject_a_wrong_value():
     from owrl_sdk.failures.startpage import FailuresOptions
 

@@ -37,6 +37,7 @@ from owrl_sdk.components import Judge
 from owrl_sdk.errors import UsageError
 from owrl_sdk.types import Judgement, Step, ToolCall, Trajectory
 
+from . import options as _options
 from .backend import Sampling
 from .parser import _loads_lenient, CallError
 from .prompt import Prompt
@@ -313,12 +314,13 @@ class OpenWebRLJudge(Judge):
     ``screenshots`` (3), ``feedback_chars`` (300) and ``judge_prompt_file``."""
 
     name = "openwebrl-judge"
+    Options = _options.JudgeOptions
 
     def __init__(self, settings, backend: Any = None, model: Optional[str] = None, **options: Any):
         from .profiles import check_profile, default_profile
 
         super().__init__(settings, **options)
-        self.conf = {**settings.plugin(self.name), **options}
+        self.conf = _options.read(settings, self.name, _options.JudgeOptions, options)
         self.model_id = model or self.conf.get("model") or DEFAULT_JUDGE_MODEL
         chosen = self.conf.get("profile") or getattr(settings, "profile", None)
         self.profile = check_profile(chosen) if chosen else default_profile(self.model_id)

@@ -13,6 +13,7 @@ from owrl_sdk.memory import Context
 from owrl_sdk.policy import Policy
 from owrl_sdk.types import PolicyInfo, Turn
 
+from . import options as _options
 from .backend import Sampling, VLBackend
 from .parser import parse_turn, render_turn
 from .profiles import EVAL_SAMPLING, SETTLE, OpenWebRLProfile, OwrlProfile, check_profile, default_profile
@@ -86,7 +87,7 @@ class _ModelPolicy(Policy):
 
     def __init__(self, settings, backend: Any = None, **options: Any):
         super().__init__(settings, **options)
-        self.conf = {**settings.plugin(self.name), **options}
+        self.conf = _options.read(settings, self.name, self.Options or _options.ModelPolicyOptions, options)
         self.text_mode = bool(self.conf.get("text_mode", False))
         self.backend = backend if backend is not None else self._make_backend()
         self.profile = self._make_profile()
@@ -154,6 +155,7 @@ class OpenWebRLPolicy(_ModelPolicy):
     (accept) and ``settle`` ({network_idle_ms: 5000, after_ms: 1000})."""
 
     name = "openwebrl"
+    Options = _options.ModelPolicyOptions
 
     # What other plugins (training) use of this one, reached through the catalogue
     # (``catalogue.get("policies", "openwebrl")``) rather than by importing it.
@@ -205,9 +207,10 @@ class TextPolicy(OpenWebRLPolicy):
     (default 96) and the other sampling options of ``openwebrl``."""
 
     name = "owrl-text"
+    Options = _options.TextPolicyOptions
 
     def __init__(self, settings, backend: Any = None, **options: Any):
-        options.setdefault("max_new_tokens", settings.plugin(self.name).get("max_new_tokens", 96))
+        options.setdefault("max_new_tokens", settings.options(self.name, self.Options).max_new_tokens or 96)
         super().__init__(settings, backend=backend, **options)
         self.text_mode = True
         self.tool_names = tuple(self.conf.get("tools") or TEXT_TOOLS)
@@ -239,6 +242,7 @@ class OpenAIPolicy(_ModelPolicy):
     ``retries`` and the sampling options of ``openwebrl``."""
 
     name = "openai"
+    Options = _options.OpenAIPolicyOptions
 
     def _make_backend(self) -> Any:
         from .openai_backend import OpenAIBackend

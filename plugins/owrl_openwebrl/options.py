@@ -1,0 +1,78 @@
+"""The options of the model policies and the judge, as pydantic models: the known keys of
+``[plugins.openwebrl]``, ``[plugins.owrl-text]``, ``[plugins.openai]`` and
+``[plugins.openwebrl-judge]`` are typed and converted where settings load; other keys are
+kept as they are (``extra="allow"``), as they always were, for the profile and the backend.
+
+A key left unset keeps its default where it is used (the profile's, the checkpoint's), so
+:func:`read` returns only the keys that were given."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class SamplingOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    temperature: Optional[float] = Field(default=None, ge=0, description="0: greedy (the profile's default)")
+    top_p: Optional[float] = Field(default=None, gt=0, le=1, description="nucleus sampling mass")
+    top_k: Optional[int] = Field(default=None, ge=0, description="sample among the k likeliest tokens")
+    max_new_tokens: Optional[int] = Field(default=None, ge=1, description="generation limit per turn")
+    seed: Optional[int] = Field(default=None, description="seed of the sampling")
+    profile: Optional[str] = Field(default=None, description="interface profile: openwebrl or owrl "
+                                   "(else the profile setting, else by checkpoint)")
+    model: Optional[str] = Field(default=None, description="model id or path (the model setting wins)")
+
+
+class ModelPolicyOptions(SamplingOptions):
+    """``[plugins.openwebrl]``: the Qwen-VL policy's options."""
+
+    quantize: Optional[str] = Field(default=None, description="auto, 4bit or none (auto: 4bit on CUDA)")
+    adapter: Optional[str] = Field(default=None, description="a LoRA adapter folder to load on the model")
+    text_mode: Optional[bool] = Field(default=None, description="read the accessibility tree, no screenshot "
+                                      "(owrl profile only)")
+    max_batch: Optional[int] = Field(default=None, ge=1, description="requests merged into one generation (16)")
+    dialogs: Optional[Literal["accept", "hold"]] = Field(default=None, description="how the openwebrl "
+                                                         "profile asks for dialogs to be handled (accept)")
+    settle: Optional[dict[str, Union[int, float]]] = Field(default=None, description="network_idle_ms and after_ms waited "
+                                               "after each action (openwebrl profile)")
+    system_prompt_file: Optional[str] = Field(default=None, description="the official system prompt")
+    tool_list_file: Optional[str] = Field(default=None, description="the official tool list")
+    screenshots: Optional[int] = Field(default=None, ge=0, description="screenshots per turn (openwebrl profile)")
+
+
+class TextPolicyOptions(ModelPolicyOptions):
+    """``[plugins.owrl-text]``: the text-only policy's options."""
+
+    tools: Optional[list[str]] = Field(default=None, description="tools declared in the prompt "
+                                       "(click, write, press_keys, select_option, done)")
+
+
+class OpenAIPolicyOptions(ModelPolicyOptions):
+    """``[plugins.openai]``: the OpenAI-compatible policy's options."""
+
+    base_url: Optional[str] = Field(default=None, description="the server (else OWRL_OPENAI_BASE_URL)")
+    api_key: Optional[str] = Field(default=None, description="its key (else OWRL_OPENAI_API_KEY)")
+    timeout: Optional[float] = Field(default=None, gt=0, description="seconds per request (120)")
+    retries: Optional[int] = Field(default=None, ge=0, description="retries of a failed request (4)")
+    backoff: Optional[float] = Field(default=None, ge=0, description="seconds before the first retry (1.0)")
+
+
+class JudgeOptions(SamplingOptions):
+    """``[plugins.openwebrl-judge]``: the model judge's options."""
+
+    backend: Optional[str] = Field(default=None, description="transformers or openai")
+    quantize: Optional[str] = Field(default=None, description="auto, 4bit or none")
+    base_url: Optional[str] = Field(default=None, description="the server, with backend = openai")
+    layout: Optional[str] = Field(default=None, description="action_history or result_only (openwebrl profile)")
+    screenshots: Optional[int] = Field(default=None, ge=0, description="screenshots shown (3)")
+    feedback_chars: Optional[int] = Field(default=None, ge=0, description="longest feedback shown (300)")
+    judge_prompt_file: Optional[str] = Field(default=None, description="the official judge prompts")
+
+
+def read(settings: Any, name: str, model: type[BaseModel], options: dict[str, Any]) -> dict[str, Any]:
+    """``[plugins.NAME]`` with ``options`` on top, validated as ``model``: the keys given, converted."""
+    validated: BaseModel = settings.options(name, model, **options)
+    return validated.model_dump(exclude_unset=True)
