@@ -52,6 +52,8 @@ def test_every_in_repo_component_that_reads_options_declares_them():
     ("composite", "inner", 3),
     ("demo-shop-adapter", "enabled", "perhaps"),
     ("demo-shop-adapter", "consent", "maybe"),
+    ("failure-weighted", "threshold", "high"),
+    ("failure-weighted", "boost", "lots"),
 ])
 def test_each_options_model_rejects_a_wrong_value(name, key, bad):
     model = _models()[name]
@@ -187,3 +189,18 @@ def test_the_configuration_doc_lists_every_option_as_the_code_has_it():
         block = text.split(f"<!-- {marker}:begin -->\n", 1)[1].split(f"<!-- {marker}:end -->", 1)[0]
         assert block == table, (f"docs/configuration.md's {marker} table drifted: paste the output of "
                                 f"python -c 'from owrl_sdk.config import {marker}_reference as r; print(r(), end=\"\")'")
+
+
+def test_the_samplers_read_their_options_typed():
+    from owrl_sdk.types import Task
+    from owrl_train.samplers import BucketSampler, FailureWeightedSampler
+
+    task = Task(id="t", intent="x", start_url="about:blank")
+    sampler = FailureWeightedSampler(Settings(), threshold="0.5", boost="4")
+    sampler.update("t", [False, False, True])
+    assert sampler.weight(task) == 4.0
+    assert FailureWeightedSampler(None).conf.boost == 3.0  # no settings: the defaults
+    buckets = BucketSampler(Settings(plugins={"buckets": {"weights": {"unseen": "5"}}}))
+    assert buckets.weight(task) == 5.0
+    with pytest.raises(ConfigError, match=r"setting 'weights\.easy.*' of \[plugins\.buckets\]"):
+        BucketSampler(Settings(), weights={"easy": 1})

@@ -1,13 +1,44 @@
 """Task samplers for online RL: which tasks the next iteration practises.
 
 Each keeps per-task success history (``update``) and can be saved and restored with the
-trainer's checkpoint (``state_dict`` / ``load_state_dict``).
+trainer's checkpoint (``state_dict`` / ``load_state_dict``). Their options (the RL config's
+``sampler_options``, on top of ``[plugins.NAME]``) are typed by each one's ``Options`` model.
 """
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
 from owrl_sdk.components import TaskSampler
+from owrl_sdk.config import validate_table
 from owrl_sdk.types import Task
+
+
+def _read(sampler: TaskSampler, settings: Any, options: dict[str, Any]) -> Any:
+    """``[plugins.NAME]`` with the given options on top, validated as the sampler's ``Options``."""
+    if settings is not None and hasattr(settings, "options"):
+        return settings.options(sampler.name, sampler.Options, **options)
+    return validate_table(sampler.Options, options, f"[plugins.{sampler.name}]", "sampler_options")
+
+
+class FailureWeightedOptions(BaseModel):
+    """``[plugins.failure-weighted]`` (or ``sampler_options``): when a task weighs more."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    threshold: float = Field(0.6, ge=0, le=1, description="failure rate above which a task is boosted")
+    boost: float = Field(3.0, ge=0, description="weight of a boosted task (others weigh 1)")
+
+
+class BucketOptions(BaseModel):
+    """``[plugins.buckets]`` (or ``sampler_options``): the weight of each difficulty bucket."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    weights: dict[Literal["unseen", "hard", "learnable", "solved"], float] = Field(
+        default_factory=dict, description="bucket -> weight, on top of unseen 1, hard 2, learnable 3, solved 0.5")
 
 
 class UniformSampler(TaskSampler):
@@ -18,11 +49,15 @@ class FailureWeightedSampler(TaskSampler):
     """OpenWebRL's rule: a task failed in more than 60% of its episodes weighs 3x."""
 
     name = "failure-weighted"
+    Options = FailureWeightedOptions
+
+    def __init__(self, settings: Any = None, **options: Any):
+        super().__init__(settings, **options)
+        self.conf: FailureWeightedOptions = _read(self, settings, options)
 
     def weight(self, task: Task) -> float:
         rate = self.failure_rate(task.id)
-        threshold = float(self.options.get("threshold", 0.6))
-        return float(self.options.get("boost", 3.0)) if rate is not None and rate > threshold else 1.0
+        return self.conf.boost if rate is not None and rate > self.conf.threshold else 1.0
 
 
 class BucketSampler(TaskSampler):
@@ -31,7 +66,12 @@ class BucketSampler(TaskSampler):
     where the group has reward variance to learn from."""
 
     name = "buckets"
+    Options = BucketOptions
     DEFAULT = {"unseen": 1.0, "hard": 2.0, "learnable": 3.0, "solved": 0.5}
+
+    def __init__(self, settings: Any = None, **options: Any):
+        super().__init__(settings, **options)
+        self.conf: BucketOptions = _read(self, settings, options)
 
     def bucket(self, task_id: str) -> str:
         rate = self.failure_rate(task_id)
@@ -41,8 +81,8 @@ class BucketSampler(TaskSampler):
         return "hard" if success < 0.2 else "solved" if success > 0.8 else "learnable"
 
     def weight(self, task: Task) -> float:
-        weights = {**self.DEFAULT, **self.options.get("weights", {})}
-        return float(weights[self.bucket(task.id)])
+        weights = {**self.DEFAULT, **self.conf.weights}
+        return weights[self.bucket(task.id)]
 
 
 SAMPLERS = (UniformSampler, FailureWeightedSampler, BucketSampler)
