@@ -6,9 +6,11 @@ from owrl_sdk import hookimpl
 
 from .browser import BROWSER_TOOLS
 from .control import Done, Wait
+from .extract import Extract
 
-#: Tools that need no browser, then the browser tools of :mod:`builtin_tools.browser`.
-TOOLS = (Done, Wait, *BROWSER_TOOLS)
+#: Tools that need no browser, then the browser tools of :mod:`builtin_tools.browser`, then
+#: ``extract`` (last, so the tools before it keep their order).
+TOOLS = (Done, Wait, *BROWSER_TOOLS, Extract)
 
 
 @hookimpl

@@ -1,8 +1,13 @@
-"""Tools that control the episode rather than the page."""
+"""Tools that control the episode rather than the page.
+
+``done`` may hand back structured output (its ``output`` argument, a JSON object); when the
+task or flow gives an ``output_schema``, :mod:`owrl_sdk.outputs` checks it before ``done`` runs.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -15,15 +20,20 @@ class DoneArgs(BaseModel):
     response: str = Field(
         "", description="the answer to the task, or a short report of what was done"
     )
+    output: Optional[dict[str, Any]] = Field(
+        None, description="structured output as a JSON object, when the task asks for it"
+    )
 
 
 class Done(Tool):
     name = "done"
-    description = "Finish the task. Give the answer (or a short report) in response."
+    description = ("Finish the task. Give the answer (or a short report) in response, and structured "
+                   "output in output when the task asks for it.")
     Args = DoneArgs
 
     async def run(self, env, args: DoneArgs) -> ToolResult:
-        return ToolResult(feedback="task finished", answer=args.response, ends_episode=True)
+        data = {"output": args.output} if args.output is not None else {}
+        return ToolResult(feedback="task finished", answer=args.response, ends_episode=True, data=data)
 
 
 class WaitArgs(BaseModel):

@@ -148,6 +148,13 @@ class Flow(BaseModel):
         check_names(v)
         return v
 
+    @field_validator("output_schema")
+    @classmethod
+    def _a_json_schema(cls, v: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+        from .outputs import check_schema
+
+        return check_schema(v) if v is not None else None
+
     def to_json(self) -> str:
         data = self.model_dump(mode="json", by_alias=True, exclude_none=True)
         if not data.get("inputs"):

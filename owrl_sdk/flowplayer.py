@@ -68,6 +68,9 @@ class ScriptedPolicy(Policy):
             carried = context.task.metadata.get(FLOW_METADATA)
             if carried is not None:  # a batch's row: this task's own flow, its inputs filled in
                 self.flow = carried if isinstance(carried, Flow) else flow_from_data(carried, "task.metadata.flow")
+            if self.flow.output_schema is not None and context.task.output_schema is None:
+                # the flow's schema is its task's (the task is the one the episode's hooks check done against)
+                context.task.output_schema = self.flow.output_schema
         last = context.last_step
         diverged = _failed_expectation(last) if last is not None else None
         if diverged:

@@ -237,6 +237,12 @@ def _fill(text: str, values: Mapping[str, Any], how: str) -> str:
     return PLACEHOLDER.sub(one, text)
 
 
+def fill(text: str, values: Mapping[str, Any], url: bool = False) -> str:
+    """``text`` with the ``{{input:NAME}}`` of ``values`` filled in; ``url``: it is an address
+    (``--url``), whose path, query and fragment get the values percent-encoded."""
+    return _fill(text, values, "url" if url else "text")
+
+
 #: Keys whose strings are URLs (or pieces of one), and url_matches, a regular expression.
 _URL_KEYS = {"start_url": "url", "url": "url", "url_contains": "url", "url_matches": "regex"}
 
@@ -273,4 +279,4 @@ def flow_or_task_inputs(obj: "Flow | Task") -> dict[str, InputSpec]:
     return dict(getattr(obj, "inputs", None) or {})
 
 
-__all__ = ["InputSpec", "PLACEHOLDER", "apply_inputs", "convert", "placeholders", "resolve_inputs", "text_of"]
+__all__ = ["InputSpec", "PLACEHOLDER", "apply_inputs", "convert", "fill", "placeholders", "resolve_inputs", "text_of"]

@@ -50,6 +50,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "owrl_sdk.failures",
     "owrl_sdk.executors",
     "owrl_sdk.flowplayer",
+    "owrl_sdk.outputs",
 )
 
 

@@ -276,6 +276,13 @@ class Task(_Model):
         check_names(v)
         return v
 
+    @field_validator("output_schema")
+    @classmethod
+    def _a_json_schema(cls, v: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+        from .outputs import check_schema
+
+        return check_schema(v) if v is not None else None
+
 
 FailureCategory = Literal["network", "page", "action", "policy", "infra", "task"]
 

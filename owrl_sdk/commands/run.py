@@ -90,16 +90,21 @@ class LiveView:
 @click.option("--trace-with-secrets", is_flag=True, help="Record a trace even though the run uses secrets: it holds "
               "them in clear (the trajectory warns).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON result to stdout instead of the live view.")
+@click.option("--input", "given_inputs", multiple=True, metavar="NAME=VALUE",
+              help="A value for {{input:NAME}} in the flow or the task; repeat for more. Checked against the "
+              "flow's declared inputs (type, default) before the browser starts.")
 def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str], model: Optional[str], profile: Optional[str],
                 flow_file: Optional[str], replay: Optional[str], healer: Optional[str], allow_domains: tuple[str, ...], max_steps: Optional[int], headed: bool,
                 browser_endpoint: Optional[str], cdp_endpoint: Optional[str],
-                out: Optional[str], trace: bool, trace_with_secrets: bool, as_json: bool) -> None:
+                out: Optional[str], trace: bool, trace_with_secrets: bool, as_json: bool,
+                given_inputs: tuple[str, ...] = ()) -> None:
     """Run one task in a real Chromium and show each step."""
     from owrl_sdk.agent import Agent
     from owrl_sdk.config import load_checked_settings as load_settings
     from owrl_sdk.documents import Flow, load_flow, load_trajectory
     from owrl_sdk.errors import UsageError
     from owrl_sdk.flowplayer import HealingPolicy, flow_memory
+    from owrl_sdk.types import Task
 
     given_url = bool(url)
     if flow_file and replay:
@@ -125,6 +130,10 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
         policy = FLOW_POLICY
         intent = intent or flow.task
         url = url or flow.start_url
+    flow, intent, url, input_values = fill_inputs(flow, intent, url, given_inputs, str(flow_file or replay))
+    if flow is not None and input_values:
+        assert plugins is not None
+        check_flow_tools(flow, plugins.catalogue.items["tools"], str(flow_file or replay))  # the values filled in
     if not intent:
         raise UsageError("missing --task TEXT (what the agent should do)")
     if not url:
@@ -167,11 +176,15 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
     console.print(f"[bold]task[/bold] {escape(intent)}\n[bold]url[/bold]  {escape(url)}\n"
                   f"[bold]policy[/bold] {escape(agent.policy.name)}", highlight=False, soft_wrap=True)
 
+    # the flow's output schema and the input values travel with the task (Trajectory.inputs records them)
+    task = Task(intent=intent, start_url=url, output_schema=flow.output_schema if flow else None,
+                metadata={"inputs": input_values} if input_values else {})
+
     async def go() -> Any:
         try:
             with console.status("starting the browser…") as status:
                 view.status = status
-                return await agent.run(intent, url, out=out, trace=trace, hooks=[view])
+                return await agent.run(task, out=out, trace=trace, hooks=[view])
         finally:
             await agent.close()
 
@@ -189,7 +202,8 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
     failure = outcome.failure.model_dump() if outcome.failure else None
     if as_json:
         result = {"run_dir": run_dir, "outcome": {"status": outcome.status, "answer": outcome.answer,
-                                                  "failure": failure}, "steps": len(traj.steps)}
+                                                  "failure": failure},
+                  "steps": len(traj.steps), "inputs": traj.inputs, "outputs": outcome.outputs}
         if "repaired_flow" in traj.metadata:
             result["repaired_flow"] = traj.metadata["repaired_flow"]
         click.echo(secrets.dumps(result))
@@ -210,6 +224,39 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
     code = STATUS_EXIT[outcome.status]
     if code:
         sys.exit(code)
+
+
+def parse_inputs(given: tuple[str, ...]) -> dict[str, str]:
+    """``--input NAME=VALUE`` options as a mapping; a malformed one or a name given twice is a UsageError."""
+    from owrl_sdk.errors import UsageError
+
+    values: dict[str, str] = {}
+    for item in given:
+        name, eq, value = item.partition("=")
+        name = name.strip()
+        if not eq or not name:
+            raise UsageError(f"--input {item!r}: write it as NAME=VALUE (e.g. --input name=Maria)")
+        if name in values:
+            raise UsageError(f"--input {name} is given twice")
+        values[name] = value
+    return values
+
+
+def fill_inputs(flow: Any, intent: Optional[str], url: Optional[str], given: tuple[str, ...],
+                source: str = "flow") -> tuple[Any, Optional[str], Optional[str], dict[str, Any]]:
+    """The flow, task text and start URL with ``{{input:NAME}}`` filled in from ``--input`` options
+    (and the flow's declared defaults), and the values used. Every problem is one UsageError
+    (exit 2), raised before any browser starts."""
+    from owrl_sdk.inputs import apply_inputs, fill, placeholders, resolve_inputs
+
+    given_values = parse_inputs(given)
+    declared = dict(flow.inputs) if flow is not None else {}
+    used = placeholders([intent or "", url or ""]) | (placeholders(flow) if flow is not None else set())
+    if not (given_values or declared or used):
+        return flow, intent, url, {}
+    values = resolve_inputs(declared, given_values, used)
+    return (apply_inputs(flow, values) if flow is not None else None,
+            fill(intent, values) if intent else intent, fill(url, values, url=True) if url else url, values)
 
 
 def uses_secrets(intent: Optional[str], flow: Any) -> bool:
