@@ -44,6 +44,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "owrl_sdk.commands.serve",
     "owrl_sdk.commands.report",
     "owrl_sdk.commands.inspect",
+    "owrl_sdk.commands.record",
     "owrl_sdk.commands.tasks",
     "builtin_tools",
     "builtin_judges",

@@ -1,0 +1,270 @@
+// owrl recorder: injected into every frame of the recording context. It listens in the
+// capture phase and reports each user action to the Python side through the binding
+// window.__owrlRecord(action). A password field's value never leaves the page.
+(() => {
+  if (window.__owrlRecorder) return;
+  const report = (action) => {
+    if (action.kind !== "effects") {
+      action.doc = prefix;
+      action.before = pending ? Array.from(pending.before.keys()).slice(0, 2000) : [];
+    }
+    try { window.__owrlRecord(action); } catch (e) { /* binding gone */ }
+  };
+  const norm = (s) => (s || "").replace(/\s+/g, " ").trim();
+  const KEYS = new Set(["Enter", "Escape", "Tab", "ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "PageUp", "PageDown"]);
+  const TEXT_TYPES = new Set(["", "text", "email", "tel", "url", "search", "password", "number", "date", "time",
+    "datetime-local", "month", "week"]);
+  let seq = 0;
+  const prefix = Math.random().toString(36).slice(2, 8);
+
+  // ---------------------------------------------------------------- roles and names
+  function isTextField(el) {
+    if (!el || !el.tagName) return false;
+    if (el.tagName === "TEXTAREA" || el.isContentEditable) return true;
+    return el.tagName === "INPUT" && TEXT_TYPES.has((el.getAttribute("type") || "").toLowerCase());
+  }
+  function isPassword(el) {
+    const ac = (el.getAttribute && el.getAttribute("autocomplete")) || "";
+    return el.tagName === "INPUT" && ((el.type || "").toLowerCase() === "password" || /(current|new)-password/.test(ac));
+  }
+  function role(el) {
+    const explicit = norm(el.getAttribute("role")).split(" ")[0];
+    if (explicit) return explicit;
+    const tag = el.tagName;
+    const type = (el.getAttribute("type") || "").toLowerCase();
+    if (tag === "A" || tag === "AREA") return el.hasAttribute("href") ? "link" : "";
+    if (tag === "BUTTON" || tag === "SUMMARY") return "button";
+    if (tag === "SELECT") return el.multiple || el.size > 1 ? "listbox" : "combobox";
+    if (tag === "TEXTAREA") return "textbox";
+    if (tag === "OPTION") return "option";
+    if (tag === "IMG") return el.getAttribute("alt") === "" ? "" : "img";
+    if (/^H[1-6]$/.test(tag)) return "heading";
+    if (tag === "INPUT") {
+      if (["button", "submit", "reset", "image"].includes(type)) return "button";
+      if (type === "checkbox" || type === "radio") return type;
+      if (type === "number") return "spinbutton";
+      if (type === "range") return "slider";
+      if (type === "search") return el.hasAttribute("list") ? "combobox" : "searchbox";
+      if (["", "text", "email", "tel", "url", "password"].includes(type)) return el.hasAttribute("list") ? "combobox" : "textbox";
+    }
+    return "";
+  }
+  function contentText(node) {
+    let out = "";
+    for (const child of node.childNodes) {
+      if (child.nodeType === Node.TEXT_NODE) out += child.textContent;
+      else if (child.nodeType === Node.ELEMENT_NODE) {
+        const style = getComputedStyle(child);
+        if (style.display === "none" || style.visibility === "hidden" || child.getAttribute("aria-hidden") === "true") continue;
+        if (child.getAttribute("aria-label")) out += " " + child.getAttribute("aria-label") + " ";
+        else if (child.tagName === "IMG") out += " " + (child.getAttribute("alt") || "") + " ";
+        else if (["SELECT", "INPUT", "TEXTAREA"].includes(child.tagName)) out += " ";
+        else out += " " + contentText(child) + " ";
+      }
+    }
+    return out;
+  }
+  const FROM_CONTENT = new Set(["button", "link", "checkbox", "radio", "tab", "menuitem", "menuitemcheckbox",
+    "menuitemradio", "option", "switch", "treeitem", "heading", "cell", "row", "gridcell", "columnheader"]);
+  function labelText(el) {
+    const parts = [];
+    if (el.labels) for (const label of el.labels) parts.push(contentText(label));
+    return norm(parts.join(" "));
+  }
+  function name(el) {
+    const by = el.getAttribute("aria-labelledby");
+    if (by) {
+      const text = norm(by.split(/\s+/).map((id) => { const t = document.getElementById(id); return t ? contentText(t) : ""; }).join(" "));
+      if (text) return text;
+    }
+    const aria = norm(el.getAttribute("aria-label"));
+    if (aria) return aria;
+    if (["INPUT", "SELECT", "TEXTAREA"].includes(el.tagName)) {
+      const type = (el.getAttribute("type") || "").toLowerCase();
+      if (el.tagName === "INPUT" && ["button", "submit", "reset"].includes(type)) {
+        return norm(el.value) || (type === "submit" ? "Submit" : type === "reset" ? "Reset" : "");
+      }
+      if (el.tagName === "INPUT" && type === "image") return norm(el.getAttribute("alt")) || norm(el.getAttribute("title"));
+      return labelText(el) || norm(el.getAttribute("title")) || norm(el.getAttribute("placeholder"));
+    }
+    if (el.tagName === "IMG") return norm(el.getAttribute("alt")) || norm(el.getAttribute("title"));
+    if (FROM_CONTENT.has(role(el))) {
+      const text = norm(contentText(el));
+      if (text) return text;
+    }
+    return norm(el.getAttribute("title"));
+  }
+
+  // ---------------------------------------------------------------- selectors
+  const cssq = (s) => s.replace(/\\/g, "\\\\").replace(/"/g, '\\"');
+  function unique(selector, el) {
+    try { const found = document.querySelectorAll(selector); return found.length === 1 && found[0] === el; } catch (e) { return false; }
+  }
+  function cssPath(el) {
+    const steps = [];
+    for (let node = el; node && node.nodeType === Node.ELEMENT_NODE && node !== document.documentElement; node = node.parentElement) {
+      if (node !== el && node.id && /^[A-Za-z][\w-]*$/.test(node.id) && unique("#" + node.id, node)) { steps.unshift("#" + node.id); break; }
+      let step = node.tagName.toLowerCase();
+      const parent = node.parentElement;
+      if (parent) {
+        const same = Array.from(parent.children).filter((c) => c.tagName === node.tagName);
+        if (same.length > 1) step += `:nth-of-type(${same.indexOf(node) + 1})`;
+      }
+      steps.unshift(step);
+    }
+    for (let k = 1; k <= steps.length; k++) {
+      const candidate = steps.slice(steps.length - k).join(" > ");
+      if (unique(candidate, el)) return candidate;
+    }
+    return steps.join(" > ");
+  }
+  // how many elements Playwright's role=R[name="N"] (substring, any case) and [name="N"s] would find
+  function roleCounts(r, accessible) {
+    let loose = 0, exact = 0;
+    const lower = accessible.toLowerCase();
+    for (const other of document.querySelectorAll("*")) {
+      if (role(other) !== r) continue;
+      const n = name(other);
+      if (n.toLowerCase().includes(lower)) loose++;
+      if (n === accessible) exact++;
+    }
+    return [loose, exact];
+  }
+  function describe(el) {
+    const r = role(el);
+    const tag = el.tagName.toLowerCase();
+    const css = [];
+    const testid = el.getAttribute("data-testid") || el.getAttribute("data-test-id");
+    if (testid) css.push(`[data-testid="${cssq(testid)}"]`);
+    if (el.id && /^[A-Za-z][\w-]*$/.test(el.id)) css.push("#" + el.id);
+    const fieldName = el.getAttribute("name");
+    if (fieldName && ["input", "select", "textarea", "button"].includes(tag)) css.push(`${tag}[name="${cssq(fieldName)}"]`);
+    const checked = css.filter((s) => unique(s, el));
+    checked.push(cssPath(el));
+    const accessible = r ? name(el) : "";
+    return {
+      role: r, name: accessible, tag, css: checked, role_counts: r ? roleCounts(r, accessible) : [0, 0],
+      field_name: fieldName || el.id || "", label: labelText(el) || norm(el.getAttribute("aria-label")) || norm(el.getAttribute("placeholder")),
+    };
+  }
+
+  // ---------------------------------------------------------------- what an action changed
+  function visibleTexts() {
+    const seen = new Map();
+    const walker = document.createTreeWalker(document.body || document.documentElement, NodeFilter.SHOW_TEXT);
+    let count = 0;
+    for (let node = walker.nextNode(); node && count < 5000; node = walker.nextNode()) {
+      const text = norm(node.textContent);
+      const parent = node.parentElement;
+      if (text.length < 3 || !parent || ["SCRIPT", "STYLE", "NOSCRIPT", "OPTION", "TITLE"].includes(parent.tagName)) continue;
+      count++;
+      const visible = parent.checkVisibility ? parent.checkVisibility({ visibilityProperty: true })
+        : parent.getClientRects().length > 0;
+      if (!visible) continue;
+      if (!seen.has(text)) seen.set(text, []);
+      seen.get(text).push(parent);
+    }
+    return seen;
+  }
+  const LIVE = '[role=status], [role=alert], [aria-live], output, [role=dialog], dialog';
+  let pending = null; // {id, before, target}
+  function begin(target) {
+    settle();
+    const id = `${prefix}-${++seq}`;
+    pending = { id, before: visibleTexts(), target, timer: setTimeout(settle, 1200) };
+    return id;
+  }
+  function settle() {
+    if (!pending) return;
+    const { id, before, target, timer } = pending;
+    clearTimeout(timer);
+    pending = null;
+    const now = visibleTexts();
+    const box = target && target.isConnected ? target.getBoundingClientRect() : null;
+    const texts = [];
+    const secrets = Array.from(document.querySelectorAll("input")).filter(isPassword).map((f) => f.value).filter((v) => v.length >= 3);
+    for (const [text, parents] of now) {
+      if (before.has(text) || parents.length !== 1 || secrets.some((v) => text.includes(v))) continue;
+      const parent = parents[0];
+      let distance = 1e9;
+      if (box) {
+        const r = parent.getBoundingClientRect();
+        distance = Math.hypot((r.left + r.right - box.left - box.right) / 2, (r.top + r.bottom - box.top - box.bottom) / 2);
+      }
+      texts.push({ text, live: !!parent.closest(LIVE), distance });
+    }
+    report({ kind: "effects", id, texts: texts.slice(0, 50), url: location.href });
+  }
+
+  // ---------------------------------------------------------------- listening
+  const lastReported = new WeakMap();
+  const dirty = new Set();
+  function flush(el) {
+    if (!dirty.has(el)) return;
+    dirty.delete(el);
+    const value = isPassword(el) ? null : (el.isContentEditable ? el.innerText : el.value);
+    if (!isPassword(el) && lastReported.get(el) === value) return;
+    lastReported.set(el, value);
+    const id = begin(el);
+    report({ kind: "write", id, target: describe(el), secret: isPassword(el), value, url: location.href });
+  }
+  function flushAll() { for (const el of Array.from(dirty)) flush(el); }
+  const ACTIONABLE = 'a[href], button, input, select, textarea, summary, label, option, [role], [onclick], [tabindex], [contenteditable=""], [contenteditable=true]';
+
+  document.addEventListener("input", (e) => {
+    const el = e.composedPath()[0];
+    if (el && isTextField(el)) dirty.add(el);
+  }, true);
+  document.addEventListener("change", (e) => {
+    const el = e.composedPath()[0];
+    if (!el || !el.tagName) return;
+    if (el.tagName === "SELECT") {
+      const option = el.selectedOptions[0];
+      if (!option) return;
+      flushAll();
+      const id = begin(el);
+      report({ kind: "select", id, target: describe(el), value: option.value, label: norm(option.textContent), url: location.href });
+    } else if (isTextField(el)) {
+      if (!isPassword(el)) dirty.add(el);
+      flush(el);
+    }
+  }, true);
+  document.addEventListener("focusout", (e) => { const el = e.composedPath()[0]; if (el && dirty.has(el)) flush(el); }, true);
+  document.addEventListener("click", (e) => {
+    if (!e.isTrusted) return;
+    const start = e.composedPath()[0];
+    const el = start && start.closest ? (start.closest(ACTIONABLE) || start) : null;
+    if (!el || !el.tagName) return;
+    if (el.tagName === "SELECT" || el.tagName === "OPTION" && el.closest("select")) return;
+    if (isTextField(el)) return; // focusing a field: the write that follows targets it
+    if (el.tagName === "LABEL" && el.control) return; // the click the label passes to its control is recorded
+    flushAll();
+    const id = begin(el);
+    report({ kind: "click", id, target: describe(el), clicks: e.detail > 1 ? Math.min(e.detail, 3) : 1, url: location.href });
+  }, true);
+  document.addEventListener("keydown", (e) => {
+    if (!e.isTrusted || !KEYS.has(e.key) || e.isComposing) return;
+    const el = e.composedPath()[0];
+    const inText = isTextField(el);
+    if (inText && (e.key.startsWith("Arrow") || (e.key === "Enter" && (el.tagName === "TEXTAREA" || el.isContentEditable)))) return;
+    flushAll();
+    const keys = [];
+    if (e.ctrlKey) keys.push("ctrl");
+    if (e.altKey) keys.push("alt");
+    if (e.metaKey) keys.push("meta");
+    if (e.shiftKey) keys.push("shift");
+    keys.push(e.key);
+    const id = begin(el && el.tagName ? el : null);
+    report({ kind: "key", id, keys, target: el && el.tagName && el !== document.body ? describe(el) : null, url: location.href });
+  }, true);
+  window.addEventListener("pagehide", () => { flushAll(); }, true);
+  function texts() {
+    const secrets = Array.from(document.querySelectorAll("input")).filter(isPassword).map((f) => f.value).filter((v) => v.length >= 3);
+    const out = [];
+    for (const [text, parents] of visibleTexts()) {
+      if (parents.length === 1 && !secrets.some((v) => text.includes(v))) out.push({ text, live: !!parents[0].closest(LIVE), distance: 1e9 });
+    }
+    return out;
+  }
+  window.__owrlRecorder = { settle, flushAll, texts, doc: prefix };
+})();

@@ -1,0 +1,179 @@
+"""Turning recorded actions into an ``owrl.flow/1`` flow: selectors, expectations and turns.
+
+Pure functions and one accumulating :class:`FlowBuilder`; no browser here, so each rule can be
+tested on its own. The browser side is :mod:`owrl_sdk.recorder.session`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Optional
+from urllib.parse import parse_qsl, urlsplit
+
+from owrl_sdk.documents import FLOW_SCHEMA, Flow, flow_from_data
+
+#: Query parameters that carry a session, a token or a time: never part of an expected URL.
+_VOLATILE_PARAMS = re.compile(r"^(token|session|sid|csrf|nonce|ts|t|timestamp|_|utm_.*|state|code)$", re.I)
+#: Query parameters that may carry a credential: a URL holding one keeps no query at all.
+_SECRET_PARAMS = re.compile(r"pass|pwd|secret|token|auth|key", re.I)
+#: A path segment or query value that looks like an id (changes from run to run).
+_ID_LIKE = re.compile(r"^(?=.*\d)[\w-]{6,}$|^\d+$|^[0-9a-f]{8,}$|^[0-9a-f-]{36}$", re.I)
+
+#: The most characters of an accessible name put in a selector (a longer one is cut at a word).
+NAME_LIMIT = 48
+#: The most characters of a ``text_visible`` expectation.
+TEXT_LIMIT = 60
+
+
+def upper_snake(text: str, fallback: str = "FIELD") -> str:
+    """``"Email address"`` -> ``EMAIL_ADDRESS``; ``fallback`` when nothing is left."""
+    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", text)
+    cleaned = re.sub(r"[^A-Za-z0-9]+", "_", words).strip("_").upper()
+    if cleaned and cleaned[0].isdigit():
+        cleaned = "F_" + cleaned
+    return cleaned or fallback
+
+
+def short_name(name: str) -> str:
+    """An accessible name cut to :data:`NAME_LIMIT` at a word (role selectors match a part of the name)."""
+    if len(name) <= NAME_LIMIT:
+        return name
+    cut = name[:NAME_LIMIT].rsplit(" ", 1)[0]
+    return cut if len(cut) >= 8 else name[:NAME_LIMIT]
+
+
+def stable_url_part(url: str, start_url: str = "") -> Optional[str]:
+    """The part of ``url`` a replay will see again: the path up to the first id-like segment,
+    then the first query parameter when it is a stable one; the host only when it differs from
+    ``start_url``'s. None when all that is left is ``/`` on the start host."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https", "file"):
+        return None
+    segments = parts.path.split("/")
+    kept: list[str] = []
+    whole = True
+    for segment in segments:
+        if segment and _ID_LIKE.match(segment):
+            whole = False
+            kept.append("")  # keep the slash before the id: "/order/"
+            break
+        kept.append(segment)
+    path = "/".join(kept) or "/"
+    secretish = any(_SECRET_PARAMS.search(k) for k, _ in parse_qsl(parts.query, keep_blank_values=True))
+    if whole and parts.query and not secretish:
+        first = parse_qsl(parts.query, keep_blank_values=True)[:1]
+        if first:
+            key, value = first[0]
+            if not _VOLATILE_PARAMS.match(key) and not _ID_LIKE.match(value) and len(value) <= 40:
+                raw = parts.query.split("&", 1)[0]
+                path = f"{path}?{raw}"
+    start_host = urlsplit(start_url).netloc if start_url else ""
+    if parts.netloc and start_host and parts.netloc != start_host and not start_url.startswith(("demo:",)):
+        return parts.netloc + path
+    return None if path == "/" else path
+
+
+def _cut_text(text: str) -> str:
+    """The words before the first one holding a digit (an order number changes from run to run),
+    at most :data:`TEXT_LIMIT` characters."""
+    words = []
+    for word in text.split():
+        if re.search(r"\d", word):
+            break
+        words.append(word)
+    cut = " ".join(words)
+    if len(cut) > TEXT_LIMIT:
+        cut = cut[:TEXT_LIMIT].rsplit(" ", 1)[0]
+    return cut.strip(" ,:;-")
+
+
+def choose_text(texts: list[dict[str, Any]]) -> Optional[str]:
+    """The new text to expect after an action: one in a status or alert region first, then the
+    nearest the target, then the longest; only its words before any number, cut short."""
+    ranked = []
+    for t in texts:
+        cut = _cut_text(str(t.get("text") or ""))
+        if len(cut.strip(" .,:;!-")) >= 4:
+            ranked.append(((not t.get("live"), round(float(t.get("distance") or 1e9) / 300), -min(len(cut), 40)), cut))
+    return min(ranked)[1] if ranked else None
+
+
+@dataclass
+class Call:
+    """One recorded call, its expectation and a note for the turn's thought."""
+
+    name: str
+    arguments: dict[str, Any]
+    note: str
+    expect: dict[str, Any] = field(default_factory=dict)
+    #: the URL a navigation after this call reached (turned into url_contains)
+    navigated: Optional[str] = None
+    #: the action opened a new tab
+    opened_tab: bool = False
+    #: the URL the action was taken on, and the texts visible then (to tell what a navigation changed)
+    url_before: str = ""
+    before: frozenset[str] = frozenset()
+    #: a new text on the page a navigation led to
+    landing_text: Optional[str] = None
+
+    def to_data(self, start_url: str) -> dict[str, Any]:
+        expect = dict(self.expect)
+        if self.navigated:
+            part = stable_url_part(self.navigated, start_url)
+            expect.pop("text_visible", None)
+            if part and part != stable_url_part(self.url_before, start_url):
+                expect = {"url_contains": part}
+            elif self.landing_text:  # back on the same page (a form that posts and returns): what it now says
+                expect["text_visible"] = self.landing_text
+        if self.opened_tab:
+            expect["new_tab"] = True
+        data: dict[str, Any] = {"name": self.name, "arguments": self.arguments}
+        if expect:
+            data["expect"] = expect
+        return data
+
+
+@dataclass
+class FlowBuilder:
+    """The calls recorded so far and how they become a flow."""
+
+    start_url: str
+    task: str = ""
+    calls: list[Call] = field(default_factory=list)
+    #: declared inputs: name -> the value typed while recording
+    inputs: dict[str, str] = field(default_factory=dict)
+
+    def add(self, call: Call) -> Call:
+        self.calls.append(call)
+        return call
+
+    def turns(self) -> list[dict[str, Any]]:
+        turns: list[dict[str, Any]] = []
+        current: list[Call] = []
+
+        def close() -> None:
+            if current:
+                notes = [c.note for c in current if c.note]
+                turns.append({"thought": " ".join(notes)[:300], "calls": [c.to_data(self.start_url) for c in current]})
+                current.clear()
+
+        for call in self.calls:
+            current.append(call)
+            if call.expect or call.navigated or call.opened_tab:
+                close()
+        close()
+        turns.append({"thought": "The recorded steps are done.",
+                      "calls": [{"name": "done", "arguments": {"response": "Replayed the recording."}}]})
+        return turns
+
+    def flow_data(self) -> dict[str, Any]:
+        host = urlsplit(self.start_url).netloc or self.start_url.split("/")[0]
+        data: dict[str, Any] = {"schema": FLOW_SCHEMA, "task": self.task or f"Replay of the recording on {host}",
+                                "start_url": self.start_url, "turns": self.turns()}
+        if self.inputs and "inputs" in Flow.model_fields:  # declared inputs, where Flow knows them
+            data["inputs"] = {name: {"default": value} for name, value in self.inputs.items()}
+        return data
+
+    def flow(self) -> Flow:
+        return flow_from_data(self.flow_data(), "recording")

@@ -1,0 +1,398 @@
+"""The recording session: a Chromium context whose every frame reports what the person does.
+
+:class:`Recorder` launches Chromium through :class:`~owrl_sdk.browser.BrowserHost` (so
+``OWRL_CHROMIUM``, plugins' launch options and the viewport are those of ``owrl run``), opens
+one context with ``capture.js`` as an init script and a binding it reports to, and turns each
+report into a call of a :class:`~owrl_sdk.recorder.flowbuild.FlowBuilder`:
+
+- a selector for the target, tried on the live page in this order: ``role=ROLE[name="NAME"]``,
+  the same with an exact name, a test id, an id, a field's ``name``, a short CSS path; the
+  first that finds exactly the target wins (when the page navigated away before the check,
+  the page's own count, taken when the action happened, decides);
+- an expectation from what the action changed: the URL after a navigation, a new text, the
+  field's value;
+- tab switches (an action in another tab than the active one), new tabs, dialogs' answers
+  (from the DevTools protocol's ``Page.javascriptDialogClosed``).
+
+After each action the flow so far is written to a temporary file next to ``out`` (atomically),
+so a recording that is cut short is not lost; :meth:`Recorder.stop` writes ``out`` itself.
+A password field's value is never sent out of the page: it is recorded as ``{{secret:NAME}}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from owrl_sdk.documents import Flow
+
+from .flowbuild import Call, FlowBuilder, choose_text, short_name, upper_snake
+
+#: Seconds after an action within which a navigation or a new tab is counted as its effect.
+CAUSE_WINDOW = 3.0
+
+
+def capture_script() -> str:
+    """The JavaScript injected into every frame (``capture.js``, package data)."""
+    return resources.files("owrl_sdk.recorder").joinpath("capture.js").read_text(encoding="utf-8")
+
+
+def partial_path(out: Path) -> Path:
+    """Where the flow recorded so far is kept until the recording ends: ``.NAME.recording`` next to ``out``."""
+    return out.with_name(f".{out.name}.recording")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class Recorder:
+    """Record what a person does in a browser into a flow.
+
+    ``url`` is the resolved address to open and ``start_url`` the one written in the flow
+    (``demo:shop/`` as given, not its local port). ``input_fields``: fields (by label or name)
+    whose typed values become ``{{input:NAME}}``. Use ``await start()``, act on :attr:`page`
+    (or let a person do it), then ``await stop()``, which returns the flow."""
+
+    def __init__(self, url: str, out: Union[str, Path], settings: Any, plugins: Any = None, *,
+                 start_url: Optional[str] = None, task: str = "", input_fields: tuple[str, ...] = ()):
+        self.url = url
+        self.out = Path(out)
+        self.settings = settings
+        self.plugins = plugins
+        self.builder = FlowBuilder(start_url=start_url or url, task=task)
+        self.input_fields = tuple(input_fields)
+        #: adjusts Chromium's launch options (default: the plugins' browser_launch_options)
+        self.launch_hook: Any = plugins.browser_launch_options if plugins is not None else None
+        self.host: Any = None
+        self.context: Any = None
+        self.pages: list[Any] = []
+        self.active: Any = None
+        self.finished = asyncio.Event()
+        self._queue: "asyncio.Queue[tuple[str, Any, Any]]" = asyncio.Queue()
+        self._worker: Optional[asyncio.Task[None]] = None
+        self._by_id: dict[str, Call] = {}
+        self._last: Optional[tuple[float, Any, Call]] = None  # (when, page, call) of the latest action
+        self._ready = False
+        self._dialog_types: dict[int, str] = {}
+        self._cdp: list[Any] = []
+        self._tasks: "set[asyncio.Future[Any]]" = set()
+
+    @property
+    def page(self) -> Any:
+        """The tab the person acts in now (the last opened or acted in)."""
+        return self.active
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> Any:
+        """Launch Chromium, open ``url`` in a recording context and return its page."""
+        from owrl_sdk.browser import BrowserHost
+
+        self.host = BrowserHost(self.settings, launch_hook=self.launch_hook)
+        await self.host.start()
+        s = self.settings
+        self.context = await self.host.browser.new_context(
+            viewport={"width": s.viewport_width, "height": s.viewport_height}, accept_downloads=True)
+        await self.context.expose_binding("__owrlRecord", self._on_report)
+        await self.context.add_init_script(script=capture_script())
+        self.context.on("page", self._on_page)
+        self.context.on("close", lambda _ctx: self.finished.set())
+        self.host.browser.on("disconnected", lambda _b: self.finished.set())
+        if not s.headless:
+            # the person answers dialogs in the browser's own window: a listener keeps
+            # Playwright from dismissing them first
+            self.context.on("dialog", lambda _dialog: None)
+        self._worker = asyncio.ensure_future(self._work())
+        page = await self.context.new_page()
+        await page.goto(self.url, wait_until="load")
+        self._ready = True
+        self._save()
+        return page
+
+    async def wait(self) -> None:
+        """Until the browser or its last tab is closed (or :meth:`stop` is called)."""
+        await self.finished.wait()
+
+    async def stop(self) -> Flow:
+        """Take in the last reports, write ``out`` (replacing the partial file) and close the browser."""
+        for page in list(self.pages):
+            try:
+                await asyncio.wait_for(page.evaluate("() => window.__owrlRecorder && (window.__owrlRecorder.flushAll(),"
+                                                     " window.__owrlRecorder.settle())"), 2)
+            except Exception:  # noqa: BLE001 - a closed or navigating page has nothing left to say
+                pass
+        await asyncio.sleep(0.2)
+        await self._queue.join()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=10)
+        if self._worker is not None:
+            self._worker.cancel()
+        flow = self.builder.flow()
+        self._check(flow)
+        partial = partial_path(self.out)
+        _write_atomically(partial, self._text())
+        os.replace(partial, self.out)
+        if self.host is not None:
+            await self.host.close()
+        self.finished.set()
+        return flow
+
+    def _check(self, flow: Flow) -> None:
+        if self.plugins is None:
+            return
+        from owrl_sdk.documents import check_flow_tools
+
+        check_flow_tools(flow, self.plugins.catalogue.items["tools"], str(self.out))
+
+    def _text(self) -> str:
+        return json.dumps(self.builder.flow_data(), indent=2, ensure_ascii=False) + "\n"
+
+    def _save(self) -> None:
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomically(partial_path(self.out), self._text())
+
+    # ------------------------------------------------------------------ events
+
+    def _on_page(self, page: Any) -> None:
+        self.pages.append(page)
+        self.active = page
+        page.on("framenavigated", lambda frame: self._on_frame_navigated(page, frame))
+        page.on("close", lambda p: self._queue.put_nowait(("closed", p, None)))
+        asyncio.ensure_future(self._watch_dialogs(page))
+        if self._ready:
+            self._queue.put_nowait(("opened", page, None))
+
+    def _on_frame_navigated(self, page: Any, frame: Any) -> None:
+        if self._ready and frame == page.main_frame:  # the start page's own load is no action
+            self._queue.put_nowait(("navigated", page, frame.url))
+
+    async def _watch_dialogs(self, page: Any) -> None:
+        try:
+            session = await self.context.new_cdp_session(page)
+            session.on("Page.javascriptDialogOpening", lambda e: self._dialog_types.__setitem__(id(page), e.get("type", "")))
+            session.on("Page.javascriptDialogClosed", lambda e: self._queue.put_nowait(("dialog", page, e)))
+            await session.send("Page.enable")
+            self._cdp.append(session)
+        except Exception:  # noqa: BLE001 - a page closed at once has no dialogs to watch
+            pass
+
+    def _on_report(self, source: dict[str, Any], action: dict[str, Any]) -> None:
+        self._queue.put_nowait(("action", source, action))
+
+    async def _work(self) -> None:
+        while True:
+            kind, where, data = await self._queue.get()
+            try:
+                await self._handle(kind, where, data)
+                self._save()
+            except Exception as err:  # noqa: BLE001 - one odd event must not end the recording
+                if os.environ.get("OWRL_DEBUG"):
+                    print(f"owrl record: {kind}: {type(err).__name__}: {err}")
+            finally:
+                self._queue.task_done()
+
+    async def _handle(self, kind: str, where: Any, data: Any) -> None:
+        if kind == "action":
+            await self._on_action(where, data)
+        elif kind == "navigated":
+            self._on_navigated(where, data)
+        elif kind == "opened":
+            recent = self._last is not None and time.monotonic() - self._last[0] < CAUSE_WINDOW
+            if recent and self._last is not None:
+                self._last[2].opened_tab = True
+            else:
+                self._add(Call("new_tab", {}, "Open a new tab."), where)
+            self.active = where
+        elif kind == "closed":
+            if where in self.pages:
+                index = self.pages.index(where)
+                self.pages.remove(where)
+                if self.active is where:
+                    if self.pages and not self.finished.is_set():
+                        self._add(Call("close_tab", {"tab_index": index}, "Close the tab."), None)
+                    self.active = self.pages[min(index, len(self.pages) - 1)] if self.pages else None
+            if not self.pages:
+                self.finished.set()
+        elif kind == "dialog":
+            accept = bool(data.get("result"))
+            args: dict[str, Any] = {"accept": accept}
+            if accept and self._dialog_types.get(id(where)) == "prompt":
+                args["prompt_text"] = data.get("userInput", "")
+            opener = self._last[2] if self._last is not None else None
+            call = self._add(Call("handle_dialog", args, "Answer the dialog."), where)
+            if opener is not None and "text_visible" in opener.expect:  # it showed after the answer
+                call.expect["text_visible"] = opener.expect.pop("text_visible")
+            for key, value in list(self._by_id.items()):  # what the action brought about shows after the answer
+                if value is opener:
+                    self._by_id[key] = call
+
+    def _add(self, call: Call, page: Any) -> Call:
+        self.builder.add(call)
+        self._last = (time.monotonic(), page, call)
+        return call
+
+    def _on_navigated(self, page: Any, url: str) -> None:
+        if not self._ready or not url or url.startswith("about:"):
+            return
+        last = self._last
+        if last is not None and time.monotonic() - last[0] < CAUSE_WINDOW and last[1] is page:
+            last[2].navigated = url
+            last[2].expect.pop("text_visible", None)
+            self._keep(asyncio.ensure_future(self._landing(page, last[2])))
+        elif last is not None and last[2].name == "goto_url" and last[1] is page:
+            last[2].arguments["url"] = url
+        else:
+            self._add(Call("goto_url", {"url": url}, f"Open {url}."), page)
+
+    def _keep(self, task: "asyncio.Future[Any]") -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _landing(self, page: Any, call: Call) -> None:
+        """What the page a call navigated to shows that the page before did not."""
+        await asyncio.sleep(0.3)
+        try:
+            await page.wait_for_load_state("load", timeout=5000)
+            await asyncio.sleep(0.8)
+            texts = await page.evaluate("() => window.__owrlRecorder ? window.__owrlRecorder.texts() : []")
+        except Exception:  # noqa: BLE001 - closed or navigating again: no text to expect
+            return
+        call.landing_text = choose_text([t for t in texts if t.get("text") not in call.before])
+
+    # ------------------------------------------------------------------ actions
+
+    async def _on_action(self, source: dict[str, Any], action: dict[str, Any]) -> None:
+        page, frame = source.get("page"), source.get("frame")
+        kind = action.get("kind")
+        if kind == "effects":
+            earlier = self._by_id.get(str(action.get("id")))
+            if earlier is not None and not earlier.navigated and "value_equals" not in earlier.expect:
+                text = choose_text(list(action.get("texts") or []))
+                if text:
+                    earlier.expect["text_visible"] = text
+            return
+        if page is not None and page is not self.active and page in self.pages:
+            self._add(Call("switch_tab", {"tab_index": self.pages.index(page)}, "Switch to another tab."), page)
+            self.active = page
+        target: dict[str, Any] = {**action["target"], "doc": action.get("doc")} if action.get("target") else {}
+        selector = await self._selector(frame, target) if target else None
+        call: Optional[Call] = None
+        if kind == "click" and selector:
+            args: dict[str, Any] = {"selector": selector}
+            if int(action.get("clicks") or 1) > 1:
+                args["clicks"] = int(action["clicks"])
+            call = Call("click", args, f"Click {self._label(target)}.")
+        elif kind == "write" and selector:
+            call = self._write(selector, target, action)
+        elif kind == "select" and selector:
+            value = str(action.get("value") or "")
+            call = Call("select_option", {"selector": selector, "value": value},
+                        f"Choose {action.get('label') or value} in {self._label(target)}.")
+            call.expect["value_equals"] = {"selector": selector, "value": value}
+        elif kind == "key":
+            keys = [str(k) for k in action.get("keys") or []]
+            arguments: dict[str, Any] = {"keys": keys[0] if len(keys) == 1 else keys}
+            if len(keys) > 1:
+                arguments["is_hotkey"] = True
+            call = Call("press_keys", arguments, f"Press {'+'.join(keys)}.")
+        if call is None:
+            return
+        call.url_before = str(action.get("url") or "")
+        call.before = frozenset(str(t) for t in action.get("before") or [])
+        self._add(call, page)
+        self._by_id[str(action.get("id"))] = call
+
+    def _write(self, selector: str, target: dict[str, Any], action: dict[str, Any]) -> Call:
+        label = self._label(target)
+        if action.get("secret"):
+            name = upper_snake(str(target.get("field_name") or target.get("label") or ""), "PASSWORD")
+            return Call("write", {"selector": selector, "message": f"{{{{secret:{name}}}}}"}, f"Enter the secret into {label}.")
+        value = str(action.get("value") or "")
+        wanted = {upper_snake(str(target.get(k) or ""), "") for k in ("field_name", "label", "name")} - {""}
+        for field_name in self.input_fields:
+            if upper_snake(field_name, "") in wanted:
+                self.builder.inputs[field_name] = value
+                message = f"{{{{input:{field_name}}}}}"
+                return Call("write", {"selector": selector, "message": message}, f"Write the input {field_name} into {label}.",
+                            expect={"value_equals": {"selector": selector, "value": message}})
+        return Call("write", {"selector": selector, "message": value}, f"Write {value!r} into {label}.",
+                    expect={"value_equals": {"selector": selector, "value": value}})
+
+    @staticmethod
+    def _label(target: Optional[dict[str, Any]]) -> str:
+        if not target:
+            return "the page"
+        name = target.get("name") or target.get("label") or target.get("field_name")
+        return f'the {target.get("role") or target.get("tag")} "{short_name(str(name))}"' if name else f'a {target.get("tag")}'
+
+    async def _selector(self, frame: Any, target: dict[str, Any]) -> Optional[str]:
+        """The first candidate that finds exactly one element on the live page (the target's
+        own page count decides when the frame is gone or busy)."""
+        from owrl_sdk.commands.inspect import role_selector
+
+        candidates: list[tuple[str, bool]] = []  # (selector, judged unique by the page)
+        role, name = str(target.get("role") or ""), str(target.get("name") or "")
+        loose, exact = (list(target.get("role_counts") or [0, 0]) + [0, 0])[:2]
+        if role and name:
+            shortened = short_name(name)
+            candidates.append((role_selector(role, shortened), loose == 1 and shortened == name))
+            if shortened == name:
+                candidates.append((role_selector(role, name, exact=True), exact == 1))
+        for i, css in enumerate(target.get("css") or []):
+            candidates.append((str(css), i < len(target.get("css") or []) - 1))
+        prefix = await self._frame_prefix(frame)
+        live = await self._same_document(frame, target.get("doc"))
+        for selector, judged in candidates:
+            count = await self._count(frame, selector) if live else None
+            if count is not None and not await self._same_document(frame, target.get("doc")):
+                count, live = None, False  # it navigated meanwhile: the count was of another page
+            # none found: the action itself hid or removed it (a banner's button), so the page's own count decides
+            if count == 1 or (not count and judged):
+                return prefix + selector
+        return prefix + candidates[-1][0] if candidates else None
+
+    @staticmethod
+    async def _same_document(frame: Any, doc: Any) -> bool:
+        """Whether ``frame`` still shows the document the action happened in."""
+        if frame is None or not doc:
+            return False
+        try:
+            now = await asyncio.wait_for(frame.evaluate("() => window.__owrlRecorder && window.__owrlRecorder.doc"), 2)
+        except Exception:  # noqa: BLE001 - navigating: not the same document
+            return False
+        return bool(now == doc)
+
+    @staticmethod
+    async def _count(frame: Any, selector: str) -> Optional[int]:
+        if frame is None:
+            return None
+        try:
+            return int(await asyncio.wait_for(frame.locator(selector).count(), 2))
+        except Exception:  # noqa: BLE001 - navigated away, or a selector the engine refuses
+            return None
+
+    async def _frame_prefix(self, frame: Any) -> str:
+        if frame is None or frame.parent_frame is None:
+            return ""
+        from owrl_sdk.commands.inspect import _iframe_selector
+
+        steps: list[str] = []
+        here = frame
+        try:
+            while here.parent_frame is not None:
+                step = await _iframe_selector(here.parent_frame, await here.frame_element())
+                if step is None:
+                    return ""
+                steps.append(step)
+                here = here.parent_frame
+        except Exception:  # noqa: BLE001 - a frame that went away: the page-level selector is all there is
+            return ""
+        return "".join(f"{s} >>> " for s in reversed(steps))

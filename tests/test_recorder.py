@@ -1,0 +1,254 @@
+"""`owrl record`: a scripted person acts in the recorder's browser; the flow it writes replays.
+
+The person is Playwright driving the recorder's own page (real Chromium, headless), the way a
+user would: clicks, typing, a choice in a <select>, Enter, a password on a log-in page. The
+recorded flow must use role selectors first and no refs, carry expectations, replay with
+success through owrl's flow player, and hold the typed password nowhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from owrl_sdk.chromium import find_chromium
+from owrl_sdk.recorder import choose_text, partial_path, stable_url_part, upper_snake
+
+needs_chromium = pytest.mark.skipif(find_chromium(check_managed=False) is None, reason="no Chromium on this machine")
+
+PASSWORD = "s3cr3t-Pa55word!"
+
+LOGIN = """<!doctype html><title>Sign in</title>
+<h1>Sign in</h1>
+<form id="login">
+  <label for="email">Email</label> <input id="email" name="email" type="email">
+  <label for="pw">Password</label> <input id="pw" name="password" type="password">
+  <label>Plan <select name="plan"><option value="free">Free</option><option value="pro">Pro</option></select></label>
+  <label><input type="checkbox" name="remember"> Keep me signed in</label>
+  <button type="submit">Log in</button>
+</form>
+<script>
+  document.getElementById("login").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const ok = document.getElementById("pw").value.length > 0 && document.getElementById("email").value.includes("@");
+    setTimeout(() => { location.href = ok ? "/account?tab=orders" : "/login"; }, 50);
+  });
+</script>"""
+
+ACCOUNT = """<!doctype html><title>Account</title>
+<h1>Your account</h1>
+<label for="q">Search orders</label> <input id="q" type="search">
+<div role="status" id="status"></div>
+<button data-testid="refresh"><svg width="12" height="12"></svg></button>
+<button onclick="if (confirm('Delete all drafts?')) document.getElementById('status').textContent = 'Drafts deleted'">Delete drafts</button>
+<script>
+  document.getElementById("q").addEventListener("keydown", (e) => {
+    if (e.key === "Enter") document.getElementById("status").textContent = "Showing orders for " + e.target.value;
+  });
+  document.querySelector("[data-testid=refresh]").addEventListener("click", () => {
+    document.getElementById("status").textContent = "Orders refreshed";
+  });
+</script>"""
+
+
+def test_stable_url_part_keeps_what_a_replay_sees_again():
+    assert stable_url_part("http://127.0.0.1:5000/products?category=shirts&page=2") == "/products?category=shirts"
+    assert stable_url_part("http://127.0.0.1:5000/order/84213") == "/order/"
+    assert stable_url_part("http://127.0.0.1:5000/product/chelsea-boots") == "/product/chelsea-boots"
+    assert stable_url_part("http://127.0.0.1:5000/") is None
+    assert stable_url_part("http://h/login?user=a&password=x") == "/login"  # a credential in a URL is never kept
+    assert stable_url_part("https://other.example/docs", "http://127.0.0.1:1/") == "other.example/docs"
+
+
+def test_choose_text_prefers_status_regions_and_words_without_numbers():
+    texts = [{"text": "Classic shirt", "live": False, "distance": 10},
+             {"text": "Order 1042 placed", "live": True, "distance": 500}]
+    assert choose_text(texts) == "Order"  # too short once the number is cut: falls through
+    assert choose_text([{"text": "Added to your cart (3 items)", "live": True, "distance": 5}]) == "Added to your cart"
+    assert choose_text([]) is None
+    assert upper_snake("current-password") == "CURRENT_PASSWORD" and upper_snake("userEmail") == "USER_EMAIL"
+
+
+def calls_of(flow: dict[str, Any]) -> list[dict[str, Any]]:
+    return [call for turn in flow["turns"] for call in turn["calls"]]
+
+
+def grep_folder(folder: Path, needle: str) -> list[str]:
+    found = []
+    for path in folder.rglob("*"):
+        if path.is_file() and needle.encode() in path.read_bytes():
+            found.append(str(path))
+    return found
+
+
+async def record(url: str, out: Path, act: Any, **options: Any) -> dict[str, Any]:
+    from owrl_sdk.config import Settings
+    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.recorder import Recorder
+
+    plugins = Plugins()
+    recorder = Recorder(plugins.resolve_url(url), out, Settings(headless=True), plugins, start_url=url, **options)
+    page = await recorder.start()
+    try:
+        await act(page, recorder)
+        await asyncio.sleep(1.5)  # what the last action changed is reported after it settles
+    finally:
+        await recorder.stop()
+    return json.loads(out.read_text())
+
+
+@needs_chromium
+def test_a_recorded_login_replays_and_never_holds_the_password(tmp_path, owrl_page_server, owrl_run_flow, monkeypatch):
+    base = owrl_page_server({"/login": LOGIN, "/account": ACCOUNT})
+    out = tmp_path / "rec" / "login.json"
+
+    async def person(page: Any, recorder: Any) -> None:
+        await page.get_by_label("Email").click()
+        await page.keyboard.type("maria@example.org", delay=5)
+        await page.get_by_label("Password").click()
+        await page.keyboard.type(PASSWORD, delay=5)
+        await page.get_by_label("Plan").select_option("pro")
+        await page.get_by_label("Keep me signed in").check()
+        await page.get_by_role("button", name="Log in").click()
+        await page.wait_for_url("**/account?tab=orders")
+        await asyncio.sleep(0.5)
+        await page.get_by_label("Search orders").click()
+        await page.keyboard.type("shirts", delay=5)
+        await page.keyboard.press("Enter")
+        await asyncio.sleep(1.5)
+        await page.get_by_test_id("refresh").click()
+        await asyncio.sleep(1.5)
+        page.once("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
+        await page.get_by_role("button", name="Delete drafts").click()
+        await page.get_by_text("Drafts deleted").wait_for()
+
+    flow = asyncio.run(record(base + "login", out, person, task="Sign in and tidy the account"))
+    calls = calls_of(flow)
+    names = [c["name"] for c in calls]
+    assert flow["task"] == "Sign in and tidy the account" and flow["start_url"] == base + "login"
+    assert names == ["write", "write", "select_option", "click", "click", "write", "press_keys", "click", "click",
+                     "handle_dialog", "done"], names
+    selectors = [c["arguments"].get("selector", "") for c in calls]
+    assert selectors[:5] == ['role=textbox[name="Email"]', 'role=textbox[name="Password"]', 'role=combobox[name="Plan"]',
+                             'role=checkbox[name="Keep me signed in"]', 'role=button[name="Log in"]']
+    assert selectors[7] == '[data-testid="refresh"]'  # an icon with no name: the test id
+    assert not any("ref" in c["arguments"] for c in calls)
+    assert calls[0]["arguments"]["message"] == "maria@example.org"
+    assert calls[0]["expect"] == {"value_equals": {"selector": 'role=textbox[name="Email"]', "value": "maria@example.org"}}
+    assert calls[1]["arguments"]["message"] == "{{secret:PASSWORD}}" and "expect" not in calls[1]
+    assert calls[2]["arguments"]["value"] == "pro"
+    assert calls[4]["expect"] == {"url_contains": "/account?tab=orders"}
+    assert calls[6] == {"name": "press_keys", "arguments": {"keys": "Enter"}, "expect": {"text_visible": "Showing orders for shirts"}}
+    assert calls[7]["expect"] == {"text_visible": "Orders refreshed"}
+    assert calls[9]["arguments"] == {"accept": True} and calls[9]["expect"] == {"text_visible": "Drafts deleted"}
+    assert not partial_path(out).exists()
+
+    from owrl_sdk.documents import load_flow
+
+    monkeypatch.setenv("OWRL_SECRET_PASSWORD", PASSWORD)
+    traj = owrl_run_flow(load_flow(out), base + "login")  # its run folder is under tmp_path too
+    assert traj.outcome.status == "success", [(c.call.name, c.result.error, c.verdict) for s in traj.steps for c in s.calls]
+    assert grep_folder(tmp_path, PASSWORD) == []
+
+
+@needs_chromium
+def test_input_fields_become_placeholders_with_the_typed_default(tmp_path, owrl_page_server):
+    base = owrl_page_server({"/login": LOGIN, "/account": ACCOUNT})
+    out = tmp_path / "inputs.json"
+
+    async def person(page: Any, recorder: Any) -> None:
+        await page.get_by_label("Email").fill("maria@example.org")
+        await page.get_by_label("Password").fill(PASSWORD)
+        await page.get_by_role("button", name="Log in").click()
+        await page.wait_for_url("**/account?tab=orders")
+
+    flow = asyncio.run(record(base + "login", out, person, input_fields=("email",)))
+    write = calls_of(flow)[0]
+    assert write["arguments"]["message"] == "{{input:email}}"
+    from owrl_sdk.documents import Flow
+
+    if "inputs" in Flow.model_fields:
+        assert flow["inputs"]["email"]["default"] == "maria@example.org"
+    assert grep_folder(tmp_path, PASSWORD) == []
+
+
+@pytest.fixture
+def quiet_shop(monkeypatch):
+    """demo:shop served by a shop whose newsletter pop-up never opens."""
+    import owrl_demo
+    from owrl_demo import DemoShop
+
+    shop = DemoShop(newsletter_delay=3600)
+    shop.start()
+    monkeypatch.setattr(owrl_demo, "_served", shop)
+    yield shop
+    shop.stop()
+
+
+@needs_chromium
+def test_a_recording_on_the_demo_shop_replays(tmp_path, quiet_shop, owrl_run_flow):
+    out = tmp_path / "shop.json"
+
+    async def person(page: Any, recorder: Any) -> None:
+        await page.get_by_role("button", name="Reject cookies").click()
+        await asyncio.sleep(0.3)
+        await page.get_by_role("link", name="Shirts").first.click()
+        await page.wait_for_url("**/products?category=shirts*")
+        await asyncio.sleep(0.3)
+        await page.get_by_role("link", name="Classic Oxford Shirt").first.click()
+        await page.wait_for_url("**/product/**")
+        await asyncio.sleep(0.3)
+        await page.get_by_role("combobox", name="Size").select_option("M")
+        await page.get_by_role("button", name="Add to cart").click()
+        await page.get_by_text("Added to your cart").first.wait_for()
+
+    flow = asyncio.run(record("demo:shop/", out, person))
+    calls = calls_of(flow)
+    assert flow["start_url"] == "demo:shop/" and flow["task"] == "Replay of the recording on demo:shop"
+    assert calls[0]["arguments"]["selector"] == 'role=button[name="Reject cookies"]'
+    assert calls[1]["expect"] == {"url_contains": "/products?category=shirts"}
+    assert any(c.get("expect", {}).get("text_visible", "").startswith("Added to your cart") for c in calls)
+    assert all(c["arguments"].get("selector", "role=").startswith(("role=", "[data-testid")) for c in calls)
+    traj = owrl_run_flow(flow, "demo:shop/")
+    assert traj.outcome.status == "success", [(c.call.name, c.result.error, c.verdict) for s in traj.steps for c in s.calls]
+
+
+@needs_chromium
+def test_sigint_to_owrl_record_writes_a_valid_flow(tmp_path, owrl_page_server):
+    from owrl_sdk.documents import load_flow
+
+    base = owrl_page_server({"/account": ACCOUNT})
+    out = tmp_path / "cli.json"
+    env = {**os.environ, "COLUMNS": "200"}
+    env.pop("DISPLAY", None)
+    proc = subprocess.Popen([sys.executable, "-m", "owrl_sdk", "record", base + "account", "--out", str(out),
+                             "--headless", "--task", "Look at the account"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    deadline = time.monotonic() + 60
+    while not partial_path(out).exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert partial_path(out).exists(), proc.communicate(timeout=5)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    flow = load_flow(out)
+    assert flow.task == "Look at the account" and flow.turns[-1].calls[-1].name == "done"
+    assert "wrote" in stdout and not partial_path(out).exists()
+
+
+def test_record_without_a_display_or_xvfb_is_one_clear_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}
+    env["PATH"] = str(Path(sys.executable).parent)  # no Xvfb there
+    proc = subprocess.run([sys.executable, "-m", "owrl_sdk", "record", "https://example.com/", "--out", str(tmp_path / "f.json")],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 2
+    assert "--headless" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
