@@ -138,3 +138,26 @@ def test_training_config_is_read_through_the_settings_machinery(tmp_path):
         RLConfig.from_toml(path)
     with pytest.raises(ConfigError, match="no such file"):
         RLConfig.from_toml(tmp_path / "missing.toml")
+
+
+def test_a_renamed_table_is_read_under_its_new_name_and_the_new_one_wins(tmp_path, monkeypatch):
+    from typing import ClassVar
+
+    from pydantic import BaseModel
+
+    class Opts(BaseModel):
+        renamed_from: ClassVar[tuple[str, ...]] = ("old-name",)
+        a: int = 0
+        b: int = 0
+
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "owrl.toml").write_text("[plugins.old-name]\na = 1\nb = 1\n[plugins.new-name]\nb = 2\n")
+    with pytest.warns(FutureWarning, match=r"^\[plugins\.old-name\] in owrl.toml is deprecated: rename it "
+                                           r"\[plugins\.new-name\]"):
+        s = load_settings(environ={}, cwd=tmp_path, option_models={"new-name": Opts})
+    opts = s.options("new-name", Opts)
+    assert (opts.a, opts.b) == (1, 2)
+    (tmp_path / "owrl.toml").write_text("[plugins.old-name]\na = \"x\"\n")
+    with pytest.warns(FutureWarning), pytest.raises(ConfigError, match=r"\[plugins\.old-name\] \(now \[plugins\.new-name\]\)"):
+        load_settings(environ={}, cwd=tmp_path, option_models={"new-name": Opts})
