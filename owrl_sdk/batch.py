@@ -258,11 +258,6 @@ class BatchSuite(TaskSuite):
     def tasks(self) -> list[Task]:
         return list(self._tasks)
 
-    def episode_end(self, trajectory: Trajectory) -> None:
-        """Record the row's input values in its trajectory (before its last save)."""
-        if not trajectory.inputs:
-            trajectory.inputs = dict(trajectory.task.metadata.get("inputs") or {})
-
 
 def _inputs_api() -> Any:
     from . import inputs
@@ -309,7 +304,8 @@ class Batch:
     replaces the flow's start URL. ``on_row(result)`` is called as each row finishes.
     ``executor``: an :class:`Executor` not yet started (default: the ``local`` one, with
     ``workers`` and ``browser_per_worker``); it should be made with :attr:`settings`, which play
-    flows with the flow memory.
+    flows with the flow memory. ``common``: input values every row gets (a row's own value wins);
+    they are not part of a row's key.
 
     Everything that would stop the batch is checked when it is made (a :class:`UsageError`):
     the file, its header against the flow's inputs, a folder that holds another flow's batch.
@@ -319,7 +315,7 @@ class Batch:
                  out: Union[str, Path, None] = None, workers: int = 1, settings: Optional[Settings] = None,
                  plugins: Optional[Plugins] = None, *, url: Optional[str] = None,
                  on_row: Optional[Callable[[RowResult], None]] = None, executor: Optional[Executor] = None,
-                 browser_per_worker: bool = False):
+                 browser_per_worker: bool = False, common: Optional[Mapping[str, Any]] = None):
         from .flowplayer import flow_memory
 
         self.flow_file = None if isinstance(flow, Flow) else str(flow)
@@ -333,6 +329,8 @@ class Batch:
         self.on_row = on_row
         self.browser_per_worker = browser_per_worker
         self._executor = executor
+        #: Values every row gets (``--input``); a row's own value for the same input wins.
+        self.common = {k: v for k, v in dict(common or {}).items() if v is not None}
         if isinstance(rows, (str, Path)):
             self.inputs_file: Optional[str] = str(rows)
             self.rows = read_rows(rows)
@@ -375,7 +373,8 @@ class Batch:
             takes = f"its inputs: {', '.join(sorted(known))}" if known else "it takes no inputs"
             raise UsageError(f"{where}: column {', '.join(map(repr, unknown))} is not an input of the flow ({takes}); "
                              "rename or remove the column")
-        missing = [n for n in sorted(known) if n not in header and (n not in declared or _required(declared[n]))]
+        missing = [n for n in sorted(known) if n not in header and n not in self.common
+                   and (n not in declared or _required(declared[n]))]
         if missing:
             raise UsageError(f"{where}: no column for the input {', '.join(map(repr, missing))}, which the flow "
                              f"requires (columns: {', '.join(header) or 'none'})")
@@ -426,7 +425,7 @@ class Batch:
         api = _inputs_api()
         declared, used = self._names()
         try:
-            values = api.resolve_inputs(declared, row.values, used)
+            values = api.resolve_inputs(declared, {**self.common, **row.values}, used)
             flow = api.apply_inputs(self.flow, values)
         except UsageError as err:  # "pass --input NAME=..." is the command line's remedy, not a row's
             why = re.sub(r"pass --input (\w+)=\.\.\.", r"give \1 a value in this row", str(err))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from pathlib import Path
@@ -84,11 +85,17 @@ class LiveView:
               "(playwright run-server) at this ws:// address instead of launching Chromium.")
 @click.option("--cdp-endpoint", metavar="URL", help="Connect over CDP to a running Chromium at this http:// "
               "(or ws://) DevTools address instead of launching one.")
-@click.option("--out", type=PathArg("folder", "a folder for run folders"), help="Folder for run folders (default: runs).")
+@click.option("--out", type=PathArg("folder", "a folder for run folders"), help="Folder for run folders (default: runs); with --inputs, the batch folder (default: "
+              "runs/batch-<time>-<flow>).")
 @click.option("--trace", is_flag=True, help="Record a Playwright trace (trace.zip) in the run folder; refused when the "
               "run uses secrets (traces are not redacted).")
 @click.option("--trace-with-secrets", is_flag=True, help="Record a trace even though the run uses secrets: it holds "
               "them in clear (the trajectory warns).")
+@click.option("--inputs", "inputs_file", type=PathArg("file", "a .csv or .jsonl file of input rows"),
+              help="With --flow: run a batch, one episode per row of this .csv (a header naming the flow's inputs) or "
+              ".jsonl file (an object of inputs per line); re-running with the same --out resumes the rows not yet done.")
+@click.option("--workers", type=click.IntRange(min=1), help="With --inputs: rows run at a time, each in its own "
+              "browser context (default 1).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON result to stdout instead of the live view.")
 @click.option("--input", "given_inputs", multiple=True, metavar="NAME=VALUE",
               help="A value for {{input:NAME}} in the flow or the task; repeat for more. Checked against the "
@@ -97,8 +104,17 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
                 flow_file: Optional[str], replay: Optional[str], healer: Optional[str], allow_domains: tuple[str, ...], max_steps: Optional[int], headed: bool,
                 browser_endpoint: Optional[str], cdp_endpoint: Optional[str],
                 out: Optional[str], trace: bool, trace_with_secrets: bool, as_json: bool,
-                given_inputs: tuple[str, ...] = ()) -> None:
-    """Run one task in a real Chromium and show each step."""
+                given_inputs: tuple[str, ...] = (), inputs_file: Optional[str] = None,
+                workers: Optional[int] = None) -> None:
+    """Run one task in a real Chromium and show each step.
+
+    With --flow and --inputs, run a batch: the flow once per row of a CSV or JSONL file."""
+    if inputs_file is not None or workers is not None:
+        run_batch(flow_file, inputs_file, workers, intent=intent, url=url, policy=policy, replay=replay, healer=healer,
+                  allow_domains=allow_domains, max_steps=max_steps, headed=headed, browser_endpoint=browser_endpoint,
+                  cdp_endpoint=cdp_endpoint, out=out, trace=trace or trace_with_secrets, as_json=as_json,
+                  given_inputs=given_inputs)
+        return
     from owrl_sdk.agent import Agent
     from owrl_sdk.config import load_checked_settings as load_settings
     from owrl_sdk.documents import Flow, load_flow, load_trajectory
@@ -355,6 +371,86 @@ def _checked_url(url: str, given: str, given_as: str) -> str:
         if "[" not in parts.netloc and not re.fullmatch(r"[\w.%-]+", host):
             raise bad(f"{host!r} is not a host name")
     return url
+
+
+def run_batch(flow_file: Optional[str], inputs_file: Optional[str], workers: Optional[int], *, intent: Optional[str],
+              url: Optional[str], policy: Optional[str], replay: Optional[str], healer: Optional[str],
+              allow_domains: tuple[str, ...], max_steps: Optional[int], headed: bool, browser_endpoint: Optional[str],
+              cdp_endpoint: Optional[str], out: Optional[str], trace: bool, as_json: bool,
+              given_inputs: tuple[str, ...] = ()) -> None:
+    """``owrl run --flow F --inputs ROWS``: a :class:`owrl_sdk.batch.Batch` with a progress bar on
+    stderr (``--input`` values apply to every row; a row's own value wins); exit 0 when every row
+    succeeded, 1 when any failed."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from owrl_sdk.batch import Batch, RowResult
+    from owrl_sdk.config import load_checked_settings
+    from owrl_sdk.documents import check_flow_tools
+    from owrl_sdk.errors import UsageError
+
+    if inputs_file is None:
+        raise UsageError("--workers runs the rows of a batch in parallel: give --inputs FILE too")
+    if not flow_file:
+        raise UsageError("--inputs runs a flow once per row: give --flow FILE too")
+    for given, name in ((replay, "--replay"), (healer, "--heal-with"), (intent, "--task"), (trace, "--trace")):
+        if given:
+            raise UsageError(f"{name} is not available with --inputs (a batch plays its flow as it is)")
+    if policy not in (None, FLOW_POLICY):
+        raise UsageError(f"--flow plays with the {FLOW_POLICY} policy, not '{policy}'")
+    if browser_endpoint and cdp_endpoint:
+        raise UsageError("give --browser-endpoint or --cdp-endpoint, not both")
+    settings = load_checked_settings({"max_steps": max_steps, "headless": False if headed else None,
+                                      "allowed_domains": list(allow_domains) or None,
+                                      **remote_browser(browser_endpoint, cdp_endpoint)})
+    plugins = Plugins()
+    console = Console(stderr=True)
+
+    def note(text: str) -> None:
+        console.print(escape(text), highlight=False, soft_wrap=True)
+
+    start = resolve_url(url, note=note, given_as="--url", plugins=plugins) if url else None
+    counts = {"ok": 0, "failed": 0}
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), console=console)
+
+    def on_row(result: RowResult) -> None:
+        if result.status == "success":
+            counts["ok"] += 1
+        else:
+            counts["failed"] += 1
+            why = f"{result.failure}: {result.detail}" if result.detail else str(result.failure)
+            console.print(f"[red]row {result.row}: {escape(result.status)}[/red] · {escape(why)}", highlight=False,
+                          soft_wrap=True)
+        progress.update(bar, advance=1, counts=f"{counts['ok']} ok · {counts['failed']} failed")
+
+    batch = Batch(flow_file, inputs_file, out, workers or 1, settings, plugins, url=start, on_row=on_row,
+                  common=parse_inputs(given_inputs))
+    check_flow_tools(batch.flow, plugins.catalogue.items["tools"], flow_file)
+    total, todo = len(batch.rows), len(batch.pending())
+    with progress:
+        bar = progress.add_task(escape(f"{Path(flow_file).stem} · batch"), total=total, completed=total - todo,
+                                counts="")
+        if todo < total:
+            console.print(f"resuming: {total - todo} of {total} rows already done in {escape(str(batch.out))}",
+                          highlight=False, soft_wrap=True)
+        try:
+            summary = asyncio.run(batch.run_async())
+        except KeyboardInterrupt:
+            left = len(batch.pending())
+            console.print(f"interrupted: {total - left} of {total} rows done, {left} left; the same command resumes "
+                          f"them ({escape(str(batch.out / 'batch.json'))})", highlight=False, soft_wrap=True)
+            sys.exit(130)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, ensure_ascii=False))
+    colour = "green" if not summary["failed"] else "red"
+    console.print(f"[bold {colour}]{summary['succeeded']} succeeded, {summary['failed']} failed[/bold {colour}] of "
+                  f"{summary['rows']} rows ({summary['ran']} run now)", highlight=False, soft_wrap=True)
+    console.print(f"batch: {escape(str(batch.out / 'batch.json'))} · {escape(str(batch.out / 'batch.csv'))}",
+                  highlight=False, soft_wrap=True)
+    if summary["failed"]:
+        sys.exit(1)
 
 
 @hookimpl
