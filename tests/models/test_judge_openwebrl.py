@@ -4,6 +4,7 @@ input layouts, prompt texts from a file, no call without an answer) and owrl's o
 from __future__ import annotations
 
 import json
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -95,7 +96,11 @@ def element(tag, text="", label="", type_=""):
     return {"tag": tag, "type": type_, "role": "", "checked": None, "label": label, "text": text}
 
 
-def trajectory(shots=(b"shot-1", b"shot-2", b"shot-3"), outcome: Outcome | None = None) -> Trajectory:
+#: trajectory()'s default outcome: a success with ANSWER (``outcome=None`` means no outcome at all).
+_SUCCESS: Any = object()
+
+
+def trajectory(shots=(b"shot-1", b"shot-2", b"shot-3"), outcome: Any = _SUCCESS) -> Trajectory:
     """Three steps: a click, an unreadable answer, then write + press_keys + done. The ToolCalls
     of the records are the builtin calls the openwebrl profile converted them to."""
     traj = Trajectory(task=Task(intent=TASK, start_url=f"{BASE}/"), policy=PolicyInfo(name="openwebrl"))
@@ -120,7 +125,7 @@ def trajectory(shots=(b"shot-1", b"shot-2", b"shot-3"), outcome: Outcome | None 
                CallRecord(call=keys, result=ToolResult(
                    page={"navigated_to": f"{BASE}/results?q=red+hat", "tabs_opened": []})),
                CallRecord(call=done, result=ToolResult(answer=ANSWER, ends_episode=True))]))
-    traj.outcome = outcome if outcome is not None else Outcome(status="success", answer=ANSWER)
+    traj.outcome = Outcome(status="success", answer=ANSWER) if outcome is _SUCCESS else outcome
     return traj
 
 
