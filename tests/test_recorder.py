@@ -176,8 +176,15 @@ def test_input_fields_become_placeholders_with_the_typed_default(tmp_path, owrl_
     assert write["arguments"]["message"] == "{{input:email}}"
     from owrl_sdk.documents import Flow
 
-    if "inputs" in Flow.model_fields:
+    if "inputs" in Flow.model_fields:  # declared, with the typed value as default; the replay fills it in
         assert flow["inputs"]["email"]["default"] == "maria@example.org"
+        from owrl_cli import owrl
+
+        env = {**os.environ, "OWRL_SECRET_PASSWORD": PASSWORD}
+        done = owrl("run", "--flow", str(out), "--out", str(tmp_path / "runs"), "--json", env=env, timeout=180)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        result = json.loads(done.stdout)
+        assert result["outcome"]["status"] == "success" and result["inputs"] == {"email": "maria@example.org"}
     assert grep_folder(tmp_path, PASSWORD) == []
 
 

@@ -172,7 +172,8 @@ class FlowBuilder:
         data: dict[str, Any] = {"schema": FLOW_SCHEMA, "task": self.task or f"Replay of the recording on {host}",
                                 "start_url": self.start_url, "turns": self.turns()}
         if self.inputs and "inputs" in Flow.model_fields:  # declared inputs, where Flow knows them
-            data["inputs"] = {name: {"default": value} for name, value in self.inputs.items()}
+            data["inputs"] = {name: {"type": "string", "default": value, "description": "typed while recording"}
+                              for name, value in self.inputs.items()}
         return data
 
     def flow(self) -> Flow:
