@@ -343,6 +343,8 @@ class Batch:
                 raise UsageError("no rows to run")
         name = Path(self.flow_file).stem if self.flow_file else (self.flow.task or "flow")
         self.out = Path(out) if out is not None else default_out(name, self.settings.runs_dir)
+        if not (url or self.flow.start_url):
+            raise UsageError(f"{self.flow_file or 'the flow'} has no start_url: give one (or --url)")
         self._check_columns()
         self._check_folder()
         #: Recorded rows by key (what ``rows.jsonl`` holds), and how many rows this run finished.
@@ -430,9 +432,7 @@ class Batch:
         except UsageError as err:  # "pass --input NAME=..." is the command line's remedy, not a row's
             why = re.sub(r"pass --input (\w+)=\.\.\.", r"give \1 a value in this row", str(err))
             return self._failed(row, why, inputs=row.values)
-        start = self.url or flow.start_url
-        if not start:
-            raise UsageError("the flow has no start_url: give one (or --url)")
+        start = self.url or flow.start_url or ""
         resolved = self.plugins.resolve_url(start)
         metadata = {FLOW_METADATA: flow.model_dump(mode="json", by_alias=True, exclude_none=True),
                     "inputs": values, "batch_row": row.number, "batch_key": row.key}

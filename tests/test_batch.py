@@ -76,6 +76,16 @@ def test_jsonl_lines_that_are_not_objects_are_failed_rows(tmp_path):
     ]
 
 
+def test_csv_with_tabs_crlf_and_a_row_longer_than_the_header(tmp_path):
+    rows = tmp_path / "rows.csv"
+    rows.write_bytes(b"product\tquantity\r\nWool Beanie\t2\r\nFelt Fedora\t1\textra\r\n")
+    read = read_rows(rows)
+    assert [(r.number, r.values, r.error) for r in read] == [
+        (1, {"product": "Wool Beanie", "quantity": "2"}, None),
+        (2, {"product": "Felt Fedora", "quantity": "1"}, "row 2 has 3 cells but the header names 2 columns"),
+    ]
+
+
 @pytest.mark.parametrize("name, content, message", [
     ("rows.csv", "product,quantity\n".encode(), "rows.csv: no rows to run (only a header)"),
     ("rows.csv", b"", "rows.csv: no header"),
@@ -158,6 +168,18 @@ def test_rows_whose_inputs_do_not_resolve_fail_without_a_browser(tmp_path):
     # done is done: a second run has nothing to do
     again = Batch(FLOW, rows, tmp_path / "b", executor=NoBrowser(None, None)).run()  # type: ignore[arg-type]
     assert again["ran"] == 0 and again["results"] == summary["results"]
+
+
+def test_a_flow_without_a_start_url(tmp_path):
+    rows = tmp_path / "rows.csv"
+    rows.write_text("product\nWool Beanie\n")
+    flow = tmp_path / "nostart.json"
+    flow.write_text(load_flow(FLOW).model_copy(update={"start_url": None}).to_json())
+    with pytest.raises(UsageError) as err:
+        Batch(flow, rows, tmp_path / "b")
+    assert str(err.value) == f"{flow} has no start_url: give one (or --url)"
+    batch = Batch(flow, rows, tmp_path / "b", url="http://127.0.0.1:9/")  # --url gives it
+    assert batch.prepare(batch.rows[0]).start_url == "http://127.0.0.1:9/"
 
 
 def test_a_folder_of_another_flow_is_not_resumed(tmp_path):

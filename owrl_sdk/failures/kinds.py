@@ -83,6 +83,7 @@ KINDS: dict[str, str] = {
     # task: the episode ran its course without success
     "task.max_steps": "the step limit was reached",
     "task.invalid_start_url": "the start URL is not a valid address",
+    "task.bad_inputs": "a batch row's values do not make the flow's inputs (no episode ran)",
 }
 
 SITE_CATEGORIES = frozenset({"network", "page"})
