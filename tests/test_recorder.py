@@ -188,6 +188,60 @@ def test_input_fields_become_placeholders_with_the_typed_default(tmp_path, owrl_
     assert grep_folder(tmp_path, PASSWORD) == []
 
 
+HOME = """<!doctype html><title>Home</title><h1>Home</h1>
+<a href="/details" target="_blank">Open details</a>
+<div role="status" id="home-status"></div>
+<button onclick="document.getElementById('home-status').textContent = 'Home refreshed'">Refresh home</button>
+<iframe id="pay" src="/frame" title="Payment"></iframe>"""
+
+DETAILS = """<!doctype html><title>Details</title><h1>Details</h1>
+<p id="out"></p><button onclick="document.getElementById('out').textContent = 'Details confirmed'">Confirm</button>"""
+
+FRAME = """<!doctype html><p id="paid"></p>
+<button onclick="document.getElementById('paid').textContent = 'Payment accepted'">Pay now</button>"""
+
+
+@needs_chromium
+def test_tabs_and_frames_are_recorded_and_closing_the_browser_ends_the_recording(tmp_path, owrl_page_server, owrl_run_flow):
+    from owrl_sdk.config import Settings
+    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.recorder import Recorder
+
+    base = owrl_page_server({"/": HOME, "/details": DETAILS, "/frame": FRAME})
+    out = tmp_path / "tabs.json"
+
+    async def go() -> None:
+        recorder = Recorder(base, out, Settings(headless=True), Plugins())
+        home = await recorder.start()
+        await home.frame_locator("#pay").get_by_role("button", name="Pay now").click()
+        await asyncio.sleep(1.5)
+        async with home.context.expect_page() as opened:
+            await home.get_by_role("link", name="Open details").click()
+        details = await opened.value
+        await details.wait_for_load_state()
+        await asyncio.sleep(0.5)
+        await details.get_by_role("button", name="Confirm").click()
+        await asyncio.sleep(1.5)
+        await home.get_by_role("button", name="Refresh home").click()
+        await asyncio.sleep(1.5)
+        for page in list(recorder.context.pages):  # the person closes the window
+            await page.close()
+        await asyncio.wait_for(recorder.wait(), 10)
+        await recorder.stop()
+
+    asyncio.run(go())
+    calls = calls_of(json.loads(out.read_text()))
+    assert [c["name"] for c in calls] == ["click", "click", "click", "switch_tab", "click", "done"], calls
+    assert calls[0]["arguments"]["selector"] == 'iframe#pay >>> role=button[name="Pay now"]'
+    assert calls[0]["expect"] == {"text_visible": "Payment accepted"}
+    assert calls[1]["expect"] == {"new_tab": True}
+    assert calls[2]["expect"] == {"text_visible": "Details confirmed"}
+    assert calls[3]["arguments"] == {"tab_index": 0}
+    assert calls[4]["expect"] == {"text_visible": "Home refreshed"}
+    traj = owrl_run_flow(json.loads(out.read_text()), base)
+    assert traj.outcome.status == "success", [(c.call.name, c.result.error, c.verdict) for s in traj.steps for c in s.calls]
+
+
 @pytest.fixture
 def quiet_shop(monkeypatch):
     """demo:shop served by a shop whose newsletter pop-up never opens."""

@@ -84,6 +84,8 @@ class Recorder:
         self._dialog_types: dict[int, str] = {}
         self._cdp: list[Any] = []
         self._tasks: "set[asyncio.Future[Any]]" = set()
+        self._opened_by_action: set[Any] = set()
+        self._closed_tab: Optional[Call] = None  # a tab closed while others stay open
 
     @property
     def page(self) -> Any:
@@ -208,6 +210,7 @@ class Recorder:
             recent = self._last is not None and time.monotonic() - self._last[0] < CAUSE_WINDOW
             if recent and self._last is not None:
                 self._last[2].opened_tab = True
+                self._opened_by_action.add(where)  # its first load is the action's doing, not a goto_url
             else:
                 self._add(Call("new_tab", {}, "Open a new tab."), where)
             self.active = where
@@ -216,10 +219,11 @@ class Recorder:
                 index = self.pages.index(where)
                 self.pages.remove(where)
                 if self.active is where:
-                    if self.pages and not self.finished.is_set():
-                        self._add(Call("close_tab", {"tab_index": index}, "Close the tab."), None)
+                    if self.pages and not self.finished.is_set():  # kept once the person acts again (not a closing window)
+                        self._closed_tab = Call("close_tab", {"tab_index": index}, "Close the tab.")
                     self.active = self.pages[min(index, len(self.pages) - 1)] if self.pages else None
             if not self.pages:
+                self._closed_tab = None
                 self.finished.set()
         elif kind == "dialog":
             accept = bool(data.get("result"))
@@ -235,12 +239,18 @@ class Recorder:
                     self._by_id[key] = call
 
     def _add(self, call: Call, page: Any) -> Call:
+        if self._closed_tab is not None:
+            self.builder.add(self._closed_tab)
+            self._closed_tab = None
         self.builder.add(call)
         self._last = (time.monotonic(), page, call)
         return call
 
     def _on_navigated(self, page: Any, url: str) -> None:
         if not self._ready or not url or url.startswith("about:"):
+            return
+        if page in self._opened_by_action:
+            self._opened_by_action.discard(page)
             return
         last = self._last
         if last is not None and time.monotonic() - last[0] < CAUSE_WINDOW and last[1] is page:
