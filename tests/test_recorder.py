@@ -283,6 +283,26 @@ def test_a_recording_on_the_demo_shop_replays(tmp_path, quiet_shop, owrl_run_flo
     assert traj.outcome.status == "success", [(c.call.name, c.result.error, c.verdict) for s in traj.steps for c in s.calls]
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def click_over_cdp(port: int) -> None:
+    """A script acting in the recorded browser through --debug-port."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as p:
+        browser = await p.chromium.connect_over_cdp(f"http://127.0.0.1:{port}")
+        page = browser.contexts[0].pages[0]
+        await page.get_by_test_id("refresh").click()
+        await page.get_by_text("Orders refreshed").wait_for()
+        await asyncio.sleep(1.5)
+
+
 @needs_chromium
 def test_sigint_to_owrl_record_writes_a_valid_flow(tmp_path, owrl_page_server):
     from owrl_sdk.documents import load_flow
@@ -291,18 +311,26 @@ def test_sigint_to_owrl_record_writes_a_valid_flow(tmp_path, owrl_page_server):
     out = tmp_path / "cli.json"
     env = {**os.environ, "COLUMNS": "200"}
     env.pop("DISPLAY", None)
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "owrl_sdk", "record", base + "account", "--out", str(out),
-                             "--headless", "--task", "Look at the account"],
+                             "--headless", "--task", "Look at the account", "--debug-port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-    deadline = time.monotonic() + 60
-    while not partial_path(out).exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.2)
-    assert partial_path(out).exists(), proc.communicate(timeout=5)
-    proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=60)
+    try:
+        deadline = time.monotonic() + 60
+        while not partial_path(out).exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert partial_path(out).exists(), proc.communicate(timeout=5)
+        asyncio.run(click_over_cdp(port))
+        assert "Orders refreshed" in partial_path(out).read_text()  # kept as it goes
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
     assert proc.returncode == 0, stderr
     flow = load_flow(out)
     assert flow.task == "Look at the account" and flow.turns[-1].calls[-1].name == "done"
+    assert flow.turns[0].calls[0].arguments == {"selector": '[data-testid="refresh"]'}
     assert "wrote" in stdout and not partial_path(out).exists()
 
 
