@@ -17,6 +17,7 @@ The batch folder::
     OUT/
       flow.json     the flow the batch plays (its inputs not filled in)
       rows.jsonl    one line per finished row, appended as each ends (what a re-run resumes from)
+      batch.lock    while a process runs the batch: its pid (a second one on the folder is refused)
       batch.json    every row of the input file: row, key, status, inputs, outputs, failure
       batch.csv     the same as a table: row, status, input:NAME..., output:NAME..., failure, detail, run_dir
       runs/         each row's run folder (trajectory.json, screenshots, result.json)
@@ -45,6 +46,7 @@ import datetime as _dt
 import hashlib
 import io
 import json
+import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -345,8 +347,10 @@ class Batch:
         self.out = Path(out) if out is not None else default_out(name, self.settings.runs_dir)
         if not (url or self.flow.start_url):
             raise UsageError(f"{self.flow_file or 'the flow'} has no start_url: give one (or --url)")
+        self._input_names: Optional[tuple[dict[str, Any], set[str]]] = None
         self._check_columns()
         self._check_folder()
+        self._check_lock()
         #: Recorded rows by key (what ``rows.jsonl`` holds), and how many rows this run finished.
         self.results: dict[str, RowResult] = self._read_results()
         self.ran = 0
@@ -358,9 +362,49 @@ class Batch:
         return self.out / "rows.jsonl"
 
     def _names(self) -> tuple[dict[str, Any], set[str]]:
-        declared = _declared(self.flow)
-        used = set(_inputs_api().placeholders(self.flow))
-        return declared, used
+        """The flow's declared inputs and the names its placeholders use (read once)."""
+        if self._input_names is None:
+            self._input_names = (_declared(self.flow), set(_inputs_api().placeholders(self.flow)))
+        return self._input_names
+
+    @property
+    def lock_file(self) -> Path:
+        return self.out / "batch.lock"
+
+    def _owner(self) -> Optional[int]:
+        """The pid of another live process running this folder's batch, if any."""
+        try:
+            pid = int(self.lock_file.read_text(encoding="utf-8").strip() or 0)
+        except (OSError, ValueError):
+            return None
+        if pid <= 0 or pid == os.getpid():
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None  # a lock left by a process that died
+        except PermissionError:
+            pass
+        return pid
+
+    def _check_lock(self) -> None:
+        pid = self._owner()
+        if pid is not None:
+            raise UsageError(f"{self.out} is being run by another process (pid {pid}): wait for it to end, "
+                             "or give another --out")
+
+    def _take_lock(self) -> None:
+        """Hold ``batch.lock`` (this process's pid) while rows run: two commands on one folder
+        would run the same rows twice. A lock whose process is gone is taken over."""
+        self._check_lock()
+        self.lock_file.unlink(missing_ok=True)
+        try:
+            fd = os.open(self.lock_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:  # another process took it between the check and now
+            self._check_lock()
+            raise UsageError(f"{self.out} is being run by another process: give another --out") from None
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(str(os.getpid()))
 
     def _check_columns(self) -> None:
         """A CSV header must name only the flow's inputs and every input it requires."""
@@ -454,6 +498,7 @@ class Batch:
     async def run_async(self) -> dict[str, Any]:
         """Run the pending rows; returns (and writes) the batch summary, also when cut short."""
         self.out.mkdir(parents=True, exist_ok=True)
+        self._take_lock()
         if not (self.out / "flow.json").exists():
             (self.out / "flow.json").write_text(self.flow.to_json(), encoding="utf-8")
         by_key = {r.key: r for r in self.rows}
@@ -474,7 +519,10 @@ class Batch:
                 finally:
                     await executor.close()
         finally:
-            summary = self.write_summary()
+            try:
+                summary = self.write_summary()
+            finally:
+                self.lock_file.unlink(missing_ok=True)
         return summary
 
     def run(self) -> dict[str, Any]:

@@ -182,6 +182,22 @@ def test_a_flow_without_a_start_url(tmp_path):
     assert batch.prepare(batch.rows[0]).start_url == "http://127.0.0.1:9/"
 
 
+def test_a_folder_another_process_runs_is_refused(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"quantity": 1}\n')
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "batch.lock").write_text(str(os.getppid()))  # a live process that is not this one
+    with pytest.raises(UsageError) as err:
+        Batch(FLOW, rows, tmp_path / "b")
+    assert str(err.value) == (f"{tmp_path / 'b'} is being run by another process (pid {os.getppid()}): wait for it "
+                              "to end, or give another --out")
+    # a lock left by a process that died is taken over, and released at the end
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (tmp_path / "b" / "batch.lock").write_text(dead.stdout.strip())
+    summary = Batch(FLOW, rows, tmp_path / "b", executor=NoBrowser(None, None)).run()  # type: ignore[arg-type]
+    assert summary["failed"] == 1 and not (tmp_path / "b" / "batch.lock").exists()
+
+
 def test_a_folder_of_another_flow_is_not_resumed(tmp_path):
     rows = tmp_path / "rows.csv"
     rows.write_text("product\nWool Beanie\n")
