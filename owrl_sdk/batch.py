@@ -307,7 +307,7 @@ class Batch:
     ``executor``: an :class:`Executor` not yet started (default: the ``local`` one, with
     ``workers`` and ``browser_per_worker``); it should be made with :attr:`settings`, which play
     flows with the flow memory. ``common``: input values every row gets (a row's own value wins);
-    they are not part of a row's key.
+    they are part of every row's key, so other values run the rows again.
 
     Everything that would stop the batch is checked when it is made (a :class:`UsageError`):
     the file, its header against the flow's inputs, a folder that holds another flow's batch.
@@ -343,6 +343,10 @@ class Batch:
                 else rows_from(given)  # type: ignore[arg-type]
             if not self.rows:
                 raise UsageError("no rows to run")
+        if self.common:  # the same row with other --input values is another row
+            for row in self.rows:
+                digest, _, n = row.key.partition("#")
+                row.key = f"{_digest([digest, self.common])}#{n}"
         name = Path(self.flow_file).stem if self.flow_file else (self.flow.task or "flow")
         self.out = Path(out) if out is not None else default_out(name, self.settings.runs_dir)
         if not (url or self.flow.start_url):

@@ -132,6 +132,9 @@ def test_a_missing_column_for_a_required_input_stops_the_batch(tmp_path):
     # --input gives it to every row instead
     batch = Batch(FLOW, rows, tmp_path / "b", common={"product": "Wool Beanie"})
     assert batch.prepare(batch.rows[0]).metadata["inputs"] == {"product": "Wool Beanie", "quantity": 2}
+    # and is part of the rows' keys: other --input values are other rows
+    other = Batch(FLOW, rows, tmp_path / "b", common={"product": "Felt Fedora"})
+    assert other.rows[0].key != batch.rows[0].key and other.rows[0].key.endswith("#0")
 
 
 @pytest.mark.parametrize("args, message", [
