@@ -242,6 +242,42 @@ def test_tabs_and_frames_are_recorded_and_closing_the_browser_ends_the_recording
     assert traj.outcome.status == "success", [(c.call.name, c.result.error, c.verdict) for s in traj.steps for c in s.calls]
 
 
+PICKER = """<!doctype html><title>Picker</title><h1>Picker</h1>
+<label><input type="checkbox" id="gift"> Gift wrap</label>
+<p id="count"></p><button ondblclick="document.getElementById('count').textContent = 'Opened twice'">Open</button>
+<p id="named"></p>
+<button onclick="const n = prompt('Your name?'); if (n) document.getElementById('named').textContent = 'Hello ' + n">Name it</button>"""
+
+
+@needs_chromium
+def test_labels_double_clicks_prompts_and_typed_addresses(tmp_path, owrl_page_server, owrl_run_flow):
+    base = owrl_page_server({"/picker": PICKER, "/account": ACCOUNT})
+    out = tmp_path / "picker.json"
+
+    async def person(page: Any, recorder: Any) -> None:
+        await page.get_by_text("Gift wrap").click()  # on the label
+        await page.get_by_role("button", name="Open").dblclick()
+        await asyncio.sleep(1.5)
+        page.once("dialog", lambda dialog: asyncio.ensure_future(dialog.accept("Ada")))
+        await page.get_by_role("button", name="Name it").click()
+        await page.get_by_text("Hello Ada").wait_for()
+        await asyncio.sleep(1.5)
+        await asyncio.sleep(3.2)  # long after the last action: the person types an address
+        await page.goto(base + "account")
+
+    calls = calls_of(asyncio.run(record(base + "picker", out, person)))
+    assert [c["name"] for c in calls] == ["click", "click", "click", "handle_dialog", "goto_url", "done"], calls
+    assert calls[0]["arguments"] == {"selector": 'role=checkbox[name="Gift wrap"]'}
+    assert calls[1]["arguments"] == {"selector": 'role=button[name="Open"s]', "clicks": 2} or \
+        calls[1]["arguments"] == {"selector": 'role=button[name="Open"]', "clicks": 2}, calls[1]
+    assert calls[1]["expect"] == {"text_visible": "Opened twice"}
+    assert calls[3] == {"name": "handle_dialog", "arguments": {"accept": True, "prompt_text": "Ada"},
+                        "expect": {"text_visible": "Hello Ada"}}
+    assert calls[4]["arguments"] == {"url": base + "account"}
+    traj = owrl_run_flow(json.loads(out.read_text()), base + "picker")
+    assert traj.outcome.status == "success", [(c.call.name, c.result.error, c.verdict) for s in traj.steps for c in s.calls]
+
+
 @pytest.fixture
 def quiet_shop(monkeypatch):
     """demo:shop served by a shop whose newsletter pop-up never opens."""

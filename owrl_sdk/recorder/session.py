@@ -295,6 +295,12 @@ class Recorder:
         target: dict[str, Any] = {**action["target"], "doc": action.get("doc")} if action.get("target") else {}
         selector = await self._selector(frame, target) if target else None
         call: Optional[Call] = None
+        last = self._last[2] if self._last is not None else None
+        if kind == "click" and selector and int(action.get("clicks") or 1) > 1 and last is not None \
+                and last.name == "click" and last.arguments.get("selector") == selector:
+            last.arguments["clicks"] = int(action["clicks"])  # the first clicks of a double click are this one
+            self._by_id[str(action.get("id"))] = last  # what the double click changed
+            return
         if kind == "click" and selector:
             args: dict[str, Any] = {"selector": selector}
             if int(action.get("clicks") or 1) > 1:
