@@ -537,7 +537,7 @@ class Batch:
         traj = result.trajectory
         record = result.record
         outcome = traj.outcome if traj is not None else None
-        inputs = dict(traj.task.metadata.get("inputs") or {}) if traj is not None else {}
+        inputs = dict(result.item.task.metadata.get("inputs") or {})  # also when the machinery failed it
         self._add(RowResult(
             row=row.number, key=row.key, status=record.status, inputs=inputs, outputs=outputs_of(traj),
             failure=record.failure,

@@ -173,6 +173,42 @@ def test_rows_whose_inputs_do_not_resolve_fail_without_a_browser(tmp_path):
     assert again["ran"] == 0 and again["results"] == summary["results"]
 
 
+class Scripted(Executor):
+    """Ends each row as told by its product (``infra:...`` an infra error, else a success), no browser."""
+
+    async def start(self, workload):  # noqa: ANN001
+        self.workload = workload
+
+    async def run(self, items, on_result=None):  # noqa: ANN001
+        from owrl_sdk.executors import WorkResult, error_result
+        from owrl_sdk.runner import EpisodeRecord
+
+        results = []
+        for item in items:
+            product = item.task.metadata["inputs"]["product"]
+            if product.startswith("infra:"):
+                result = error_result(item, RuntimeError("the browser went away"))
+            else:
+                result = WorkResult(item, EpisodeRecord(item.key, item.task.id, 0, "success", True, 1.0, 3, 1.0, None,
+                                                        product, None))
+            results.append(result)
+            on_result(result)
+        return results
+
+
+def test_rows_the_machinery_failed_run_again_and_failed_rows_do_not(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"product": "infra:Wool Beanie"}\n{"product": "Felt Fedora"}\n{"quantity": "x"}\n')
+    first = Batch(FLOW, rows, tmp_path / "b", executor=Scripted(None, None)).run()  # type: ignore[arg-type]
+    assert [r["status"] for r in first["results"]] == ["infra_error", "success", "fail"]
+    infra = first["results"][0]
+    assert infra["failure"] == "infra.RuntimeError" and infra["detail"] == "RuntimeError: the browser went away"
+    assert infra["inputs"] == {"product": "infra:Wool Beanie", "quantity": 1}
+    again = Batch(FLOW, rows, tmp_path / "b", executor=Scripted(None, None))  # type: ignore[arg-type]
+    assert [r.number for r in again.pending()] == [1]
+    assert again.run()["ran"] == 1
+
+
 def test_a_flow_without_a_start_url(tmp_path):
     rows = tmp_path / "rows.csv"
     rows.write_text("product\nWool Beanie\n")
