@@ -377,3 +377,16 @@ def test_record_without_a_display_or_xvfb_is_one_clear_line(tmp_path):
                           capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 2
     assert "--headless" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@needs_chromium
+def test_an_address_that_does_not_open_is_one_line_and_exit_2(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.run([sys.executable, "-m", "owrl_sdk", "record", f"http://127.0.0.1:{port}/", "--headless",
+                           "--out", str(tmp_path / "f.json")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "cannot open" in proc.stderr and "Traceback" not in proc.stderr

@@ -114,7 +114,14 @@ class Recorder:
             self.context.on("dialog", lambda _dialog: None)
         self._worker = asyncio.ensure_future(self._work())
         page = await self.context.new_page()
-        await page.goto(self.url, wait_until="load")
+        try:
+            await page.goto(self.url, wait_until="load")
+        except Exception as err:  # noqa: BLE001 - an address that does not open is the user's to fix
+            from owrl_sdk.errors import UsageError
+
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            await self.host.close()
+            raise UsageError(f"cannot open {self.url}: {first}") from None
         self._ready = True
         self._save()
         return page
