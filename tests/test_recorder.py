@@ -292,12 +292,20 @@ def quiet_shop(monkeypatch):
 
 
 @needs_chromium
-def test_a_recording_on_the_demo_shop_replays(tmp_path, quiet_shop, owrl_run_flow):
+def test_a_recording_on_the_demo_shop_replays(tmp_path, quiet_shop, owrl_run_flow, monkeypatch):
     out = tmp_path / "shop.json"
 
     async def person(page: Any, recorder: Any) -> None:
         await page.get_by_role("button", name="Reject cookies").click()
-        await asyncio.sleep(0.3)
+        await page.wait_for_load_state()
+        await asyncio.sleep(0.5)
+        await page.get_by_label("Email", exact=True).click()
+        await page.keyboard.type("demo@shop.test", delay=5)
+        await page.get_by_label("Password").click()
+        await page.keyboard.type("demo1234", delay=5)
+        await page.keyboard.press("Enter")
+        await page.wait_for_url("**/account")
+        await asyncio.sleep(0.5)
         await page.get_by_role("link", name="Shirts").first.click()
         await page.wait_for_url("**/products?category=shirts*")
         await asyncio.sleep(0.3)
@@ -308,15 +316,22 @@ def test_a_recording_on_the_demo_shop_replays(tmp_path, quiet_shop, owrl_run_flo
         await page.get_by_role("button", name="Add to cart").click()
         await page.get_by_text("Added to your cart").first.wait_for()
 
-    flow = asyncio.run(record("demo:shop/", out, person))
+    flow = asyncio.run(record("demo:shop/login", out, person))
     calls = calls_of(flow)
-    assert flow["start_url"] == "demo:shop/" and flow["task"] == "Replay of the recording on demo:shop"
+    assert flow["start_url"] == "demo:shop/login" and flow["task"] == "Replay of the recording on demo:shop"
+    assert [c["name"] for c in calls] == ["click", "write", "write", "press_keys", "click", "click", "select_option",
+                                          "click", "done"], calls
     assert calls[0]["arguments"]["selector"] == 'role=button[name="Reject cookies"]'
-    assert calls[1]["expect"] == {"url_contains": "/products?category=shirts"}
-    assert any(c.get("expect", {}).get("text_visible", "").startswith("Added to your cart") for c in calls)
-    assert all(c["arguments"].get("selector", "role=").startswith(("role=", "[data-testid")) for c in calls)
-    traj = owrl_run_flow(flow, "demo:shop/")
+    assert calls[1]["arguments"]["selector"] == 'role=textbox[name="Email"s]'  # "Email address" is another field
+    assert calls[2]["arguments"]["message"] == "{{secret:PASSWORD}}"
+    assert calls[3]["expect"] == {"url_contains": "/account"}
+    assert calls[4]["expect"] == {"url_contains": "/products?category=shirts"}
+    assert calls[7]["expect"] == {"text_visible": "Added to your cart"}
+    assert all(c["arguments"].get("selector", "role=").startswith("role=") for c in calls)
+    monkeypatch.setenv("OWRL_SECRET_PASSWORD", "demo1234")
+    traj = owrl_run_flow(flow, "demo:shop/login")
     assert traj.outcome.status == "success", [(c.call.name, c.result.error, c.verdict) for s in traj.steps for c in s.calls]
+    assert grep_folder(tmp_path, "demo1234") == []
 
 
 def free_port() -> int:

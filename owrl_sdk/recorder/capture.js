@@ -238,6 +238,8 @@
     if (el.tagName === "SELECT" || el.tagName === "OPTION" && el.closest("select")) return;
     if (isTextField(el)) return; // focusing a field: the write that follows targets it
     if (el.tagName === "LABEL" && el.control) return; // the click the label passes to its control is recorded
+    // Enter in a form field "clicks" its submit button: the key press is what gets recorded
+    if (e.detail === 0 && el !== document.activeElement && !el.contains(document.activeElement)) return;
     flushAll();
     const id = begin(el);
     report({ kind: "click", id, target: describe(el), clicks: e.detail > 1 ? Math.min(e.detail, 3) : 1, url: location.href });

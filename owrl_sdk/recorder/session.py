@@ -357,8 +357,8 @@ class Recorder:
         return f'the {target.get("role") or target.get("tag")} "{short_name(str(name))}"' if name else f'a {target.get("tag")}'
 
     async def _selector(self, frame: Any, target: dict[str, Any]) -> Optional[str]:
-        """The first candidate that finds exactly one element on the live page (the target's
-        own page count decides when the frame is gone or busy)."""
+        """The first candidate that finds exactly one element both in the page's own count, taken
+        when the action happened (hidden elements included), and on the live page now."""
         from owrl_sdk.commands.inspect import role_selector
 
         candidates: list[tuple[str, bool]] = []  # (selector, judged unique by the page)
@@ -377,8 +377,9 @@ class Recorder:
             count = await self._count(frame, selector) if live else None
             if count is not None and not await self._same_document(frame, target.get("doc")):
                 count, live = None, False  # it navigated meanwhile: the count was of another page
-            # none found: the action itself hid or removed it (a banner's button), so the page's own count decides
-            if count == 1 or (not count and judged):
+            # the page's own count (hidden elements too, which may show later) must find it alone; the live
+            # count must agree unless it finds none (the action itself hid or removed it: a banner's button)
+            if judged and count in (1, 0, None):
                 return prefix + selector
         return prefix + candidates[-1][0] if candidates else None
 
