@@ -134,6 +134,9 @@ def record_command(url: str, out: Path, task: Optional[str], input_fields: str, 
             except subprocess.TimeoutExpired:
                 xvfb.kill()
     calls = sum(len(turn.calls) for turn in flow.turns)
+    for name in fields:
+        if name not in recorder.builder.inputs:
+            click.echo(f"note: no field named {name!r} was typed into; the flow has no input {name}", err=True)
     click.echo(f"wrote {out}: {len(flow.turns)} turns, {calls} calls; replay with: owrl run --flow {out}")
 
 
