@@ -78,6 +78,24 @@ def test_choose_text_prefers_status_regions_and_words_without_numbers():
     assert upper_snake("current-password") == "CURRENT_PASSWORD" and upper_snake("userEmail") == "USER_EMAIL"
 
 
+def test_turns_end_after_each_call_that_expects_something_and_done_comes_last():
+    from owrl_sdk.recorder.flowbuild import Call, FlowBuilder
+
+    builder = FlowBuilder(start_url="demo:shop/")
+    builder.add(Call("click", {"selector": 'role=radio[name="Blue"]'}, "Click Blue."))
+    builder.add(Call("click", {"selector": 'role=link[name="Shirts"]'}, "Click Shirts.",
+                     navigated="http://127.0.0.1:5/products?category=shirts", url_before="http://127.0.0.1:5/"))
+    builder.add(Call("click", {"selector": 'role=button[name="Add"]'}, "Click Add.", navigated="http://127.0.0.1:5/products?category=shirts",
+                     url_before="http://127.0.0.1:5/products?category=shirts", landing_text="Added"))
+    builder.add(Call("press_keys", {"keys": "Escape"}, "Press Escape."))
+    flow = builder.flow()  # a valid owrl.flow/1
+    assert flow.task == "Replay of the recording on demo:shop"
+    assert [[c.name for c in t.calls] for t in flow.turns] == [["click", "click"], ["click"], ["press_keys"], ["done"]]
+    assert flow.turns[0].calls[1].expect is not None and flow.turns[0].calls[1].expect.url_contains == "/products?category=shirts"
+    assert flow.turns[1].calls[0].expect is not None and flow.turns[1].calls[0].expect.text_visible == "Added"
+    assert flow.turns[0].thought == "Click Blue. Click Shirts."
+
+
 def calls_of(flow: dict[str, Any]) -> list[dict[str, Any]]:
     return [call for turn in flow["turns"] for call in turn["calls"]]
 
