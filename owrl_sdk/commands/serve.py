@@ -43,9 +43,11 @@ def serve_command(host: str, port: int, data_dir: str, max_concurrent: int, no_a
                          "(or, on 127.0.0.1 only, pass --no-auth)")
     try:
         import fastapi  # noqa: F401
+        import python_multipart  # noqa: F401 - FastAPI reads the CSV upload's form with it
         import uvicorn
     except ImportError as err:
-        raise UsageError(f"owrl serve needs FastAPI and uvicorn ({err.name} is missing): {INSTALL_HINT}") from None
+        raise UsageError(f"owrl serve needs FastAPI, uvicorn and python-multipart ({err.name} is missing): "
+                         f"{INSTALL_HINT}") from None
 
     from owrl_sdk.server.app import create_app
     from owrl_sdk.server.jobs import lock_data_dir

@@ -13,24 +13,27 @@ from __future__ import annotations
 import hmac
 import json
 import os
+import shutil
+import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, AsyncIterator, Optional
+from typing import Annotated, Any, AsyncIterator, Optional, Union
 
-from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException, Path as PathParam, Query, Request
+from fastapi import APIRouter, Body, Depends, FastAPI, File, Form, HTTPException, Path as PathParam, Query, Request, UploadFile
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
 from ..config import Settings, load_settings
 from ..documents import FLOW_SCHEMA, Flow
+from ..errors import UsageError
 from ..flowplayer import FLOW_POLICY
 from ..plugins import Plugins
 from .jobs import Job, JobStatus, JobStore
-from .runner import RESERVED_OPTIONS, JobEnded, JobNotFound, JobRunner, SpecError
+from .runner import RESERVED_OPTIONS, InputsError, JobEnded, JobNotFound, JobRunner, SpecError, resolve_job_inputs
 
 PUBLIC_PATHS = frozenset({"/health", "/openapi.json"})
 
@@ -51,6 +54,24 @@ FLOW_EXAMPLE = {
         {"thought": "The shirts are listed.", "calls": [{"name": "done", "arguments": {"response": "shirts listed"}}]},
     ],
 }
+
+#: A flow with an input and an output: the category to open is the input, the page's heading
+#: is saved as an output.
+INPUTS_FLOW_EXAMPLE: dict[str, Any] = {
+    "schema": FLOW_SCHEMA, "task": "Read the heading of a category of the demo shop",
+    "start_url": "demo:shop/products?category={{input:category}}",
+    "inputs": {"category": {"type": "string", "default": "shirts", "description": "a category of the shop"}},
+    "turns": [
+        {"calls": [{"name": "extract", "arguments": {"selector": "h1"}, "save_as": "heading"},
+                   {"name": "done", "arguments": {"response": "read"}}]},
+    ],
+}
+
+#: Most rows a batch job takes, and the largest CSV upload (bytes).
+MAX_ROWS = 10_000
+MAX_CSV_BYTES = 5_000_000
+
+InputValue = Union[str, int, float, bool, None]
 
 
 # ---------------------------------------------------------------------------- bodies
@@ -73,6 +94,40 @@ class TaskJobRequest(BaseModel):
     max_steps: Optional[int] = Field(None, ge=1, le=1_000, description="steps before the episode ends as failed")
     allowed_domains: list[Domain] = Field(default_factory=list, max_length=100,
                                           description="hosts the episode may visit (within the server's own list)")
+
+
+class FlowJobRequest(BaseModel):
+    """A flow and the values of its inputs (``{{input:NAME}}``)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"flow": INPUTS_FLOW_EXAMPLE, "inputs": {"category": "shoes"}}]})
+
+    flow: Flow = Field(description="the owrl.flow/1 document")
+    inputs: dict[str, InputValue] = Field(
+        default_factory=dict, max_length=1_000,
+        description="a value for each input the flow takes (declared, or used by a placeholder); the flow's "
+                    "defaults fill the rest. Values are typed as declared; {{secret:...}} is refused")
+
+
+class BatchJobRequest(BaseModel):
+    """A flow played once per row of input values: one job, one row after another (``workers`` at a time)."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"flow": INPUTS_FLOW_EXAMPLE, "rows": [{"category": "shirts"}, {"category": "shoes"}], "workers": 1}]})
+
+    flow: Flow = Field(description="the owrl.flow/1 document")
+    rows: list[dict[str, InputValue]] = Field(
+        min_length=1, max_length=MAX_ROWS,
+        description="one object of input values per row; a row whose values do not make the flow's inputs "
+                    "ends failed (task.bad_inputs) and the others run")
+    inputs: dict[str, InputValue] = Field(default_factory=dict, max_length=1_000,
+                                          description="values every row gets (a row's own value wins)")
+    workers: int = Field(1, ge=1, le=64, description="rows at a time (each takes one of the server's job slots)")
+    start_url: Optional[str] = Field(None, min_length=1, max_length=8_192,
+                                     description="start URL (default: the flow's start_url)")
+    max_steps: Optional[int] = Field(None, ge=1, le=1_000, description="steps before a row's episode ends")
+    allowed_domains: list[Domain] = Field(default_factory=list, max_length=100,
+                                          description="hosts the rows may visit (within the server's own list)")
 
 
 class JobList(BaseModel):
@@ -101,6 +156,15 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorDetail, "description": "no such job (or no such file yet)"},
     422: {"model": ErrorDetail, "description": "a value that does not validate"},
 }
+
+
+class RequestValidationErrorOf(Exception):
+    """A pydantic error in a form field (the flow of a CSV upload), in FastAPI's 422 shape."""
+
+    def __init__(self, err: ValidationError, loc: tuple[str, ...]):
+        super().__init__(str(err))
+        self.errors = [{"loc": [*loc, *e["loc"]], "msg": e["msg"], "type": e["type"]}
+                       for e in err.errors(include_url=False, include_input=False)]
 
 
 # ---------------------------------------------------------------------------- auth
@@ -171,6 +235,10 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
     async def spec_error(request: Request, err: SpecError) -> JSONResponse:
         return JSONResponse({"detail": [{"loc": list(err.loc), "msg": err.message, "type": "value_error"}]}, status_code=422)
 
+    @app.exception_handler(InputsError)
+    async def inputs_error(request: Request, err: InputsError) -> JSONResponse:
+        return JSONResponse({"detail": err.errors}, status_code=422)
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, err: StarletteHTTPException) -> Response:
         if err.status_code == 400:  # a body FastAPI could not even decode: as bad as invalid JSON
@@ -203,10 +271,29 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
                 "model": body.model, "max_steps": body.max_steps, "allowed_domains": allowed}
         return runner.submit("task", spec)
 
+    def flow_spec(flow: Flow, inputs: dict[str, Any], start_url: Optional[str], task: Optional[str],
+                  max_steps: Optional[int], allowed_domains: list[str], loc: tuple[str, ...]) -> dict[str, Any]:
+        from ..inputs import fill
+
+        if flow.schema_ != FLOW_SCHEMA:
+            raise SpecError(loc + ("schema",), f"schema {flow.schema_!r} is not {FLOW_SCHEMA}")
+        values = resolve_job_inputs(flow, inputs, ("body", "inputs"))
+        url = start_url or flow.start_url
+        if not url:
+            raise SpecError(("query", "start_url"), "the flow has no start_url: put one in the flow or pass ?start_url=")
+        allowed = runner.check_domains(list(allowed_domains), ("query", "allowed_domains"))
+        runner.check_start_url(fill(url, values, url=True), allowed, ("query" if start_url else "body", "start_url"))
+        steps = max_steps or max(runner.settings.max_steps, len(flow.turns))
+        return {"task": task or flow.task or "play the flow", "start_url": url, "policy": FLOW_POLICY,
+                "max_steps": steps, "allowed_domains": allowed, "inputs": values,
+                "flow": flow.model_dump(mode="json", by_alias=True, exclude_none=True)}
+
     @v1.post("/jobs/flow", response_model=Job, status_code=201, tags=["jobs"])
     async def submit_flow(
-        flow: Annotated[Flow, Body(openapi_examples={"demo": {"summary": "a one-turn flow on the demo shop",
-                                                              "value": FLOW_EXAMPLE}})],
+        body: Annotated[Union[FlowJobRequest, Flow], Body(openapi_examples={
+            "demo": {"summary": "a one-turn flow on the demo shop", "value": FLOW_EXAMPLE},
+            "inputs": {"summary": "a flow and its inputs", "value": {"flow": INPUTS_FLOW_EXAMPLE,
+                                                                     "inputs": {"category": "shoes"}}}})],
         start_url: Annotated[Optional[str], Query(min_length=1, max_length=8_192,
                                                   description="start URL (default: the flow's start_url)")] = None,
         task: Annotated[Optional[str], Query(min_length=1, max_length=20_000,
@@ -215,19 +302,82 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
                                                   description="steps before the episode ends (default: enough for the flow)")] = None,
         allowed_domains: Annotated[list[Domain], Query(max_length=100, description="hosts the episode may visit; repeat")] = [],  # noqa: B006
     ) -> Job:
-        """Queue a flow (the body is an owrl.flow/1 document) for the scripted policy."""
+        """Queue a flow for the scripted policy. The body is an owrl.flow/1 document, or
+        ``{"flow": ..., "inputs": {...}}`` to give its inputs: every input is checked before the
+        job is queued (a 422 names each bad one). The ended job carries the flow's ``outputs``."""
+        flow, inputs, loc = (body.flow, dict(body.inputs), ("body", "flow")) if isinstance(body, FlowJobRequest) \
+            else (body, {}, ("body",))
+        return runner.submit("flow", flow_spec(flow, inputs, start_url, task, max_steps, list(allowed_domains), loc))
+
+    def batch_spec(flow: Flow, rows: Optional[list[dict[str, Any]]], inputs: dict[str, Any], workers: int,
+                   start_url: Optional[str], max_steps: Optional[int], allowed_domains: list[str],
+                   loc: tuple[str, ...]) -> dict[str, Any]:
         if flow.schema_ != FLOW_SCHEMA:
-            raise SpecError(("body", "schema"), f"schema {flow.schema_!r} is not {FLOW_SCHEMA}")
+            raise SpecError(loc + ("schema",), f"schema {flow.schema_!r} is not {FLOW_SCHEMA}")
         url = start_url or flow.start_url
         if not url:
-            raise SpecError(("query", "start_url"), "the flow has no start_url: put one in the flow or pass ?start_url=")
-        allowed = runner.check_domains(list(allowed_domains), ("query", "allowed_domains"))
-        runner.check_start_url(url, allowed, ("query" if start_url else "body", "start_url"))
-        steps = max_steps or max(runner.settings.max_steps, len(flow.turns))
-        spec = {"task": task or flow.task or "play the flow", "start_url": url, "policy": FLOW_POLICY,
-                "max_steps": steps, "allowed_domains": allowed,
-                "flow": flow.model_dump(mode="json", by_alias=True, exclude_none=True)}
-        return runner.submit("flow", spec)
+            raise SpecError(("body", "start_url"), "the flow has no start_url: put one in the flow or give start_url")
+        allowed = runner.check_domains(list(allowed_domains), ("body", "allowed_domains"))
+        from ..inputs import placeholders
+
+        if not placeholders(url):  # one with an input is checked per row, by the browser
+            runner.check_start_url(url, allowed, ("body", "start_url"))
+        return {"task": flow.task or "play the flow once per row", "start_url": url, "url": start_url,
+                "policy": FLOW_POLICY, "max_steps": max_steps, "allowed_domains": allowed, "inputs": inputs,
+                "workers": workers, "rows": rows, "flow": flow.model_dump(mode="json", by_alias=True, exclude_none=True)}
+
+    def check_batch(job_id: str, spec: dict[str, Any], loc: tuple[str, ...]) -> None:
+        """What would stop the whole batch (a CSV header against the flow's inputs, ...) is a 422."""
+        try:
+            runner.make_batch(job_id, spec)
+        except UsageError as err:
+            message = str(err).replace(str(runner.batch_dir(job_id)) + "/", "")
+            raise SpecError(loc, message) from None
+
+    @v1.post("/jobs/batch", response_model=Job, status_code=201, tags=["jobs"])
+    async def submit_batch(body: BatchJobRequest) -> Job:
+        """Queue a batch: the flow once per row of input values, as one job. ``GET`` of the job
+        shows each row's status, inputs, outputs and failure as the rows end (``batch``)."""
+        spec = batch_spec(body.flow, [dict(r) for r in body.rows], dict(body.inputs), body.workers, body.start_url,
+                          body.max_steps, list(body.allowed_domains), ("body", "flow"))
+        check_batch("check", spec, ("body", "rows"))
+        return runner.submit("batch", spec)
+
+    @v1.post("/jobs/batch/csv", response_model=Job, status_code=201, tags=["jobs"],
+             openapi_extra={"requestBody": {"content": {"multipart/form-data": {"encoding": {
+                 "flow": {"contentType": "application/json"}, "rows": {"contentType": "text/csv"}}}}}})
+    async def submit_batch_csv(
+        flow: Annotated[str, Form(min_length=2, max_length=2_000_000, description="the owrl.flow/1 document (JSON)")],
+        rows: Annotated[UploadFile, File(description="a CSV file: a header of input names, then one row per run "
+                                                     "(UTF-8; , ; or tab separated; an empty cell takes the default)")],
+        workers: Annotated[int, Form(ge=1, le=64, description="rows at a time")] = 1,
+        start_url: Annotated[Optional[str], Form(min_length=1, max_length=8_192,
+                                                 description="start URL (default: the flow's start_url)")] = None,
+        max_steps: Annotated[Optional[int], Form(ge=1, le=1_000, description="steps before a row's episode ends")] = None,
+    ) -> Job:
+        """Queue a batch from a CSV upload (multipart/form-data: ``flow``, the flow's JSON, and
+        ``rows``, the CSV file). A header that names a column the flow takes no input for, or
+        lacks one it requires, is a 422; a row whose values are bad ends failed, alone."""
+        try:
+            parsed = Flow.model_validate_json(flow)
+        except ValidationError as err:
+            raise RequestValidationErrorOf(err, ("body", "flow")) from None
+        data = await rows.read(MAX_CSV_BYTES + 1)
+        if len(data) > MAX_CSV_BYTES:
+            raise SpecError(("body", "rows"), f"the CSV file is over {MAX_CSV_BYTES} bytes")
+        spec = batch_spec(parsed, None, {}, workers, start_url, max_steps, [], ("body", "flow"))
+        spec["rows_file"] = "rows.csv"
+        staging = f".upload-{uuid.uuid4().hex}"
+        folder = runner.batch_dir(staging)
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            (folder / "rows.csv").write_bytes(data)
+            check_batch(staging, spec, ("body", "rows"))
+            job = runner.submit("batch", spec)  # its task starts at the next await: the folder is in place
+            folder.rename(runner.batch_dir(job.id))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        return job
 
     @v1.get("/jobs", response_model=JobList, tags=["jobs"])
     async def list_jobs(status: Optional[JobStatus] = None,
@@ -287,6 +437,10 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         if data is None:
             raise HTTPException(404, f"job {job_id} has no screenshot for step {index}")
         return Response(data, media_type="image/jpeg")
+
+    @app.exception_handler(RequestValidationErrorOf)
+    async def form_error(request: Request, err: RequestValidationErrorOf) -> JSONResponse:
+        return JSONResponse({"detail": err.errors}, status_code=422)
 
     app.include_router(v1)
     if token:

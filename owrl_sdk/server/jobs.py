@@ -25,7 +25,7 @@ from ..secrets import redact, scrub
 from ..types import Outcome, utc_now
 
 JobStatus = Literal["queued", "running", "finished", "failed", "cancelled"]
-JobKind = Literal["task", "flow"]
+JobKind = Literal["task", "flow", "batch"]
 ENDED: tuple[str, ...] = ("finished", "failed", "cancelled")
 
 INTERRUPTED = "interrupted: the server stopped while this job was running (its run folder keeps the steps taken)"
@@ -43,10 +43,44 @@ CREATE TABLE IF NOT EXISTS jobs (
     run        TEXT,
     steps      INTEGER NOT NULL DEFAULT 0,
     outcome    TEXT,
-    error      TEXT
+    error      TEXT,
+    batch      TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status);
 """
+
+#: Columns added after the first release, with their type: a store an older server made gets them.
+_ADDED_COLUMNS = (("batch", "TEXT"),)
+
+_OUTPUTS_EXAMPLE = {"order_id": "DS-623438", "total": "$24.00"}
+
+
+class BatchRow(BaseModel):
+    """One row of a batch job, as ``batch.json`` holds it (secrets redacted)."""
+
+    row: int = Field(description="the row's number in the submitted rows (from 1)")
+    key: str = Field(description="the row's content key: a digest of its values, then #N for the N-th row alike")
+    status: str = Field(description="pending (not run yet), or the episode's outcome: success, fail, aborted, infra_error")
+    inputs: dict[str, Any] = Field(default_factory=dict, description="the row's input values (typed once resolved)")
+    outputs: dict[str, Any] = Field(default_factory=dict, description="what the row's episode handed back, by name",
+                                    examples=[_OUTPUTS_EXAMPLE])
+    failure: Optional[str] = Field(None, description="the failure's kind (task.bad_inputs: the row's values did "
+                                                     "not make the flow's inputs), None on success")
+    detail: Optional[str] = Field(None, description="the failure's detail")
+    answer: Optional[str] = Field(None, description="the answer of the row's done")
+    run_dir: Optional[str] = Field(None, description="the row's run folder on the server")
+    steps: int = 0
+    seconds: float = 0.0
+
+
+class BatchStatus(BaseModel):
+    """Where a batch job stands: counts, then every row (what the batch folder's batch.json holds)."""
+
+    rows: int = Field(description="rows submitted")
+    succeeded: int = 0
+    failed: int = Field(0, description="rows that ended other than success (bad inputs included)")
+    pending: int = Field(0, description="rows not run (yet, or ever: a cancelled batch)")
+    results: list[BatchRow] = Field(default_factory=list, description="every row, in the order submitted")
 
 
 class Job(BaseModel):
@@ -68,6 +102,16 @@ class Job(BaseModel):
     outcome: Optional[Outcome] = Field(None, description="the episode's outcome once it ended (also for a cancelled run: aborted)")
     error: Optional[str] = Field(None, description="why a job failed (or was cancelled before it ran)")
     run: Optional[str] = Field(None, description="the job's run folder, under the server's data dir/runs")
+    inputs: dict[str, Any] = Field(
+        default_factory=dict, examples=[{"product": "tote-bag", "quantity": 2}],
+        description="the input values ({{input:NAME}}) the job runs with, typed and with the flow's defaults "
+                    "(a batch: the values every row gets)")
+    outputs: dict[str, Any] = Field(
+        default_factory=dict, examples=[_OUTPUTS_EXAMPLE],
+        description="what the episode handed back once it ended: each save_as value and done's output "
+                    "(the outcome's outputs; a batch's are per row, in batch)")
+    batch: Optional[BatchStatus] = Field(None, description="a batch job's rows: status, inputs, outputs and "
+                                                           "failure of each (None for other jobs)")
 
 
 class JobStore:
@@ -84,6 +128,10 @@ class JobStore:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=5000")
             self._db.executescript(_SCHEMA)
+            have = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)").fetchall()}
+            for name, kind in _ADDED_COLUMNS:
+                if name not in have:
+                    self._db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {kind}")
 
     def close(self) -> None:
         with self._lock:
@@ -143,6 +191,11 @@ class JobStore:
     def set_steps(self, job_id: str, steps: int) -> None:
         self._write("UPDATE jobs SET steps = ? WHERE id = ?", (steps, job_id))
 
+    def set_batch(self, job_id: str, summary: dict[str, Any]) -> None:
+        """A batch job's rows as they stand (a batch summary, scrubbed before it is written)."""
+        status = BatchStatus.model_validate(scrub(summary))
+        self._write("UPDATE jobs SET batch = ? WHERE id = ?", (status.model_dump_json(), job_id))
+
     def end(self, job_id: str, status: str, *, outcome: Optional[Outcome] = None, steps: Optional[int] = None,
             error: Optional[str] = None) -> None:
         """Only scrubbed text reaches the file: a failure's detail or an error may quote a secret."""
@@ -182,11 +235,13 @@ def lock_data_dir(folder: Path) -> IO[str]:
 def _job(row: sqlite3.Row) -> Job:
     """The job as the API shows it, scrubbed (rows an older server wrote included)."""
     spec = json.loads(row["spec"])
+    outcome = Outcome.model_validate_json(row["outcome"]) if row["outcome"] else None
+    batch = BatchStatus.model_validate_json(row["batch"]) if row["batch"] else None
     return scrub(Job(
         id=row["id"], kind=row["kind"], status=row["status"],
         task=spec.get("task", ""), start_url=spec.get("start_url", ""), policy=spec.get("policy", ""),
         max_steps=spec.get("max_steps"), allowed_domains=spec.get("allowed_domains") or [],
         created_at=row["created_at"], started_at=row["started_at"], ended_at=row["ended_at"],
-        steps=row["steps"], outcome=Outcome.model_validate_json(row["outcome"]) if row["outcome"] else None,
-        error=row["error"], run=row["run"],
+        steps=row["steps"], outcome=outcome, error=row["error"], run=row["run"],
+        inputs=spec.get("inputs") or {}, outputs=dict(outcome.outputs) if outcome is not None else {}, batch=batch,
     ))

@@ -9,6 +9,14 @@ read back from its ``trajectory.json``.
 
 Cancelling a running job cancels its asyncio task: the episode closes its trajectory as
 ``aborted`` (``infra.cancelled``) and the job ends ``cancelled``.
+
+A batch job is one :class:`owrl_sdk.batch.Batch` (one flow, once per row of inputs) in its own
+batch folder under ``DATA/batches/JOB``. Its rows do not hold a slot as a whole: each row takes
+one of the server's ``max_concurrent`` slots while its episode runs (at most ``workers`` rows of
+the batch at a time), so a long batch and single jobs share the limit and queue for it in turn.
+Rows run on the server's one browser, with the job's allowlist and the server's refusal of
+local files, like every job. Cancelling a batch cancels the rows running and ends the job
+``cancelled``: the rows that ended keep their results, the others stay ``pending``.
 """
 
 from __future__ import annotations
@@ -21,9 +29,10 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Optional
 
 from ..config import Settings
-from ..documents import flow_from_data
+from ..documents import Flow, flow_from_data
 from ..domains import DomainPolicy
-from ..errors import OwrlError
+from ..errors import OwrlError, UsageError
+from ..executors import Executor, OnResult, WorkItem, WorkResult, Workload, error_result, horizon
 from ..flowplayer import FLOW_POLICY
 from ..plugins import Plugins
 from ..runstore import RunDir
@@ -48,6 +57,42 @@ class SpecError(Exception):
         super().__init__(message)
         self.loc = loc
         self.message = message
+
+
+def input_errors(err: UsageError, loc: tuple[str, ...]) -> list[dict[str, Any]]:
+    """:func:`owrl_sdk.inputs.resolve_inputs`'s one error as FastAPI's list: one entry per
+    problem, its ``loc`` ending with the input's name when the problem names one."""
+    text = str(err)
+    head = re.match(r"\d+ input problems?: ", text)
+    body = text[head.end():] if head else text
+    parts = re.split(r"; (?=unknown input |input '|missing input |\{\{input:)", body)
+    found = []
+    for part in parts:
+        part = re.sub(r"pass --input (\w+)=\.\.\.", r"give inputs.\1 a value", part)
+        part = part.replace("declare it or give inputs.", "declare it in the flow or give inputs.")
+        name = re.match(r"(?:unknown input |input |missing input )'(\w+)'|\{\{input:(\w+)\}\}", part)
+        where = loc + ((name.group(1) or name.group(2)),) if name else loc
+        found.append({"loc": list(where), "msg": part, "type": "value_error"})
+    return found
+
+
+class InputsError(Exception):
+    """A job's inputs that do not make the flow's: every problem, each with its ``loc``."""
+
+    def __init__(self, errors: list[dict[str, Any]]):
+        super().__init__("; ".join(e["msg"] for e in errors))
+        self.errors = errors
+
+
+def resolve_job_inputs(flow: Flow, given: dict[str, Any], loc: tuple[str, ...]) -> dict[str, Any]:
+    """The flow's input values from a job's ``inputs`` (typed, defaults added), or
+    :class:`InputsError` naming every bad one; ``{{secret:...}}`` in a value is refused."""
+    from ..inputs import placeholders, resolve_inputs
+
+    try:
+        return resolve_inputs(dict(flow.inputs), given, placeholders(flow))
+    except UsageError as err:
+        raise InputsError(input_errors(err, loc)) from None
 
 
 class JobNotFound(KeyError):
@@ -111,6 +156,7 @@ class JobRunner:
                  allow_local_files: bool = False):
         self.store = store
         self.runs_dir = Path(data_dir) / "runs"
+        self.batches_dir = Path(data_dir) / "batches"
         self.plugins = plugins
         #: The server's allowlist: a job may narrow it, never widen it. Each job's task carries
         #: its own list, so the browser's settings carry none.
@@ -222,6 +268,10 @@ class JobRunner:
     async def _run(self, job_id: str) -> None:
         assert self._slots is not None
         try:
+            job = self.store.get(job_id)
+            if job is not None and job.kind == "batch":
+                await self._run_batch(job_id)  # its rows take the slots, one each
+                return
             async with self._slots:
                 if self.stopping:
                     return
@@ -263,23 +313,73 @@ class JobRunner:
         settings = self.settings.with_overrides(policy=spec["policy"], model=spec.get("model"),
                                                 max_steps=spec.get("max_steps"))
         options = dict(spec.get("policy_options") or {})
+        inputs = dict(spec.get("inputs") or {})
+        intent, start_url, output_schema = spec["task"], spec["start_url"], None
         if spec.get("flow") is not None:
-            options["flow"] = flow_from_data(spec["flow"], "flow")
+            from ..inputs import apply_inputs, fill
+
+            flow = flow_from_data(spec["flow"], "flow")
+            if inputs:
+                flow = apply_inputs(flow, inputs)
+                intent, start_url = fill(intent, inputs), fill(start_url, inputs, url=True)
+            options["flow"] = flow
+            output_schema = flow.output_schema
         # building a policy may load a model: not on the event loop
         agent = await asyncio.to_thread(
             partial(Agent, spec["policy"], settings=settings, plugins=self.plugins,
                     env_factory=partial(self._env, job_id), **options))
-        task = Task(intent=spec["task"], start_url=spec["start_url"], allowed_domains=spec.get("allowed_domains") or [],
-                    max_steps=spec.get("max_steps"), metadata={"serve_job": job_id})
+        metadata: dict[str, Any] = {"serve_job": job_id}
+        if inputs:
+            metadata["inputs"] = inputs  # recorded in the trajectory
+        task = Task(intent=intent, start_url=start_url, allowed_domains=spec.get("allowed_domains") or [],
+                    max_steps=spec.get("max_steps"), output_schema=output_schema, metadata=metadata)
         try:
             trajectory = await agent.run(task, out=self.runs_dir, hooks=[live])
         finally:
             await asyncio.shield(agent.close())
         self.store.end(job_id, "finished", outcome=trajectory.outcome, steps=len(trajectory.steps))
 
+    # ------------------------------------------------------------------ batches
+
+    def batch_dir(self, job_id: str) -> Path:
+        return self.batches_dir / job_id
+
+    def make_batch(self, job_id: str, spec: dict[str, Any], on_row: Any = None, executor: Any = None) -> Any:
+        """The job's :class:`owrl_sdk.batch.Batch` (every check of the batch made: a
+        :class:`UsageError` for what would stop it)."""
+        from ..batch import Batch
+
+        rows = spec["rows"] if spec.get("rows") is not None else str(self.batch_dir(job_id) / spec["rows_file"])
+        return Batch(flow_from_data(spec["flow"], "flow"), rows, out=self.batch_dir(job_id), workers=spec["workers"],
+                     settings=self.settings, plugins=self.plugins, url=spec.get("url"), on_row=on_row,
+                     executor=executor, common=spec.get("inputs") or None)
+
+    async def _run_batch(self, job_id: str) -> None:
+        spec = self.store.spec(job_id)
+        holder: list[Any] = []
+
+        def on_row(_: Any) -> None:
+            self.store.set_batch(job_id, holder[0].summary())
+
+        executor = RowExecutor(self, job_id, spec)
+        batch = await asyncio.to_thread(self.make_batch, job_id, spec, on_row, executor)
+        executor.settings = batch.settings
+        holder.append(batch)
+        self.store.set_batch(job_id, batch.summary())
+        try:
+            summary = await batch.run_async()
+        finally:
+            self.store.set_batch(job_id, batch.summary())
+        self.store.started(job_id)  # a batch of rows that all failed their inputs ran no episode
+        self.store.end(job_id, "finished", steps=sum(r.get("steps") or 0 for r in summary["results"]))
+
     async def _env(self, job_id: str, run: Optional[RunDir], trace: bool) -> Any:
         if run is not None:
             self.store.set_run(job_id, run.path.name)
+        return await self.new_env(run.path if run is not None else None, trace)
+
+    async def new_env(self, run_dir: Optional[Path], trace: bool = False) -> Any:
+        """A fresh context of the server's one browser (launched on first use, again if it died)."""
         assert self._host_lock is not None
         async with self._host_lock:
             if self._host is None:
@@ -289,8 +389,7 @@ class JobRunner:
                 await self._host.start()
             else:
                 await self._host.ensure_running()
-        return await self._host.new_env(run_dir=run.path if run is not None else None, trace=trace,
-                                        deny_local=not self.allow_local_files)
+        return await self._host.new_env(run_dir=run_dir, trace=trace, deny_local=not self.allow_local_files)
 
     # ------------------------------------------------------------------ reading
 
@@ -363,6 +462,86 @@ class JobRunner:
                     await asyncio.wait_for(event.wait(), 1.0)
                 except asyncio.TimeoutError:
                     pass
+
+
+class _ServerBrowser:
+    """The server's browser as an executor's host: contexts with the server's refusals."""
+
+    def __init__(self, runner: JobRunner):
+        self.runner = runner
+
+    async def ensure_running(self) -> None:
+        pass  # new_env launches it again when it died
+
+    async def new_env(self, run_dir: Optional[Path] = None, trace: bool = False, **_: Any) -> Any:
+        return await self.runner.new_env(run_dir, trace)
+
+
+class RowExecutor(Executor):
+    """Runs a batch job's rows on the server: each row waits for one of the server's slots, at
+    most ``workers`` rows at a time, in a context of the server's browser; each row's task gets
+    the job's allowlist and step limit. The first row that gets a slot marks the job running."""
+
+    name = "serve"
+
+    def __init__(self, runner: JobRunner, job_id: str, spec: dict[str, Any]):
+        super().__init__(runner.settings, runner.plugins, int(spec.get("workers") or 1))
+        self.runner = runner
+        self.job_id = job_id
+        self.allowed = list(spec.get("allowed_domains") or [])
+        self.max_steps = spec.get("max_steps")
+        self.episodes: Any = None
+
+    async def start(self, workload: Workload) -> None:
+        from ..runner import JudgedEpisodes
+
+        await super().start(workload)
+        await workload.suite.setup()
+        self.episodes = JudgedEpisodes(self.settings, self.plugins, workload.suite, workload.judge, workload.out,
+                                       record_blocklist=workload.record_blocklist)
+
+    async def run(self, items: list[WorkItem], on_result: Optional[OnResult] = None) -> list[WorkResult]:
+        assert self.workload is not None and self.episodes is not None, "start() first"
+        assert self.runner._slots is not None
+        workload, episodes, slots = self.workload, self.episodes, self.runner._slots
+        episodes.settings = self.settings
+        host = _ServerBrowser(self.runner)
+        queue: asyncio.Queue[WorkItem] = asyncio.Queue()
+        for item in items:
+            queue.put_nowait(item)
+        results: list[WorkResult] = []
+
+        async def worker() -> None:
+            policy = workload.policy(self.settings, self.plugins)
+            try:
+                while not queue.empty():
+                    item = queue.get_nowait()
+                    task = item.task.model_copy(update={
+                        "allowed_domains": self.allowed, "max_steps": self.max_steps or item.task.max_steps,
+                        "metadata": {**item.task.metadata, "serve_job": self.job_id}})
+                    async with slots:
+                        self.runner.store.started(self.job_id)
+                        try:
+                            record, traj = await episodes.run(host, policy, horizon(task, workload.max_steps),
+                                                              item.episode)
+                            result = WorkResult(item, record, traj if workload.with_trajectory else None)
+                        except Exception as err:  # noqa: BLE001 - the machinery failed this row only
+                            result = error_result(item, err)
+                    results.append(result)
+                    if on_result is not None:
+                        on_result(result)
+            finally:
+                if getattr(workload.policy, "owned", True):
+                    await policy.close()
+
+        if items:
+            await asyncio.gather(*[worker() for _ in range(min(self.workers, len(items)))])
+        return results
+
+    async def close(self) -> None:
+        if self.workload is not None and self.episodes is not None:
+            self.episodes = None
+            await self.workload.suite.teardown()
 
 
 def _line(data: dict[str, Any]) -> str:

@@ -31,4 +31,6 @@ def test_generated_requests_get_no_server_error(serve, tmp_path):
     assert result.returncode == 0, tail
     assert " 500 " not in server.log.read_text()
     # it did reach the job routes with real job ids, not only 404s
-    assert '"POST /v1/jobs/flow HTTP/1.1" 201' in server.log.read_text()
+    log = server.log.read_text()
+    for route in ("/v1/jobs/flow", "/v1/jobs/batch"):  # a CSV upload is tested in test_serve_inputs.py
+        assert f'"POST {route} HTTP/1.1" 201' in log, route

@@ -1,0 +1,210 @@
+"""``owrl serve`` with inputs, outputs and batches: a real server process, a real Chromium on
+pages served on 127.0.0.1. A flow job takes inputs and hands back outputs; bad inputs are one
+422 naming each; a batch (JSON rows or a CSV upload) shows every row; a batch is cancelled;
+a page that echoes a secret into what ``extract`` saves never gets it into the job record."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import uuid
+import urllib.request
+
+import pytest
+from serve_support import Reply, Served, wait_calls
+
+SECRET = "pw-Inputs-7Hq2-never-shown"
+
+# the page reads ?name= and ?qty= and writes the order line; qty 0 writes no order at all
+ORDER_PAGE = """<title>Order</title><h1>Order</h1><p id="line"></p>
+<script>
+const q = new URLSearchParams(location.search);
+const qty = Number(q.get("qty"));
+document.getElementById("line").textContent = qty > 0
+  ? "Order for " + q.get("name") + ": " + qty + " item(s), number ORD-" + (1000 + qty) : "No order";
+</script>"""
+
+PAGES = {
+    "/order": ORDER_PAGE,
+    # an attacker's page: whatever is typed into the field is echoed into the text extract reads
+    "/echo": ("<title>Echo</title><label>Password <input id='pw'></label>"
+              "<button onclick=\"document.getElementById('out').textContent = 'You typed: ' + "
+              "document.getElementById('pw').value\">Show</button><p id='out'></p>"),
+}
+
+
+def order_flow(url: str) -> dict:
+    return {
+        "schema": "owrl.flow/1", "task": "Order for {{input:name}}",
+        "start_url": url + "order?name={{input:name}}&qty={{input:qty}}",
+        "inputs": {"name": {"type": "string", "description": "the customer"},
+                   "qty": {"type": "integer", "default": 1, "description": "how many"}},
+        "turns": [{"calls": [
+            {"name": "extract", "arguments": {"selector": "#line"}, "save_as": "line",
+             "expect": {"text_visible": "Order for"}},
+            {"name": "done", "arguments": {"response": "ordered"}},
+        ]}],
+    }
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = Served(tmp_path_factory.mktemp("serve-inputs") / "data", ("--max-concurrent", "2"),
+               env={"OWRL_SECRET_SERVE_PW": SECRET})
+    s.start()
+    yield s
+    assert s.stop() in (0, -signal.SIGTERM), s.log.read_text()[-3000:]
+
+
+def upload(server: Served, path: str, fields: dict[str, str], files: dict[str, tuple[str, bytes, str]]) -> Reply:
+    """A multipart/form-data POST, as curl -F sends it."""
+    boundary = uuid.uuid4().hex
+    parts = []
+    for name, value in fields.items():
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'.encode() + value.encode())
+    for name, (filename, data, kind) in files.items():
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; filename="{filename}"\r\n'
+                     f"Content-Type: {kind}\r\n\r\n".encode() + data)
+    body = b"\r\n".join(parts) + f"\r\n--{boundary}--\r\n".encode()
+    req = urllib.request.Request(server.base + path, data=body, method="POST", headers={
+        "Authorization": f"Bearer {server.token}", "Content-Type": f"multipart/form-data; boundary={boundary}"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return Reply(resp.status, dict(resp.headers), resp.read())
+    except urllib.error.HTTPError as err:
+        return Reply(err.code, dict(err.headers), err.read())
+
+
+def test_a_flow_job_takes_inputs_and_its_record_carries_the_outputs(server, owrl_page_server):
+    url = owrl_page_server(PAGES)
+    reply = server.request("POST", "/v1/jobs/flow", {"flow": order_flow(url), "inputs": {"name": "Maria", "qty": "3"}})
+    assert reply.status == 201, reply.body
+    queued = reply.json()
+    assert queued["inputs"] == {"name": "Maria", "qty": 3}  # typed as declared, at once
+    assert queued["outputs"] == {} and queued["batch"] is None
+    job = server.wait(queued["id"])
+    assert job["outcome"]["status"] == "success", job
+    assert job["outputs"] == {"line": "Order for Maria: 3 item(s), number ORD-1003"}
+    assert job["outcome"]["outputs"] == job["outputs"]
+    traj = server.request("GET", f"/v1/jobs/{job['id']}/trajectory").json()
+    assert traj["inputs"] == {"name": "Maria", "qty": 3}
+    assert traj["task"]["intent"] == "Order for Maria"
+    assert traj["steps"][0]["observation"]["url"].endswith("order?name=Maria&qty=3")
+
+    # the default fills what is not given; a plain flow body still works as before
+    job = server.wait(server.request("POST", "/v1/jobs/flow", {"flow": order_flow(url), "inputs": {"name": "Li"}}).json()["id"])
+    assert job["inputs"] == {"name": "Li", "qty": 1} and job["outputs"]["line"].endswith("ORD-1001")
+    plain = {**order_flow(url), "start_url": url + "order?name=Ann&qty=2", "task": "Order"}
+    del plain["inputs"]
+    job = server.wait(server.submit_flow(plain)["id"])
+    assert job["outputs"] == {"line": "Order for Ann: 2 item(s), number ORD-1002"} and job["inputs"] == {}
+
+
+def test_bad_inputs_are_one_422_naming_every_one_before_anything_is_queued(server, owrl_page_server):
+    url = owrl_page_server(PAGES)
+    before = len(server.request("GET", "/v1/jobs?limit=1000").json()["jobs"])
+    reply = server.request("POST", "/v1/jobs/flow", {"flow": order_flow(url),
+                                                       "inputs": {"qty": "many", "colour": "red"}})
+    assert reply.status == 422, reply.body
+    detail = reply.json()["detail"]
+    by_name = {tuple(d["loc"]): d["msg"] for d in detail}
+    assert set(by_name) == {("body", "inputs", "qty"), ("body", "inputs", "colour"), ("body", "inputs", "name")}
+    assert "whole number" in by_name[("body", "inputs", "qty")]
+    assert "unknown input" in by_name[("body", "inputs", "colour")]
+    assert "missing input" in by_name[("body", "inputs", "name")] and "--input" not in by_name[("body", "inputs", "name")]
+    assert all(d["type"] == "value_error" for d in detail)
+
+    # a value may never be a secret's placeholder: the flow would type the secret where the value goes
+    reply = server.request("POST", "/v1/jobs/flow", {"flow": order_flow(url), "inputs": {"name": "{{secret:SERVE_PW}}"}})
+    assert reply.status == 422 and reply.json()["detail"][0]["loc"] == ["body", "inputs", "name"]
+    assert "secret" in reply.json()["detail"][0]["msg"]
+    # an input not in the flow at all, a value of no input type, a flow that is not one
+    assert server.request("POST", "/v1/jobs/flow", {"flow": order_flow(url), "inputs": {"name": ["a"]}}).status == 422
+    assert server.request("POST", "/v1/jobs/flow", {"flow": {"turns": "x"}, "inputs": {}}).status == 422
+    assert len(server.request("GET", "/v1/jobs?limit=1000").json()["jobs"]) == before  # nothing queued
+
+
+def test_a_batch_of_json_rows_shows_each_rows_status_inputs_outputs_and_failure(server, owrl_page_server):
+    url = owrl_page_server(PAGES)
+    rows = [{"name": "Ada", "qty": 2}, {"name": "Bo", "qty": "lots"}, {"name": "Cy", "qty": 0}]
+    reply = server.request("POST", "/v1/jobs/batch", {"flow": order_flow(url), "rows": rows, "workers": 2})
+    assert reply.status == 201, reply.body
+    job = server.wait(reply.json()["id"], timeout=90)
+    assert job["kind"] == "batch" and job["status"] == "finished", job
+    batch = job["batch"]
+    assert (batch["rows"], batch["succeeded"], batch["failed"], batch["pending"]) == (3, 1, 2, 0)
+    ada, bo, cy = batch["results"]
+    assert (ada["row"], ada["status"], ada["inputs"]) == (1, "success", {"name": "Ada", "qty": 2})
+    assert ada["outputs"] == {"line": "Order for Ada: 2 item(s), number ORD-1002"} and ada["failure"] is None
+    assert bo["status"] == "fail" and bo["failure"] == "task.bad_inputs" and "whole number" in bo["detail"]
+    # the page writes no order for 0: the flow's expectation is not met, and the row fails alone
+    assert cy["status"] == "fail" and cy["failure"] == "policy.gave_up" and cy["inputs"] == {"name": "Cy", "qty": 0}
+    assert "Order for" in cy["detail"] and cy["outputs"] == {"line": "No order"}
+    # what the batch folder's batch.json holds
+    folder = server.data_dir / "batches" / job["id"]
+    on_disk = json.loads((folder / "batch.json").read_text())
+    assert [(r["row"], r["status"], r["outputs"]) for r in on_disk["results"]] == \
+        [(r["row"], r["status"], r["outputs"]) for r in batch["results"]]
+
+
+def test_a_batch_from_a_csv_upload_and_a_header_that_does_not_fit_the_flow(server, owrl_page_server):
+    url = owrl_page_server(PAGES)
+    csv = b"name,qty\nAda,4\nBo,\nCy,x\n"  # an empty cell takes the default
+    reply = upload(server, "/v1/jobs/batch/csv", {"flow": json.dumps(order_flow(url))},
+                   {"rows": ("rows.csv", csv, "text/csv")})
+    assert reply.status == 201, reply.body
+    job = server.wait(reply.json()["id"], timeout=90)
+    results = job["batch"]["results"]
+    assert [(r["status"], r["outputs"].get("line")) for r in results] == [
+        ("success", "Order for Ada: 4 item(s), number ORD-1004"),
+        ("success", "Order for Bo: 1 item(s), number ORD-1001"),
+        ("fail", None)]
+    assert results[2]["failure"] == "task.bad_inputs" and results[2]["inputs"] == {"name": "Cy", "qty": "x"}
+
+    bad = upload(server, "/v1/jobs/batch/csv", {"flow": json.dumps(order_flow(url))},
+                 {"rows": ("rows.csv", b"name,colour\nAda,red\n", "text/csv")})
+    assert bad.status == 422, bad.body
+    detail = bad.json()["detail"][0]
+    assert detail["loc"] == ["body", "rows"] and "'colour'" in detail["msg"] and str(server.data_dir) not in detail["msg"]
+    bad = upload(server, "/v1/jobs/batch/csv", {"flow": "{\"turns\": 1}"}, {"rows": ("rows.csv", csv, "text/csv")})
+    assert bad.status == 422 and bad.json()["detail"][0]["loc"][:2] == ["body", "flow"]
+    assert not [p for p in (server.data_dir / "batches").iterdir() if p.name.startswith(".upload")]
+
+
+def test_cancelling_a_batch_stops_its_rows_and_keeps_the_rest_pending(server, owrl_page_server):
+    url = owrl_page_server(PAGES)
+    slow = {**order_flow(url), "turns": [{"calls": wait_calls(30)}]}
+    reply = server.request("POST", "/v1/jobs/batch", {"flow": slow, "rows": [{"name": n} for n in "abc"]})
+    job = server.wait(reply.json()["id"], until=("running",))
+    time.sleep(1)
+    started = time.monotonic()
+    cancelled = server.request("POST", f"/v1/jobs/{job['id']}/cancel")
+    assert cancelled.status == 200 and time.monotonic() - started < 15
+    assert cancelled.json()["status"] == "cancelled"
+    batch = server.job(job["id"])["batch"]
+    assert batch["succeeded"] == 0 and batch["pending"] >= 2
+    assert server.request("POST", f"/v1/jobs/{job['id']}/cancel").status == 409
+
+
+def test_a_secret_a_page_echoes_into_an_extracted_output_is_redacted_in_the_job_record(server, owrl_page_server):
+    url = owrl_page_server(PAGES)
+    flow = {"schema": "owrl.flow/1", "task": "Show the password", "start_url": url + "echo", "turns": [
+        {"calls": [{"name": "write", "arguments": {"selector": "#pw", "message": "{{secret:SERVE_PW}}"}},
+                   {"name": "click", "arguments": {"selector": "role=button[name=\"Show\"]"}}]},
+        {"calls": [{"name": "extract", "arguments": {"selector": "#out"}, "save_as": "shown"},
+                   {"name": "done", "arguments": {"response": "shown"}}]}]}
+    job = server.wait(server.submit_flow(flow)["id"])
+    assert job["outcome"]["status"] == "success", job
+    assert job["outputs"]["shown"].startswith("You typed: ") and SECRET not in job["outputs"]["shown"]
+    served = [server.request("GET", f"/v1/jobs/{job['id']}").body, server.request("GET", "/v1/jobs").body,
+              server.request("GET", f"/v1/jobs/{job['id']}/trajectory").body]
+    for body in served:
+        assert SECRET.encode() not in body
+    # and the same page in a batch: the row's outputs are scrubbed too
+    reply = server.request("POST", "/v1/jobs/batch", {"flow": flow, "rows": [{}]})
+    batch_job = server.wait(reply.json()["id"], timeout=60)
+    row = batch_job["batch"]["results"][0]
+    assert row["status"] == "success" and row["outputs"]["shown"].startswith("You typed: ")
+    assert SECRET.encode() not in server.request("GET", f"/v1/jobs/{batch_job['id']}").body
+    assert SECRET not in (server.data_dir / "batches" / batch_job["id"] / "batch.json").read_text()
