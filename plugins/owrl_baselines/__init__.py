@@ -30,8 +30,8 @@ class OraclePolicy(Policy):
 
     async def act(self, context: Context) -> Turn:
         task = context.task
-        done_turns = len(context.history)
         last = context.last_step
+        done_turns = last.index + 1 if last is not None else 0  # a memory may leave steps out
         if last is not None:
             for record in last.calls:
                 failed = (record.verdict is not None and not record.verdict.ok) or (

@@ -6,6 +6,9 @@ verdicts) and the latest K screenshots (K = 1, as OpenWebRL was trained).
 Settings (``[plugins.default]`` in owrl.toml, formerly ``[plugins.memory]``): ``screenshots``
 (K), ``reasoning`` (``full`` keeps every thought, ``action-only`` drops past thoughts and keeps
 the calls). ``crop``'s are in ``[plugins.crop]`` (formerly ``[plugins.memory-crop]``).
+
+``weighted`` and ``summary`` (:mod:`.strategies`) keep the last few steps whole and either the
+heaviest older steps within a budget or one line per older step (docs/memory.md).
 """
 
 from __future__ import annotations
@@ -142,5 +145,9 @@ def crop_around(jpeg: bytes, point_2d, size: int) -> bytes:
 
 @hookimpl
 def register_memories(register):
+    from .strategies import SummaryMemory, WeightedMemory
+
     register(FullHistoryMemory)
     register(CropMemory)
+    register(WeightedMemory)
+    register(SummaryMemory)

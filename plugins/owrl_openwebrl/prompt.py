@@ -121,7 +121,8 @@ def build_prompt(context: Context, *, text_mode: bool = False, tools_in_system: 
         system = SYSTEM + ("\n\n# Tools\n" + tools_block(tools) if tools_in_system else "")
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": [_text(system)]},
-        {"role": "user", "content": [_text(f"Task: {context.task.intent}")]},
+        # the memory's notes: what it says of the steps it left out or summarised
+        {"role": "user", "content": [_text(f"Task: {context.task.intent}" + (f"\n\n{context.notes}" if context.notes else ""))]},
     ]
     for step in context.history:
         messages.extend(_history_messages(step))
