@@ -68,7 +68,8 @@ class BatchRow(BaseModel):
                                                      "not make the flow's inputs), None on success")
     detail: Optional[str] = Field(None, description="the failure's detail")
     answer: Optional[str] = Field(None, description="the answer of the row's done")
-    run_dir: Optional[str] = Field(None, description="the row's run folder on the server")
+    run_dir: Optional[str] = Field(None, description="the row's run folder, under the server's data dir "
+                                                     "(batches/JOB/runs/...)")
     steps: int = 0
     seconds: float = 0.0
 

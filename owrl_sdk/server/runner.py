@@ -22,6 +22,7 @@ local files, like every job. Cancelling a batch cancels the rows running and end
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 from functools import partial
@@ -359,19 +360,31 @@ class JobRunner:
         holder: list[Any] = []
 
         def on_row(_: Any) -> None:
-            self.store.set_batch(job_id, holder[0].summary())
+            self.store.set_batch(job_id, self._public(holder[0].summary()))
 
         executor = RowExecutor(self, job_id, spec)
         batch = await asyncio.to_thread(self.make_batch, job_id, spec, on_row, executor)
         executor.settings = batch.settings
         holder.append(batch)
-        self.store.set_batch(job_id, batch.summary())
+        self.store.set_batch(job_id, self._public(batch.summary()))
         try:
             summary = await batch.run_async()
         finally:
-            self.store.set_batch(job_id, batch.summary())
+            self.store.set_batch(job_id, self._public(batch.summary()))
         self.store.started(job_id)  # a batch of rows that all failed their inputs ran no episode
         self.store.end(job_id, "finished", steps=sum(r.get("steps") or 0 for r in summary["results"]))
+
+    def _public(self, summary: dict[str, Any]) -> dict[str, Any]:
+        """A batch summary as the job shows it: run folders relative to the data dir (as a
+        job's ``run`` is a name, not a path of the server's disk)."""
+        root = self.batches_dir.parent.resolve()
+        for result in summary.get("results") or []:
+            if result.get("run_dir"):
+                try:
+                    result["run_dir"] = str(Path(result["run_dir"]).resolve().relative_to(root))
+                except ValueError:
+                    result["run_dir"] = Path(result["run_dir"]).name
+        return summary
 
     async def _env(self, job_id: str, run: Optional[RunDir], trace: bool) -> Any:
         if run is not None:
@@ -519,6 +532,12 @@ class RowExecutor(Executor):
                     task = item.task.model_copy(update={
                         "allowed_domains": self.allowed, "max_steps": self.max_steps or item.task.max_steps,
                         "metadata": {**item.task.metadata, "serve_job": self.job_id}})
+                    refused = self._refusal(item, task)
+                    if refused is not None:
+                        results.append(refused)
+                        if on_result is not None:
+                            on_result(refused)
+                        continue
                     async with slots:
                         self.runner.store.started(self.job_id)
                         try:
@@ -537,6 +556,19 @@ class RowExecutor(Executor):
         if items:
             await asyncio.gather(*[worker() for _ in range(min(self.workers, len(items)))])
         return results
+
+    def _refusal(self, item: WorkItem, task: Task) -> Optional[WorkResult]:
+        """A row whose values made a start URL the server does not serve (a file:, a host outside
+        the allowlist) fails as bad inputs, before any browser: as a flow job's would be a 422."""
+        from ..batch import BAD_INPUTS
+        from ..runner import failed_record
+
+        try:
+            self.runner.check_start_url(task.start_url, self.allowed, ("start_url",))
+        except SpecError as err:
+            record = dataclasses.replace(failed_record(task, item.episode, BAD_INPUTS), status="fail")
+            return WorkResult(WorkItem(task, item.episode, item.group), record, error=err.message)
+        return None
 
     async def close(self) -> None:
         if self.workload is not None and self.episodes is not None:

@@ -172,19 +172,43 @@ def test_a_batch_from_a_csv_upload_and_a_header_that_does_not_fit_the_flow(serve
     assert not [p for p in (server.data_dir / "batches").iterdir() if p.name.startswith(".upload")]
 
 
-def test_cancelling_a_batch_stops_its_rows_and_keeps_the_rest_pending(server, owrl_page_server):
+def test_a_batchs_rows_share_the_servers_slots_and_cancelling_it_keeps_the_rest_pending(server, owrl_page_server):
     url = owrl_page_server(PAGES)
     slow = {**order_flow(url), "turns": [{"calls": wait_calls(30)}]}
-    reply = server.request("POST", "/v1/jobs/batch", {"flow": slow, "rows": [{"name": n} for n in "abc"]})
+    reply = server.request("POST", "/v1/jobs/batch", {"flow": slow, "rows": [{"name": n} for n in "abcd"], "workers": 2})
     job = server.wait(reply.json()["id"], until=("running",))
-    time.sleep(1)
+    # the server runs two jobs at a time: the batch's two rows hold both slots, so a flow waits
+    single = server.request("POST", "/v1/jobs/flow", {"flow": order_flow(url), "inputs": {"name": "Dee"}}).json()
+    time.sleep(1.5)
+    assert server.job(single["id"])["status"] == "queued"
     started = time.monotonic()
     cancelled = server.request("POST", f"/v1/jobs/{job['id']}/cancel")
     assert cancelled.status == 200 and time.monotonic() - started < 15
     assert cancelled.json()["status"] == "cancelled"
     batch = server.job(job["id"])["batch"]
-    assert batch["succeeded"] == 0 and batch["pending"] >= 2
+    assert batch["succeeded"] == 0 and batch["pending"] >= 2 and batch["rows"] == 4
     assert server.request("POST", f"/v1/jobs/{job['id']}/cancel").status == 409
+    # the slots are free again: the waiting flow runs
+    assert server.wait(single["id"])["outputs"]["line"] == "Order for Dee: 1 item(s), number ORD-1001"
+
+
+def test_a_row_cannot_make_the_start_url_a_local_file(server, owrl_page_server):
+    url = owrl_page_server(PAGES)
+    flow = {"schema": "owrl.flow/1", "task": "Read the page", "start_url": "{{input:where}}", "turns": [
+        {"calls": [{"name": "extract", "arguments": {"selector": "body"}, "save_as": "body"},
+                   {"name": "done", "arguments": {"response": "read"}}]}]}
+    # a flow job's filled-in start URL is checked before it is queued
+    reply = server.request("POST", "/v1/jobs/flow", {"flow": flow, "inputs": {"where": "file:///etc/passwd"}})
+    assert reply.status == 422 and "file:" in reply.json()["detail"][0]["msg"]
+    # a batch row's fails alone, before any browser (and the browser refuses file: in every job anyway)
+    rows = [{"where": "file:///etc/passwd"}, {"where": url + "order?name=Ed&qty=1"}]
+    job = server.wait(server.request("POST", "/v1/jobs/batch", {"flow": flow, "rows": rows}).json()["id"], timeout=60)
+    local, page = job["batch"]["results"]
+    assert local["status"] == "fail" and local["failure"] == "task.bad_inputs" and "file:" in local["detail"]
+    assert local["run_dir"] is None and "root:" not in json.dumps(local)
+    assert page["status"] == "success" and "Order for Ed" in page["outputs"]["body"]
+    assert page["run_dir"].startswith(f"batches/{job['id']}/runs/")
+    assert "root:" not in server.request("GET", f"/v1/jobs/{job['id']}").body.decode()
 
 
 def test_a_secret_a_page_echoes_into_an_extracted_output_is_redacted_in_the_job_record(server, owrl_page_server):
