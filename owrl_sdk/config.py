@@ -71,6 +71,10 @@ class Settings(BaseModel):
     max_unchanged_repeats: int = Field(3, ge=0, description="same call with no visible change before fail (0: off)")
     expect_timeout: float = Field(2.0, ge=0, description="seconds an expectation is polled for")
     feedback_chars: int = Field(512, ge=32, description="longest feedback per call")
+    settle_quiet_ms: int = Field(
+        100, ge=0, description="after each browser action, how long the page must stay quiet (no DOM change, no "
+        "request, no timer it set) before the change is read")
+    settle_max_ms: int = Field(1500, ge=0, description="longest wait for the page to go quiet after an action (0: no wait)")
     headless: bool = True
     chromium: Optional[str] = Field(None, description="path of the Chromium executable")
     browser_endpoint: Optional[str] = Field(

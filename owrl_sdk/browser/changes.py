@@ -168,3 +168,9 @@ class ChangeFeedbackMixin(EnvState):
 
     def _bound(self, parts: list[str]) -> str:
         return bounded(parts, self.settings.feedback_chars)
+
+    def _bound_with(self, feedback: str, note: str) -> str:
+        """``feedback`` with ``note`` after it, the note kept whole within ``feedback_chars``."""
+        room = self.settings.feedback_chars - len(note) - 1
+        head = bounded([feedback], room) if room > 0 else ""
+        return f"{head} {note}".strip() if head else bounded([note], self.settings.feedback_chars)

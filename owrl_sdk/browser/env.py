@@ -10,11 +10,16 @@ shows it drawn over the last screenshot, and page tools are refused until ``hand
 that for a policy whose model was trained otherwise: ``dialogs="accept"`` accepts each
 dialog on arrival and shows its message in the page as a box with an OK button, and
 ``settle`` waits after every action (network idle, bounded, then a fixed pause) before
-the change is read and the next screenshot taken.
+the change is read and the next screenshot taken. Otherwise, after every action the page
+is given until it goes quiet (:mod:`.settle`: the ``settle_quiet_ms`` and ``settle_max_ms``
+settings) before its change is read, so that a change the page makes a moment later is
+credited to the call that caused it.
 
 Besides its feedback sentence, every successful call's result carries the facts in
 ``ToolResult.page``: the active tab's ``url`` and index (``active_tab``), ``navigated_to``
-when the page the call acted on went elsewhere, and ``tabs_opened`` (indices); and
+when the page the call acted on went elsewhere, and ``tabs_opened`` (indices), and, where
+the quiet wait ran, ``settled`` (False: still changing at ``settle_max_ms``) and
+``settle_ms`` (how long it waited); and
 ``ToolResult.changed`` says whether there was anything to tell (False: "no visible change").
 A failed call carries its failure kind in ``ToolResult.error_kind`` (see :mod:`.errors`).
 
@@ -48,6 +53,7 @@ from .errors import ActionError, describe
 from .feedback import short
 from .guard import DomainGuardMixin
 from .liveness import LivenessMixin, _forget, _is_playwright_error
+from .settle import SettleMixin
 from .tabs import TabsMixin
 from .targets import Located, TargetsMixin
 
@@ -91,13 +97,14 @@ _DIALOG_BOX = """({kind, message}) => {
 }"""
 
 
-class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, DomainGuardMixin, LivenessMixin):
+class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, DomainGuardMixin, LivenessMixin):
     """An :class:`~owrl_sdk.env.Environment` on Playwright. Made by :meth:`BrowserHost.new_env`.
 
     It holds one episode's state and runs the protocol (reset, observe, execute, verify,
     close) and the dialogs; each other responsibility is a mixin of its own module, working
     on that state: :mod:`.targets` (refs, selectors, points), :mod:`.tabs`, :mod:`.changes`
-    (change feedback), :mod:`.guard` (the domain policy) and :mod:`.liveness`."""
+    (change feedback), :mod:`.settle` (waiting for the page to go quiet after an action),
+    :mod:`.guard` (the domain policy) and :mod:`.liveness`."""
 
     def __init__(
         self,
@@ -150,6 +157,8 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, DomainGuardMixin,
         self._scripts: dict[str, tuple[str, float]] = {}
         self._leaving: set[asyncio.Future[Any]] = set()
         self._quiet: set[int] = set()
+        self._requests: dict[Any, tuple[Any, float]] = {}
+        self._requests_done: dict[int, float] = {}
 
     # ================================================================== protocol
 
@@ -158,7 +167,8 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, DomainGuardMixin,
 
         ``dialogs``: ``hold`` (report, wait for ``handle_dialog``) or ``accept`` (accept on
         arrival and show the message in the page). ``settle``: after every action, wait up to
-        ``network_idle_ms`` for the network to be idle, then ``after_ms`` more; None: no wait."""
+        ``network_idle_ms`` for the network to be idle, then ``after_ms`` more, in place of the
+        wait for quiet (:mod:`.settle`); None: the wait for quiet."""
         if dialogs not in ("hold", "accept"):
             raise ValueError(f"dialogs must be 'hold' or 'accept', not {dialogs!r}")
         self._dialogs.auto_accept = dialogs == "accept"
@@ -195,6 +205,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, DomainGuardMixin,
         context.set_default_navigation_timeout(self.settings.navigation_timeout * 1000)
         context.on("page", self._on_page)
         context.on("dialog", self._dialogs.on_dialog)
+        await self._install_settle(context)
         if self.domains.routes:
             await context.route("**/*", self._guard)
             await context.route_web_socket(self._refuses_socket, self._refuse_socket)
@@ -291,6 +302,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, DomainGuardMixin,
         self._tabs_opened = 0
         self._pages_before_call = self.host.pages_created(self._context_id)
         before = await self._before()
+        began = time.monotonic()
         try:
             done, result = await self._dialogs.until(tool.run(self, args))
         except InfraError:
@@ -302,8 +314,12 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, DomainGuardMixin,
                 raise
             self._raise_if_dead(err)
             done, result = True, ToolResult.failure(*describe(err, _what(tool, args)))
-        if done and result.ok and not result.ends_episode and self._settle_after:
-            await self._settle_action()
+        settled = None
+        if done and result.ok and not result.ends_episode:
+            if self._settle_after:  # the profile's fixed wait instead
+                await self._settle_action()
+            else:
+                settled = await self._settle_quietly(self._settling_page(before.page), began, time.monotonic())
         if not done:  # a dialog opened: that is the change
             result = ToolResult(feedback=self._bound([*self._event_texts(), self._dialogs.note()]), changed=True)
         elif not result.ok:
@@ -314,6 +330,10 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, DomainGuardMixin,
             result.feedback, result.changed = await self._describe_change(before, result.feedback)
         if done and result.ok:
             result.page = self._facts(before)
+            if settled is not None:
+                result.page.update(settled=settled.settled, settle_ms=round(settled.ms, 1))
+                if not settled.settled:
+                    result.feedback = self._bound_with(result.feedback, settled.note())
         self._events = []
         # every string the policy reads back (feedback, error, the URLs in page, data) without
         # secrets; the answer is the policy's own, recorded (and scrubbed) with the outcome
@@ -447,6 +467,8 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, DomainGuardMixin,
         self._scripts = {}
         self._leaving = set()
         self._quiet = set()
+        self._requests = {}
+        self._requests_done = {}
 
     async def _save_trace(self, context: "BrowserContext") -> None:
         if self.run_dir is None:

@@ -1,7 +1,7 @@
 """The state of one episode's :class:`~owrl_sdk.browser.env.BrowserEnv`, declared for its parts.
 
 ``BrowserEnv`` is composed of parts, each a mixin in a module of its own (:mod:`.targets`,
-:mod:`.tabs`, :mod:`.changes`, :mod:`.guard`, :mod:`.liveness`). They share the state
+:mod:`.tabs`, :mod:`.changes`, :mod:`.settle`, :mod:`.guard`, :mod:`.liveness`). They share the state
 ``BrowserEnv.__init__`` sets and call a few of each other's methods; :class:`EnvState`
 declares both, for readers and type checkers. It holds no values and no code: annotations
 only, so it changes nothing at run time.
@@ -13,7 +13,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Awaitable, Optional
 
 if TYPE_CHECKING:  # pragma: no cover
-    from playwright.async_api import BrowserContext, Download, Frame, Page
+    from playwright.async_api import BrowserContext, Download, Frame, Page, Request
 
     from ..config import Settings
     from ..domains import DomainPolicy
@@ -52,6 +52,10 @@ class EnvState:
     _scripts: dict[str, tuple[str, float]]
     _leaving: set["asyncio.Future[Any]"]
     _quiet: set[int]
+    #: The requests in flight (their page, when they began) and when the last one of each page
+    #: (by id) ended, for settling (:mod:`.settle`).
+    _requests: dict["Request", tuple[Optional["Page"], float]]
+    _requests_done: dict[int, float]
 
     if TYPE_CHECKING:  # pragma: no cover - each is defined by one part (or BrowserEnv) and called by others
 

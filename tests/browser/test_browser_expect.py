@@ -10,6 +10,8 @@ from owrl_sdk.types import Expectation
 
 
 async def test_an_expectation_waits_for_content_that_arrives_later(env, site):
+    # no wait for quiet after the click (it would see the content come): the polling is tested here
+    env.settings = env.settings.model_copy(update={"settle_max_ms": 0})
     await env.reset(task(f"{site}/delayed.html"))
     result = await act(env, "click", selector="#load")
     assert result.ok

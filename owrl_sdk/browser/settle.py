@@ -1,0 +1,277 @@
+"""Settling: after an action, wait until the page has gone quiet before its change is read.
+
+A page often answers an action a moment later: a fetch, a timer, a debounced handler. The
+after-snapshot taken at once would credit that change to the next call. So after each
+successful call the environment waits until the page it acted on is quiet for
+``settle_quiet_ms`` (default 100), at most ``settle_max_ms`` (default 1500; 0: no wait).
+
+What is watched, in every frame of the page (an init script, :data:`QUIET_SCRIPT`, set on
+the context so that each document and each iframe gets it before its own scripts run):
+
+- DOM mutations, from a ``MutationObserver`` on the document (and on each shadow root the
+  page attaches): the time of the last one;
+- ``setTimeout`` timers the page set since the action began that fall due before the
+  wait's end (a debounced handler, a delayed reveal): pending until they run or are
+  cleared; and one-off ``requestAnimationFrame`` callbacks asked for since then (not
+  those of an animation loop: a loop that changes the DOM shows as mutations instead);
+- ``fetch`` and ``XMLHttpRequest`` calls in flight that began since the action (the page
+  counts them as it makes them: no race with the browser's network events), and the time
+  the last one, of any age, ended.
+
+Besides, the environment follows the context's ``request`` / ``requestfinished`` /
+``requestfailed`` events (:meth:`SettleMixin._track_requests`): requests of the page that
+began since the action and are not done yet are pending, and one ending counts as activity
+(long-lived kinds, event streams, web sockets and media, are left out).
+
+The page is quiet when nothing is pending and nothing happened for ``settle_quiet_ms``.
+What happened while the action ran (the synchronous effect of a click) does not start
+that window, unless the page was busy already in the window before the action (an
+animation, polling): the after-snapshot sees that effect, and whatever it set in motion is
+pending work above. So a page with nothing pending is found quiet by the first check, which is
+made at once (one round trip per frame). A page still busy at ``settle_max_ms`` (an
+endless animation, polling) is left as it is: the call's ``ToolResult.page`` says
+``settled: false`` and its feedback ends with a note that the page was still changing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional
+
+from .liveness import _is_playwright_error
+from .state import EnvState
+
+if TYPE_CHECKING:  # pragma: no cover
+    from playwright.async_api import BrowserContext, Frame, Page, Request
+
+#: The in-page bookkeeping; ``window.__owrlQuiet(args)`` reports on it (see the module doc).
+QUIET_SCRIPT = r"""(() => {
+  if (Object.prototype.hasOwnProperty.call(window, '__owrlQuiet')) return;
+  const now = performance.now.bind(performance);
+  // activity (a DOM change, a request ending): the last time, and a ring of recent times 5 ms apart
+  let last = -Infinity, head = 0;
+  const ring = new Float64Array(64).fill(-Infinity);
+  const active = () => {
+    const t = now();
+    if (t - ring[(head + 63) & 63] > 5) ring[head++ & 63] = t;
+    last = t;
+  };
+  const timers = new Map(), frames = new Map(), requests = new Set();
+  let inFrame = false;
+  const observer = new MutationObserver(active);
+  const watch = (root) => {
+    try { observer.observe(root, {subtree: true, childList: true, attributes: true, characterData: true}); } catch (e) {}
+  };
+  watch(document);
+  const attach = Element.prototype.attachShadow;
+  if (attach) {
+    Element.prototype.attachShadow = function () {
+      const root = attach.apply(this, arguments);
+      watch(root);
+      return root;
+    };
+  }
+  const setT = window.setTimeout, clearT = window.clearTimeout, clearI = window.clearInterval;
+  window.setTimeout = function (fn, delay) {
+    if (typeof fn !== 'function') return setT.apply(window, arguments);
+    const args = Array.prototype.slice.call(arguments);
+    const at = now();
+    let id;
+    args[0] = function () { timers.delete(id); return fn.apply(this, arguments); };
+    id = setT.apply(window, args);
+    timers.set(id, [at, at + Math.max(0, Number(delay) || 0)]);
+    return id;
+  };
+  window.clearTimeout = function (id) { timers.delete(id); return clearT.apply(window, arguments); };
+  window.clearInterval = function (id) { timers.delete(id); return clearI.apply(window, arguments); };
+  const raf = window.requestAnimationFrame, caf = window.cancelAnimationFrame;
+  if (raf) {
+    window.requestAnimationFrame = function (fn) {
+      if (typeof fn !== 'function') return raf.apply(window, arguments);
+      const looped = inFrame;
+      let id;
+      id = raf.call(window, function () {
+        frames.delete(id);
+        inFrame = true;
+        try { return fn.apply(this, arguments); } finally { inFrame = false; }
+      });
+      if (!looped) frames.set(id, now());
+      return id;
+    };
+    window.cancelAnimationFrame = function (id) { frames.delete(id); return caf.apply(window, arguments); };
+  }
+  const begin = () => { const r = {at: now()}; requests.add(r); return r; };
+  const end = (r) => { if (requests.delete(r)) active(); };
+  const fetch = window.fetch;
+  if (fetch) {
+    window.fetch = function () {
+      const r = begin();
+      let answer;
+      try { answer = fetch.apply(this, arguments); } catch (e) { end(r); throw e; }
+      answer.then(() => end(r), () => end(r));
+      return answer;
+    };
+  }
+  const XHR = window.XMLHttpRequest;
+  if (XHR) {
+    const send = XHR.prototype.send;
+    XHR.prototype.send = function () {
+      const r = begin();
+      const done = () => { end(r); this.removeEventListener('loadend', done); };
+      this.addEventListener('loadend', done);
+      try { return send.apply(this, arguments); } catch (e) { done(); throw e; }
+    };
+  }
+  // since: ms since the action began; ended: ms since it returned; horizon: ms the wait has left;
+  // window: the quiet window. Activity while the action ran counts only when the page was busy
+  // already in the window before it (an animation, polling): else it is the action's own effect.
+  const report = (since, ended, horizon, window) => {
+    const t = now(), start = t - since - 2, stop = t - ended;
+    let before = false;
+    for (const m of ring) if (m >= start - window && m < start) before = true;
+    let pending = 0, due = Infinity;
+    for (const [at, when] of timers.values()) {
+      if (at >= start && when <= t + horizon) { pending++; due = Math.min(due, when - t); }
+    }
+    for (const at of frames.values()) if (at >= start) { pending++; due = Math.min(due, 16); }
+    for (const r of requests) if (r.at >= start) pending++;
+    const quiet = last > stop || (before && last > -Infinity) ? t - last : null;
+    return {pending, due: due === Infinity ? null : Math.max(0, due), quiet};
+  };
+  Object.defineProperty(window, '__owrlQuiet', {value: report, enumerable: false, configurable: false, writable: false});
+})();"""
+
+_PROBE = "(a) => (typeof window.__owrlQuiet === 'function' ? window.__owrlQuiet(a[0], a[1], a[2], a[3]) : null)"
+
+#: Request kinds that may stay open for good: they are not waited for.
+_LONG_LIVED = {"eventsource", "websocket", "media"}
+
+#: How often a page with pending work is looked at again (seconds), at most and at least.
+_POLL_MAX_S = 0.05
+_POLL_MIN_S = 0.005
+
+
+@dataclass
+class Settled:
+    """How the wait after one action went: ``settled`` False when the page was still busy
+    at ``settle_max_ms``; ``ms`` the time waited."""
+
+    settled: bool
+    ms: float
+
+    def note(self) -> str:
+        """The words the feedback ends with when the page did not settle ('' when it did)."""
+        return "" if self.settled else f"(the page was still changing after {self.ms / 1000:.1f} s)"
+
+
+class SettleMixin(EnvState):
+    """Waiting for the page to go quiet after an action (see the module doc)."""
+
+    async def _install_settle(self, context: "BrowserContext") -> None:
+        """The init script and the request events, once per context (at reset)."""
+        self._requests = {}
+        self._requests_done = {}
+        if self.settings.settle_max_ms <= 0:
+            return
+        await context.add_init_script(QUIET_SCRIPT)
+        context.on("request", self._on_request)
+        context.on("requestfinished", self._on_request_done)
+        context.on("requestfailed", self._on_request_done)
+
+    def _on_request(self, request: "Request") -> None:
+        if request.resource_type in _LONG_LIVED:
+            return
+        try:
+            page: Optional["Page"] = request.frame.page
+        except Exception:  # noqa: BLE001 - a service worker's request belongs to no frame
+            page = None
+        self._requests[request] = (page, time.monotonic())
+
+    def _on_request_done(self, request: "Request") -> None:
+        known = self._requests.pop(request, None)
+        if known is not None and known[0] is not None:
+            self._requests_done[id(known[0])] = time.monotonic()
+
+    def _settling_page(self, acted_on: Optional["Page"]) -> Optional["Page"]:
+        """The page to wait for: the one the call acted on while it is open, else the active tab."""
+        return acted_on if acted_on is not None and acted_on in self.pages else self._active
+
+    async def _settle_quietly(self, page: Optional["Page"], began: float, returned: float) -> Optional[Settled]:
+        """Wait until ``page`` is quiet (see the module doc). ``began`` and ``returned``: when
+        the action started and ended (``time.monotonic()``). None when settling is off."""
+        max_s = self.settings.settle_max_ms / 1000
+        if max_s <= 0 or page is None or page.is_closed():
+            return None
+        quiet_s = self.settings.settle_quiet_ms / 1000
+        start = time.monotonic()
+        deadline = start + max_s
+        while True:
+            now = time.monotonic()
+            left = max(deadline - now, 0.0)
+            report = await self._quiet_report(page, now - began, now - returned, left)
+            if report is None:  # a dialog opened: the page is held, and that is the change
+                return Settled(True, (time.monotonic() - start) * 1000)
+            pending, due, quiet_for = report
+            if pending == 0 and (quiet_for is None or quiet_for >= quiet_s):
+                return Settled(True, (time.monotonic() - start) * 1000)
+            now = time.monotonic()
+            if now >= deadline:
+                return Settled(False, (now - start) * 1000)
+            if pending:
+                pause = min(max(due if due is not None else _POLL_MAX_S, _POLL_MIN_S), _POLL_MAX_S)
+            else:
+                pause = quiet_s - (quiet_for or 0.0)
+            await asyncio.sleep(min(max(pause, _POLL_MIN_S), deadline - now))
+
+    async def _quiet_report(self, page: "Page", since: float, ended: float,
+                            left: float) -> Optional[tuple[int, Optional[float], Optional[float]]]:
+        """(pending work, seconds until the next timer falls due, seconds quiet since the last
+        activity after the action returned, None: none) over the page's frames and its
+        requests; None when a dialog opened meanwhile."""
+        now = time.monotonic()
+        pending = sum(1 for owner, at in self._requests.values() if owner is page and at >= now - since)
+        net = self._requests_done.get(id(page), float("-inf"))
+        quiet_for = now - net if net > now - ended else None
+        due: Optional[float] = None
+        arg = [since * 1000, ended * 1000, left * 1000, float(self.settings.settle_quiet_ms)]
+        frames = list(page.frames)
+        try:
+            done, reports = await asyncio.wait_for(
+                self._dialogs.gather(*(_probe(frame, arg) for frame in frames)), timeout=max(left, 0.05))
+        except asyncio.TimeoutError:  # the page's script is busy: not quiet
+            return pending + 1, None, None
+        if not done:
+            return None
+        for report in reports:
+            if report is _BUSY:
+                pending += 1
+            elif isinstance(report, dict):
+                pending += int(report.get("pending") or 0)
+                if report.get("due") is not None:
+                    when = float(report["due"]) / 1000
+                    due = when if due is None else min(due, when)
+                if report.get("quiet") is not None:
+                    frame_quiet = float(report["quiet"]) / 1000
+                    quiet_for = frame_quiet if quiet_for is None else min(quiet_for, frame_quiet)
+        return pending, due, quiet_for
+
+
+_BUSY = object()
+
+
+async def _probe(frame: "Frame", arg: list[float]) -> Any:
+    """One frame's report; ``_BUSY`` while it is between documents, None without the script."""
+    try:
+        return await frame.evaluate(_PROBE, arg)
+    except Exception as err:
+        if not _is_playwright_error(err):
+            raise
+        text = str(err).lower()
+        if "destroyed" in text or "navigat" in text:
+            return _BUSY  # the document is being replaced: not quiet yet
+        return None  # a frame detached or closed meanwhile: nothing to wait for there
+
+
+__all__ = ["QUIET_SCRIPT", "SettleMixin", "Settled"]
