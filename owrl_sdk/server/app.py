@@ -282,9 +282,11 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         if not url:
             raise SpecError(("query", "start_url"), "the flow has no start_url: put one in the flow or pass ?start_url=")
         allowed = runner.check_domains(list(allowed_domains), ("query", "allowed_domains"))
-        runner.check_start_url(fill(url, values, url=True), allowed, ("query" if start_url else "body", "start_url"))
+        url = fill(url, values, url=True) if values else url  # the job shows (and runs) the values filled in
+        runner.check_start_url(url, allowed, ("query" if start_url else "body", "start_url"))
         steps = max_steps or max(runner.settings.max_steps, len(flow.turns))
-        return {"task": task or flow.task or "play the flow", "start_url": url, "policy": FLOW_POLICY,
+        text = task or flow.task or "play the flow"
+        return {"task": fill(text, values) if values else text, "start_url": url, "policy": FLOW_POLICY,
                 "max_steps": steps, "allowed_domains": allowed, "inputs": values,
                 "flow": flow.model_dump(mode="json", by_alias=True, exclude_none=True)}
 
@@ -326,10 +328,11 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
                 "policy": FLOW_POLICY, "max_steps": max_steps, "allowed_domains": allowed, "inputs": inputs,
                 "workers": workers, "rows": rows, "flow": flow.model_dump(mode="json", by_alias=True, exclude_none=True)}
 
-    def check_batch(job_id: str, spec: dict[str, Any], loc: tuple[str, ...]) -> None:
-        """What would stop the whole batch (a CSV header against the flow's inputs, ...) is a 422."""
+    def check_batch(job_id: str, spec: dict[str, Any], loc: tuple[str, ...]) -> dict[str, Any]:
+        """What would stop the whole batch (a CSV header against the flow's inputs, ...) is a 422;
+        else the batch's rows, all pending."""
         try:
-            runner.make_batch(job_id, spec)
+            return runner.make_batch(job_id, spec).summary()  # type: ignore[no-any-return]
         except UsageError as err:
             message = str(err).replace(str(runner.batch_dir(job_id)) + "/", "")
             raise SpecError(loc, message) from None
@@ -340,14 +343,20 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         shows each row's status, inputs, outputs and failure as the rows end (``batch``)."""
         spec = batch_spec(body.flow, [dict(r) for r in body.rows], dict(body.inputs), body.workers, body.start_url,
                           body.max_steps, list(body.allowed_domains), ("body", "flow"))
-        check_batch("check", spec, ("body", "rows"))
-        return runner.submit("batch", spec)
+        rows = check_batch("check", spec, ("body", "rows"))
+        return queued_batch(runner.submit("batch", spec), rows)
+
+    def queued_batch(job: Job, rows: dict[str, Any]) -> Job:
+        """The queued job, showing its rows pending (before its task writes them)."""
+        runner.store.set_batch(job.id, rows)
+        return runner.store.get(job.id) or job
 
     @v1.post("/jobs/batch/csv", response_model=Job, status_code=201, tags=["jobs"],
              openapi_extra={"requestBody": {"content": {"multipart/form-data": {"encoding": {
                  "flow": {"contentType": "application/json"}, "rows": {"contentType": "text/csv"}}}}}})
     async def submit_batch_csv(
-        flow: Annotated[str, Form(min_length=2, max_length=2_000_000, description="the owrl.flow/1 document (JSON)")],
+        flow: Annotated[Union[UploadFile, str], Form(description="the owrl.flow/1 document (JSON): a field "
+                                                                  "(curl -F 'flow=<f.json') or a file (-F flow=@f.json)")],
         rows: Annotated[UploadFile, File(description="a CSV file: a header of input names, then one row per run "
                                                      "(UTF-8; , ; or tab separated; an empty cell takes the default)")],
         workers: Annotated[int, Form(ge=1, le=64, description="rows at a time")] = 1,
@@ -358,8 +367,11 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         """Queue a batch from a CSV upload (multipart/form-data: ``flow``, the flow's JSON, and
         ``rows``, the CSV file). A header that names a column the flow takes no input for, or
         lacks one it requires, is a 422; a row whose values are bad ends failed, alone."""
+        text = flow.encode("utf-8") if isinstance(flow, str) else await flow.read(MAX_CSV_BYTES + 1)
+        if len(text) > MAX_CSV_BYTES:
+            raise SpecError(("body", "flow"), f"the flow is over {MAX_CSV_BYTES} bytes")
         try:
-            parsed = Flow.model_validate_json(flow)
+            parsed = Flow.model_validate_json(text)
         except ValidationError as err:
             raise RequestValidationErrorOf(err, ("body", "flow")) from None
         data = await rows.read(MAX_CSV_BYTES + 1)
@@ -372,12 +384,12 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         folder.mkdir(parents=True, exist_ok=True)
         try:
             (folder / "rows.csv").write_bytes(data)
-            check_batch(staging, spec, ("body", "rows"))
+            pending = check_batch(staging, spec, ("body", "rows"))
             job = runner.submit("batch", spec)  # its task starts at the next await: the folder is in place
             folder.rename(runner.batch_dir(job.id))
         finally:
             shutil.rmtree(folder, ignore_errors=True)
-        return job
+        return queued_batch(job, pending)
 
     @v1.get("/jobs", response_model=JobList, tags=["jobs"])
     async def list_jobs(status: Optional[JobStatus] = None,

@@ -315,14 +315,13 @@ class JobRunner:
                                                 max_steps=spec.get("max_steps"))
         options = dict(spec.get("policy_options") or {})
         inputs = dict(spec.get("inputs") or {})
-        intent, start_url, output_schema = spec["task"], spec["start_url"], None
+        output_schema = None
         if spec.get("flow") is not None:
-            from ..inputs import apply_inputs, fill
+            from ..inputs import apply_inputs
 
             flow = flow_from_data(spec["flow"], "flow")
-            if inputs:
+            if inputs:  # the task text and start URL were filled in when the job was queued
                 flow = apply_inputs(flow, inputs)
-                intent, start_url = fill(intent, inputs), fill(start_url, inputs, url=True)
             options["flow"] = flow
             output_schema = flow.output_schema
         # building a policy may load a model: not on the event loop
@@ -332,7 +331,7 @@ class JobRunner:
         metadata: dict[str, Any] = {"serve_job": job_id}
         if inputs:
             metadata["inputs"] = inputs  # recorded in the trajectory
-        task = Task(intent=intent, start_url=start_url, allowed_domains=spec.get("allowed_domains") or [],
+        task = Task(intent=spec["task"], start_url=spec["start_url"], allowed_domains=spec.get("allowed_domains") or [],
                     max_steps=spec.get("max_steps"), output_schema=output_schema, metadata=metadata)
         try:
             trajectory = await agent.run(task, out=self.runs_dir, hooks=[live])

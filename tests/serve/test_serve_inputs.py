@@ -83,6 +83,7 @@ def test_a_flow_job_takes_inputs_and_its_record_carries_the_outputs(server, owrl
     queued = reply.json()
     assert queued["inputs"] == {"name": "Maria", "qty": 3}  # typed as declared, at once
     assert queued["outputs"] == {} and queued["batch"] is None
+    assert queued["task"] == "Order for Maria" and queued["start_url"] == url + "order?name=Maria&qty=3"
     job = server.wait(queued["id"])
     assert job["outcome"]["status"] == "success", job
     assert job["outputs"] == {"line": "Order for Maria: 3 item(s), number ORD-1003"}
@@ -130,6 +131,8 @@ def test_a_batch_of_json_rows_shows_each_rows_status_inputs_outputs_and_failure(
     rows = [{"name": "Ada", "qty": 2}, {"name": "Bo", "qty": "lots"}, {"name": "Cy", "qty": 0}]
     reply = server.request("POST", "/v1/jobs/batch", {"flow": order_flow(url), "rows": rows, "workers": 2})
     assert reply.status == 201, reply.body
+    queued = reply.json()["batch"]  # every row, pending, from the first answer
+    assert (queued["rows"], queued["pending"]) == (3, 3) and [r["status"] for r in queued["results"]] == ["pending"] * 3
     job = server.wait(reply.json()["id"], timeout=90)
     assert job["kind"] == "batch" and job["status"] == "finished", job
     batch = job["batch"]
@@ -151,9 +154,14 @@ def test_a_batch_of_json_rows_shows_each_rows_status_inputs_outputs_and_failure(
 def test_a_batch_from_a_csv_upload_and_a_header_that_does_not_fit_the_flow(server, owrl_page_server):
     url = owrl_page_server(PAGES)
     csv = b"name,qty\nAda,4\nBo,\nCy,x\n"  # an empty cell takes the default
+    # the flow as a form field (curl -F 'flow=<flow.json'), or as a file (-F flow=@flow.json)
     reply = upload(server, "/v1/jobs/batch/csv", {"flow": json.dumps(order_flow(url))},
                    {"rows": ("rows.csv", csv, "text/csv")})
     assert reply.status == 201, reply.body
+    as_file = upload(server, "/v1/jobs/batch/csv", {}, {"flow": ("flow.json", json.dumps(order_flow(url)).encode(),
+                                                                 "application/json"),
+                                                        "rows": ("rows.csv", csv, "text/csv")})
+    assert as_file.status == 201 and as_file.json()["batch"]["rows"] == 3, as_file.body
     job = server.wait(reply.json()["id"], timeout=90)
     results = job["batch"]["results"]
     assert [(r["status"], r["outputs"].get("line")) for r in results] == [
