@@ -281,7 +281,8 @@ def listing(category: str, colour: str, sort: str, page: int) -> str:
 {pager}"""
 
 
-def product_page(p: Product, error: Optional[str] = None, chosen: Optional[dict[str, str]] = None) -> str:
+def product_page(p: Product, error: Optional[str] = None, chosen: Optional[dict[str, str]] = None,
+                 add_label: str = "Add to cart") -> str:
     chosen = chosen or {}
     colour_pick = chosen.get("colour") or p.colours[0]
     radios = "".join(
@@ -321,7 +322,7 @@ def product_page(p: Product, error: Optional[str] = None, chosen: Optional[dict[
         <input type="number" id="qty" name="qty" value="{qty}" min="1" max="10">
       </div>
       {error_html}
-      <button type="submit" class="primary">Add to cart</button>
+      <button type="submit" class="primary">{escape(add_label)}</button>
     </form>
   </div>
 </article>"""

@@ -8,6 +8,7 @@ episode's cookies. The server writes nothing to stderr.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,6 +25,9 @@ from .state import Session, Sessions, check_login, valid_email, validate_checkou
 
 COOKIE = "demo_shop_session"
 STATIC = {"/static/shop.css": ("shop.css", "text/css"), "/static/shop.js": ("shop.js", "text/javascript")}
+
+#: The variable that renames the product page's add button (see :class:`DemoShop`).
+ADD_LABEL_ENV = "OWRL_DEMO_SHOP_ADD_LABEL"
 
 _serving: set[str] = set()
 
@@ -66,10 +70,15 @@ class DemoShop:
     ``stop()`` shuts it down. Usable as a context manager. ``search_delay`` (seconds before
     ``/api/search`` answers) and ``newsletter_delay`` (seconds after a session's first page
     load before the newsletter pop-up opens) make the shop behave like a real one.
+    ``add_label`` is the text of the product page's add button: "Add to cart", or the value of
+    ``OWRL_DEMO_SHOP_ADD_LABEL`` where that is set, so that a redesign which renames the button
+    can be tried on flows (``OWRL_DEMO_SHOP_ADD_LABEL="Add to bag" owrl run --flow F``).
     """
 
-    def __init__(self, host: str = "127.0.0.1", search_delay: float = 0.6, newsletter_delay: float = 1.5):
+    def __init__(self, host: str = "127.0.0.1", search_delay: float = 0.6, newsletter_delay: float = 1.5,
+                 add_label: Optional[str] = None):
         self.host = host
+        self.add_label = add_label or os.environ.get(ADD_LABEL_ENV, "").strip() or "Add to cart"
         self.search_delay = search_delay
         self.newsletter_delay = newsletter_delay
         self.sessions = Sessions()
@@ -248,7 +257,7 @@ class _Handler(BaseHTTPRequestHandler):
             p = product(path[len("/product/"):])
             if p is None:
                 return self._html(session, "Not found", pages.not_found_page(), 404)
-            return self._html(session, p.name, pages.product_page(p))
+            return self._html(session, p.name, pages.product_page(p, add_label=self.shop.add_label))
         if path == "/search":
             q = query.get("q", "")
             return self._html(session, f"Search: {q}" if q else "Search", pages.search_page(q), 200, q)
@@ -294,7 +303,7 @@ class _Handler(BaseHTTPRequestHandler):
             size, colour, qty = form.get("size", ""), form.get("colour", ""), form.get("qty", "1").strip() or "1"
             error = variant_error(p, size, colour, qty)
             if error:
-                return html(p.name, pages.product_page(p, error, form), 400)
+                return html(p.name, pages.product_page(p, error, form, add_label=self.shop.add_label), 400)
             line = session.add(p, size, colour, int(qty))
             session.flash = ("added", f"Added to your cart: {qty} × {line.label}.")
             return self._redirect(f"/product/{p.id}")
