@@ -155,7 +155,8 @@ def test_summary_compresses_older_steps_to_one_line_each(settings):
     assert lines[1] == 'step 0: click({"selector": "role=link[name=\\"Bags\\"]"}) -> navigated to /products?category=bags'
     assert lines[2].endswith("scroll({\"direction\": \"down\"}) -> no visible change")
     assert "error [action.stale_ref]: no element has ref e9999" in lines[4]
-    assert lines[7].endswith("expectation failed: text_visible: 'Added to your cart' is not visible")
+    assert lines[7].endswith("-> expectation failed: text_visible: 'Added to your cart' is not visible; "
+                             "alert \"Choose a colour\" appeared")  # the verdict first: short, and it decides
     assert ctx.extras["memory"] == {"strategy": "summary", "kept": [9, 10, 11], "summarised": list(range(9))}
 
 
@@ -170,6 +171,14 @@ def test_summary_lines_are_bounded_and_a_page_cannot_forge_lines(settings):
     assert "step 99" not in ctx.notes  # only the feedback's first line is summarised
     long_line = step_line(step(0, call("write", {"message": "z" * 500}, feedback="ok")), 120)
     assert len(long_line) == 120 and long_line.endswith("…")
+    # several calls: long arguments are cut first, so the outcome of each call stays
+    turn = step(3, call("write", {"message": "42 Long Street", "selector": "role=textbox[name=\"" + "A" * 300 + "\"]"},
+                        feedback='textbox now "42 Long Street"'),
+                call("click", {"selector": "role=button[name=\"" + "B" * 300 + "\"]"}, feedback="5 elements appeared",
+                     verdict=True))
+    line = step_line(turn, 200)
+    assert len(line) <= 200 and "42 Long Street" in line
+    assert '-> textbox now "42 Long Street"' in line and "-> expectation met; 5 elements appeared" in line
 
 
 def test_the_text_prompt_shows_the_notes_before_the_kept_steps(settings):

@@ -80,7 +80,8 @@ def _clip(text: str, limit: int) -> str:
 
 
 def call_outcome(record: CallRecord) -> str:
-    """What one call did, in a few words: an error, what changed, whether its expectation held."""
+    """What one call did, in a few words: whether its expectation held (first: it is short and
+    decides), then its error, ``no visible change`` or the first line of what changed."""
     if record.skipped:
         return f"not run ({record.skip_reason or 'skipped'})"
     result = record.result
@@ -94,18 +95,22 @@ def call_outcome(record: CallRecord) -> str:
     else:
         text = result.feedback.splitlines()[0] if result.feedback.strip() else "ok"
     if record.verdict is not None:
-        text += "; " + record.verdict.describe()
+        text = record.verdict.describe() + "; " + text
     return text
 
 
 def step_line(step: Step, limit: int = 200) -> str:
-    """One line for a step: each call and its outcome (``summary``'s line, ``weighted``'s note)."""
+    """One line for a step (``summary``'s): each call and its outcome, cut at ``limit``
+    characters; with several calls, each call's arguments are cut first (to ``limit`` / 4),
+    so that what the calls did stays."""
+    head = f"step {step.index}: "
     if step.turn.parse_error:
-        return _clip(f"step {step.index}: the answer could not be read ({step.turn.parse_error})", limit)
+        return _clip(f"{head}the answer could not be read ({step.turn.parse_error})", limit)
     if not step.calls:
-        return _clip(f"step {step.index}: no call", limit)
-    parts = [f"{r.call.describe()} -> {call_outcome(r)}" for r in step.calls]
-    return _clip(f"step {step.index}: " + " | ".join(parts), limit)
+        return _clip(f"{head}no call", limit)
+    arguments = limit if len(step.calls) == 1 else max(limit // 4, 24)
+    parts = [f"{_clip(r.call.describe(), arguments)} -> {call_outcome(r)}" for r in step.calls]
+    return _clip(head + " | ".join(parts), limit)
 
 
 def step_text(step: Step) -> str:
