@@ -35,6 +35,9 @@ _FOCUSED = """(clear) => {
 }"""
 
 
+#: Roles of elements that take text without being native fields (a custom editor).
+_TEXT_ROLES = ("textbox", "searchbox", "combobox")
+
 _VALUE = "el => ('value' in el && typeof el.value === 'string') ? el.value : (el.innerText ?? '')"
 
 
@@ -67,7 +70,15 @@ class Write(BrowserTool):
         if target is not None and target.point_2d is None:
             locator = env.locate(target).locator
             if args.clear:
-                await locator.fill(args.message)
+                try:
+                    await locator.fill(args.message)
+                except Exception as err:  # a role=textbox element that is not editable itself: type as a person would
+                    if "not an <input>" not in str(err) or await locator.get_attribute("role") not in _TEXT_ROLES:
+                        raise
+                    await locator.click()
+                    await page.keyboard.press("ControlOrMeta+a")
+                    await page.keyboard.press("Delete")
+                    await page.keyboard.type(args.message)
             else:
                 await locator.focus()
                 await page.keyboard.press("End")
@@ -97,6 +108,8 @@ def _held_feedback(args: WriteArgs, held: Optional[str]) -> str:
     if held is None or not args.clear:
         return ""
     if held.strip() == args.message.strip() or held.replace("\r\n", "\n") == args.message:
+        return ""
+    if " ".join(held.split()) == " ".join(args.message.split()):  # an editor's lines are its own markup
         return ""
     return f'the field holds "{short(held, 80)}", not what was typed (a length limit, a format or the page changed it)'
 

@@ -12,6 +12,7 @@ every action (:meth:`_settle_action`).
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
@@ -26,6 +27,14 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: A snapshot taken this recently stands for "before" the next call (saves a round trip).
 FRESH_SNAPSHOT_S = 1.0
+
+#: A field line of a snapshot that shows no value: a native field left empty, or an editor
+#: (``contenteditable``, a ``role=textbox`` element) whose text the snapshot does not show.
+_BARE_FIELD = re.compile(r'^(?P<line>\s*- (?:textbox|searchbox|combobox)\b[^:]*\[ref=(?P<ref>[\w-]+)\][^:"]*):?$')
+
+#: The text an element holds when it is not a native field (None for a native one).
+_EDITOR_TEXT = ("el => (['INPUT', 'TEXTAREA', 'SELECT'].includes(el.tagName) ? null : "
+                "(el.innerText ?? el.textContent ?? ''))")
 
 
 @dataclass
@@ -61,8 +70,40 @@ class ChangeFeedbackMixin(EnvState):
             known = snap.text if snap is not None and snap.page is page and snap.url == url else None
             return _Before(page, url, known)
         if snap is not None and snap.page is page and snap.url == url and time.monotonic() - snap.at < FRESH_SNAPSHOT_S:
-            return _Before(page, url, snap.text)
-        return _Before(page, url, await self._aria(page))
+            return _Before(page, url, await self._with_values(page, snap.text))
+        return _Before(page, url, await self._with_values(page, await self._aria(page)))
+
+    async def _with_values(self, page: "Page", text: Optional[str]) -> Optional[str]:
+        """``text`` (a snapshot) with what each editor holds written on its line, as a native
+        field's value is: a ``contenteditable`` region or another element with a textbox role
+        shows no text of its own in a snapshot. Native fields found once are not read again."""
+        if text is None or self._dialogs.held:
+            return text
+        natives = self._natives.setdefault((id(page), page.url), set())
+        lines = text.splitlines()
+        bare = [(i, m) for i, line in enumerate(lines) if (m := _BARE_FIELD.match(line)) and m.group("ref") not in natives]
+        if not bare:
+            return text
+
+        async def read(ref: str) -> Optional[str]:
+            try:
+                value: Optional[str] = await page.locator(f"aria-ref={ref}").evaluate(_EDITOR_TEXT, timeout=200)
+            except Exception as err:  # gone meanwhile: its line stays as it is
+                if not _is_playwright_error(err):
+                    raise
+                return ""
+            if value is None:
+                natives.add(ref)
+            return value
+
+        done, values = await self._dialogs.gather(*(read(m.group("ref")) for _, m in bare))
+        if not done:
+            return text
+        for (i, m), value in zip(bare, values):
+            flat = " ".join((value or "").split())
+            if flat:
+                lines[i] = f"{m.group('line')}: {flat}"
+        return "\n".join(lines)
 
     async def _aria(self, page: "Page") -> Optional[str]:
         """An aria snapshot (remembered for ref checks), or None if the page cannot give one now."""
@@ -89,7 +130,7 @@ class ChangeFeedbackMixin(EnvState):
         after = None
         if origin is not None and before.aria is not None and not self._dialogs.held and _same_document(origin.url, before.url):
             # taken first: it also gives a popup the call opened time to announce itself
-            after = await self._aria(origin)
+            after = await self._with_values(origin, await self._aria(origin))
         if origin is not None and origin.url != before.url:
             parts.append(f"navigated: {short(before.url, 80)} -> {short(origin.url, 80)}")
             if not _same_document(origin.url, before.url):

@@ -159,6 +159,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         self._quiet: set[int] = set()
         self._requests: dict[Any, tuple[Any, float]] = {}
         self._requests_done: dict[int, float] = {}
+        self._natives: dict[tuple[int, str], set[str]] = {}
 
     # ================================================================== protocol
 
@@ -469,6 +470,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         self._quiet = set()
         self._requests = {}
         self._requests_done = {}
+        self._natives = {}
 
     async def _save_trace(self, context: "BrowserContext") -> None:
         if self.run_dir is None:

@@ -19,7 +19,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .env import BrowserEnv
 
-_READ_VALUE = "el => ('value' in el && typeof el.value === 'string') ? el.value : (el.innerText ?? el.textContent ?? '')"
+#: [the value, whether it is a field's own]: an editor (contenteditable, role textbox) holds its text.
+_READ_VALUE = ("el => (['INPUT', 'TEXTAREA', 'SELECT'].includes(el.tagName) || "
+               "('value' in el && typeof el.value === 'string' && !el.isContentEditable)) "
+               "? [el.value, true] : [el.innerText ?? el.textContent ?? '', false]")
 
 #: Keys that can be read while a dialog blocks the page.
 _WITHOUT_PAGE = {"url_contains", "url_matches", "new_tab"}
@@ -134,8 +137,10 @@ async def _value_equals(env: "BrowserEnv", page: "Page", target: Any) -> tuple[b
         return False, f"{_named(target)} is not on the page"
     if await locator.count() == 0:
         return False, f"no element matches {_named(target)}"
-    value = await locator.first.evaluate(_READ_VALUE)
-    return value == target.value, f'{_named(target)} holds "{short(value, 80)}"'
+    value, native = await locator.first.evaluate(_READ_VALUE)
+    # an editor's lines are markup (paragraphs, <br>): its text is compared with spacing evened out
+    ok = value == target.value or (not native and " ".join(value.split()) == " ".join(target.value.split()))
+    return ok, f'{_named(target)} holds "{short(value, 80)}"'
 
 
 async def _new_tab(env: "BrowserEnv", page: Any, expected: bool) -> tuple[bool, str]:

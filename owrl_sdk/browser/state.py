@@ -56,6 +56,8 @@ class EnvState:
     #: (by id) ended, for settling (:mod:`.settle`).
     _requests: dict["Request", tuple[Optional["Page"], float]]
     _requests_done: dict[int, float]
+    #: Refs of native fields (by page id and URL), whose value a snapshot shows: not read again.
+    _natives: dict[tuple[int, str], set[str]]
 
     if TYPE_CHECKING:  # pragma: no cover - each is defined by one part (or BrowserEnv) and called by others
 

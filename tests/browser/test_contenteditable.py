@@ -1,0 +1,81 @@
+"""Editors that are not native fields: a ``contenteditable`` region with role textbox, and an
+element with role textbox that handles keys itself. What they hold is read back in the
+change feedback and by ``value_equals``. Real Chromium, a page served on 127.0.0.1."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from browser_support import act, ref_of, task
+from owrl_sdk.testing import owrl_page_server  # noqa: F401 - the fixture
+from owrl_sdk.types import Expectation
+
+PAGE = """<!doctype html><title>Editors</title>
+<label id=msg-label>Message</label>
+<div id=message contenteditable=true role=textbox aria-multiline=true aria-labelledby=msg-label
+     style="border:1px solid #999;min-height:40px"></div>
+<div id=note role=textbox aria-label=Note tabindex=0 style="border:1px solid #999;min-height:20px"></div>
+<label>Name <input id=name></label>
+<button id=fill onclick="message.innerHTML = '<p>Filled by the page</p>'">Fill</button>
+<script>
+// a widget that takes keys itself (no contenteditable): what a custom editor does
+note.addEventListener('keydown', (e) => {
+  if (e.key === 'Backspace' || e.key === 'Delete') note.textContent = '';
+  else if (e.key.length === 1 && !e.ctrlKey && !e.metaKey) note.textContent += e.key;
+  e.preventDefault();
+});
+</script>"""
+
+
+@pytest.fixture
+def url(owrl_page_server: Any) -> str:  # noqa: F811
+    return owrl_page_server({"/": PAGE})
+
+
+async def test_writing_into_a_contenteditable_reads_back_its_text(env, url):
+    await env.reset(task(url))
+    obs = await env.observe()
+    message = ref_of(obs.aria, "textbox", "Message")
+    result = await act(env, "write", ref=message, message="Hello Bob, see you at noon")
+    assert result.ok, result.error
+    assert 'textbox "Message" now "Hello Bob, see you at noon"' in result.feedback, result.feedback
+    verdict = await env.verify(Expectation(value_equals={"ref": message, "value": "Hello Bob, see you at noon"}))
+    assert verdict.ok, verdict.describe()
+    wrong = await env.verify(Expectation(value_equals={"selector": "#message", "value": "Hello Bob"}))
+    assert not wrong.ok and "Hello Bob, see you at noon" in wrong.checks[0].detail
+
+
+async def test_lines_typed_into_an_editor_compare_by_their_text(env, url):
+    await env.reset(task(url))
+    await env.observe()
+    result = await act(env, "write", selector="#message", message="First line\nSecond line")
+    assert result.ok, result.error
+    assert "First line Second line" in result.feedback, result.feedback
+    assert "not what was typed" not in result.feedback
+    assert (await env.verify(Expectation(value_equals={"selector": "#message", "value": "First line\nSecond line"}))).ok
+    assert not (await env.verify(Expectation(value_equals={"selector": "#message", "value": "First line"}))).ok
+
+
+async def test_a_role_textbox_widget_that_takes_keys_itself(env, url):
+    await env.reset(task(url))
+    obs = await env.observe()
+    note = ref_of(obs.aria, "textbox", "Note")
+    result = await act(env, "write", ref=note, message="remember the milk")
+    assert result.ok, result.error
+    assert 'textbox "Note" now "remember the milk"' in result.feedback, result.feedback
+    assert (await env.verify(Expectation(value_equals={"ref": note, "value": "remember the milk"}))).ok
+    assert not (await env.verify(Expectation(value_equals={"ref": note, "value": "remember"}))).ok
+
+
+async def test_an_editor_the_page_fills_and_a_native_field_beside_it(env, url):
+    await env.reset(task(url))
+    await env.observe()
+    result = await act(env, "click", selector="#fill")
+    assert 'textbox "Message" now "Filled by the page"' in result.feedback, result.feedback
+    typed = await act(env, "write", selector="#name", message="Ada")
+    assert 'textbox "Name" now "Ada"' in typed.feedback and "Message" not in typed.feedback, typed.feedback
+    # nothing changed: the editor's text, read again, is no news
+    same = await act(env, "click", selector="#name")
+    assert same.feedback == "no visible change", same.feedback
