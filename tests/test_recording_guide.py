@@ -16,8 +16,8 @@ Two of them cannot run as a person runs them, and the test says how it runs them
   ``openai`` policy's request and parsing, the calls running in Chromium, and the repaired
   flow that is saved and then plays through without any model.
 
-The crontab line is not run by cron, but the command in it is the batch command the test
-runs (twice: the second time it resumes with nothing to do).
+The crontab line and the systemd service are not installed, but the command in each is the
+batch command the test runs (twice: the second time it resumes with nothing to do).
 """
 
 from __future__ import annotations
@@ -273,6 +273,8 @@ def test_the_guide_runs_as_written(tmp_path):
     # 4. The crontab line runs the batch command the guide ran (the resume).
     (cron,) = re.findall(r"^0 2 \* \* \* cd /srv/rpa && /opt/owrl/\.venv/bin/(owrl run .*?) >> nightly\.log 2>&1$", text, re.M)
     assert cron == batch_cmd, f"the crontab runs `{cron}`, which the guide does not run"
+    (service,) = re.findall(r"^ExecStart=/opt/owrl/\.venv/bin/(owrl run .*)$", text, re.M)
+    assert service == batch_cmd, f"the systemd service runs `{service}`, which the guide does not run"
     resumed = result(batch_cmd, 1)
     assert resumed.returncode == 1 and "(0 run now)" in resumed.stderr
 
