@@ -26,6 +26,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -45,6 +46,7 @@ GUIDE = ROOT / "docs" / "recording-to-batch.md"
 BIN = Path(sys.executable).parent
 
 needs_chromium = pytest.mark.skipif(find_chromium(check_managed=False) is None, reason="no Chromium on this machine")
+needs_jq = pytest.mark.skipif(shutil.which("jq") is None, reason="the guide's JSON steps use jq, which is not installed")
 
 
 def guide_text() -> str:
@@ -213,6 +215,7 @@ def rows(batch_dir: Path) -> list[dict[str, Any]]:
 
 
 @needs_chromium
+@needs_jq
 def test_the_guide_runs_as_written(tmp_path):
     text = guide_text()
     shown_steps = steps(text)
