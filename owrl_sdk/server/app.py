@@ -437,6 +437,8 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         job = job_or_404(job_id)
         data = runner.trajectory_bytes(job)
         if data is None:
+            if job.kind == "batch":
+                raise HTTPException(404, f"job {job_id} is a batch: each row has its own run folder (batch.results[].run_dir)")
             raise HTTPException(404, f"job {job_id} has no trajectory yet ({job.status})")
         return Response(data, media_type="application/json")
 

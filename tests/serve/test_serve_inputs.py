@@ -144,6 +144,9 @@ def test_a_batch_of_json_rows_shows_each_rows_status_inputs_outputs_and_failure(
     # the page writes no order for 0: the flow's expectation is not met, and the row fails alone
     assert cy["status"] == "fail" and cy["failure"] == "policy.gave_up" and cy["inputs"] == {"name": "Cy", "qty": 0}
     assert "Order for" in cy["detail"] and cy["outputs"] == {"line": "No order"}
+    assert ada["run_dir"].startswith(f"batches/{job['id']}/runs/") and bo["run_dir"] is None
+    reply = server.request("GET", f"/v1/jobs/{job['id']}/trajectory")
+    assert reply.status == 404 and "run_dir" in reply.json()["detail"]  # each row has its own
     # what the batch folder's batch.json holds
     folder = server.data_dir / "batches" / job["id"]
     on_disk = json.loads((folder / "batch.json").read_text())
@@ -240,3 +243,26 @@ def test_a_secret_a_page_echoes_into_an_extracted_output_is_redacted_in_the_job_
     assert row["status"] == "success" and row["outputs"]["shown"] == "You typed: {{secret:SERVE_PW}}"
     assert SECRET.encode() not in server.request("GET", f"/v1/jobs/{batch_job['id']}").body
     assert SECRET not in (server.data_dir / "batches" / batch_job["id"] / "batch.json").read_text()
+
+
+def test_a_job_store_an_older_server_made_gains_the_batch_column_and_its_jobs_read_as_before(tmp_path):
+    import sqlite3
+
+    from owrl_sdk.server.jobs import JobStore
+
+    path = tmp_path / "jobs.sqlite3"
+    db = sqlite3.connect(path)
+    db.executescript("""CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL, status TEXT NOT NULL, spec TEXT NOT NULL, created_at TEXT NOT NULL, started_at TEXT,
+        ended_at TEXT, run TEXT, steps INTEGER NOT NULL DEFAULT 0, outcome TEXT, error TEXT);""")
+    db.execute("INSERT INTO jobs (id, kind, status, spec, created_at, outcome) VALUES (?, 'flow', 'finished', ?, 'then', ?)",
+               ("old", json.dumps({"task": "t", "start_url": "demo:shop/", "policy": "scripted"}),
+                json.dumps({"status": "success", "answer": "a"})))
+    db.commit()
+    db.close()
+    store = JobStore(path)
+    job = store.get("old")
+    assert job is not None and job.outcome.status == "success"
+    assert (job.inputs, job.outputs, job.batch) == ({}, {}, None)
+    store.close()
+    assert JobStore(path).get("old") == job  # opened again: the column is not added twice
