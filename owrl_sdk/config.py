@@ -75,6 +75,9 @@ class Settings(BaseModel):
         100, ge=0, description="after each browser action, how long the page must stay quiet (no DOM change, no "
         "request, no timer it set) before the change is read")
     settle_max_ms: int = Field(1500, ge=0, description="longest wait for the page to go quiet after an action (0: no wait)")
+    observation_chars: int = Field(
+        12000, ge=0, description="longest page snapshot an observation holds, in characters; over it the viewport, what "
+        "is near it and interactive elements are kept and the rest named (0: unbounded; under 1000 counts as 1000)")
     headless: bool = True
     chromium: Optional[str] = Field(None, description="path of the Chromium executable")
     browser_endpoint: Optional[str] = Field(

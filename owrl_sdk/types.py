@@ -201,6 +201,8 @@ class Observation(_Model):
     title: str = ""
     tabs: list[Tab] = Field(default_factory=list)
     aria: Optional[str] = None
+    #: The whole snapshot's length when ``aria`` was cut to the ``observation_chars`` budget; None: it is whole.
+    aria_total_chars: Optional[int] = None
     screenshot_file: Optional[str] = None
     extras: dict[str, Any] = Field(default_factory=dict)
     # The image itself travels in memory only; the run store writes it to a file.

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Optional
 from .. import secrets
 from ..domains import DomainPolicy
 from ..errors import InfraError
+from ..observation_budget import bound_snapshot
 from ..types import Expectation, Observation, Target, Task, ToolCall, ToolResult, Verdict
 from . import expect as expectations
 from .changes import ChangeFeedbackMixin, _Snapshot
@@ -258,12 +259,14 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         if self._dialogs.held:
             return self._dialog_observation(page)
         titles = [self._title(p) for p in self.pages]
+        # a page over the observation budget last time is snapshotted with boxes at once
+        boxes = self.settings.observation_chars > 0 and getattr(self, "_over_budget", None) == (id(page), page.url)
         for attempt in range(2):
             try:
                 slow = self.settings.navigation_timeout * 1000  # a heavy page is not an action gone wrong
                 done, results = await self._dialogs.gather(
                     page.screenshot(type="jpeg", quality=self.settings.screenshot_quality, timeout=slow),
-                    page.aria_snapshot(mode="ai", timeout=slow),
+                    page.aria_snapshot(mode="ai", boxes=boxes, timeout=slow),
                     *titles,
                 )
             except Exception as err:
@@ -278,10 +281,11 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
             if not done:
                 return self._dialog_observation(page)
             break
-        shot, aria, *names = results
+        shot, boxed, *names = results
         for p, name in zip(self.pages, names):
             self._titles[id(p)] = name
         self._last_screenshot = shot
+        aria, shown, total = await self._bound_aria(page, boxed, boxes)
         self._snapshot = _Snapshot(page, page.url, aria, time.monotonic())
         self._observed = self._snapshot  # what the policy saw: its refs resolve stale ones again
         # every field scrubbed (the URL and each tab's title and URL too): the policy reads them
@@ -289,9 +293,34 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
             url=page.url,
             title=self._titles.get(id(page), ""),
             tabs=self._tab_list(),
-            aria=aria,
+            aria=shown,
+            aria_total_chars=total,
             screenshot=shot,
         ))
+
+    async def _bound_aria(self, page: "Page", text: str, boxed: bool) -> tuple[str, str, Optional[int]]:
+        """The whole snapshot (refs and change feedback read it), the one the policy reads
+        (cut to the ``observation_chars`` budget, see :mod:`owrl_sdk.observation_budget`) and
+        the whole one's length when it was cut. Over budget, a snapshot without element boxes
+        is taken again with them, and the page remembered so that its next one has them."""
+        budget = self.settings.observation_chars
+        if not boxed and (budget <= 0 or len(text) <= budget):
+            return text, text, None
+        if not boxed:
+            try:
+                done, results = await self._dialogs.gather(
+                    page.aria_snapshot(mode="ai", boxes=True, timeout=self.settings.navigation_timeout * 1000))
+                if done:
+                    text = results[0]
+            except Exception as err:  # without boxes, the text is cut from the top instead
+                if not _is_playwright_error(err):
+                    raise
+                self._raise_if_dead(err)
+        size = page.viewport_size
+        viewport = (size["width"], size["height"]) if size else self.viewport
+        bounded = bound_snapshot(text, budget, viewport)
+        self._over_budget = (id(page), page.url) if bounded.cut else None
+        return bounded.whole, bounded.text, bounded.total_chars if bounded.cut else None
 
     async def execute(self, tool: Any, args: Any, call: ToolCall) -> ToolResult:
         """Run ``tool`` and describe what changed; action errors come back as failures."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from owrl_sdk.memory import Context
+from owrl_sdk.observation_budget import bound_snapshot
 from owrl_sdk.types import CallRecord, Step
 
 from .parser import render_turn
@@ -111,9 +112,12 @@ def _page_header(obs: Any) -> str:
 
 
 def build_prompt(context: Context, *, text_mode: bool = False, tools_in_system: bool = True,
-                 aria_chars: int = 8000, compact: bool = False) -> Prompt:
+                 aria_chars: Optional[int] = None, compact: bool = False) -> Prompt:
     """The messages for one turn of the policy. ``compact`` (text mode for small models):
-    the short system text and one line per tool, always in the system message."""
+    the short system text and one line per tool, always in the system message. Text mode
+    sends the page snapshot as the environment bounded it (the ``observation_chars``
+    setting); ``aria_chars`` bounds it further, the same way (viewport and interactive
+    elements first, what was left out named)."""
     tools = [t.schema() for t in context.tools]
     if compact:
         system = TEXT_SYSTEM + "\n\nTools:\n" + tool_lines(tools)
@@ -129,7 +133,9 @@ def build_prompt(context: Context, *, text_mode: bool = False, tools_in_system: 
     obs = context.observation
     parts: list[dict[str, Any]] = [_text(_page_header(obs))]
     if text_mode:
-        aria = (obs.aria or "")[:aria_chars]
+        aria = obs.aria or ""
+        if aria_chars is not None:
+            aria = bound_snapshot(aria, aria_chars).text
         parts.append(_text(f"{UNTRUSTED_OPEN}\n{aria}\n{UNTRUSTED_CLOSE}"))
     else:
         for shot in context.screenshots:
