@@ -270,7 +270,7 @@ class JobRunner:
         assert self._slots is not None
         try:
             job = self.store.get(job_id)
-            if job is not None and job.kind == "batch":
+            if job is not None and job.kind == "batch" and not self.stopping:
                 await self._run_batch(job_id)  # its rows take the slots, one each
                 return
             async with self._slots:
