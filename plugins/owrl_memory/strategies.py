@@ -54,7 +54,7 @@ class WeightedOptions(_SharedOptions):
     met: float = Field(2.0, ge=0, description="weight of a step whose expectations were all met")
     changed: float = Field(1.0, ge=0, description="weight of a step that changed the page (no expectation)")
     unchanged: float = Field(0.0, ge=0, description="weight of a step that changed nothing")
-    relevance: float = Field(2.0, ge=0, description="times the share of the task's words in the step's calls and feedback")
+    relevance: float = Field(6.0, ge=0, description="times the share of the task's words in the step's calls and feedback")
     recency: float = Field(1.0, ge=0, description="times 0.5 ** (age / half_life)")
     half_life: float = Field(5.0, gt=0, description="steps after which the recency term halves")
 
