@@ -9,7 +9,9 @@ episodes alternate, so the machine's state weighs on both alike.
   the first observation (JPEG screenshot and ``aria_snapshot(mode="ai")``).
   BrowserEnv: ``reset(task)`` then ``observe()``.
 - step: one click, then the next observation. BrowserEnv: ``execute(click)`` (with its
-  what-changed feedback) then ``observe()``.
+  what-changed feedback, after the wait for the page to go quiet: the ``settle_quiet_ms`` /
+  ``settle_max_ms`` settings, on by default) then ``observe()``. The median of that wait
+  alone (``ToolResult.page["settle_ms"]``) is printed per page.
 - observe: the observation alone (BrowserEnv's ``observe()`` against one screenshot plus
   one aria snapshot).
 - load: the page's ``goto`` of a local page with 30 images, to the load event (31 requests;
@@ -141,6 +143,7 @@ async def run(episodes: int, steps: int, allow_domains: list[str]) -> None:
     timer = Timer()
     click = Click()
     rewards = {"raw": 0, "owrl": 0}
+    settle_ms: dict[str, list[float]] = {"local": [], "miniwob": []}
 
     async with BrowserHost(settings) as host:
         env = await host.new_env()
@@ -177,6 +180,7 @@ async def run(episodes: int, steps: int, allow_domains: list[str]) -> None:
                 async def step() -> None:
                     result = await env.execute(click, args, call)
                     assert result.ok, result.error
+                    settle_ms["local"].append(float((result.page or {}).get("settle_ms", 0.0)))
                     await env.observe()
 
                 await timer.measure("local step owrl", step())
@@ -217,6 +221,7 @@ async def run(episodes: int, steps: int, allow_domains: list[str]) -> None:
             async def step() -> None:
                 result = await env.execute(click, args, ToolCall(name="click", arguments={"selector": selector}))
                 assert result.ok, result.error
+                settle_ms["miniwob"].append(float((result.page or {}).get("settle_ms", 0.0)))
                 await env.observe()
 
             await timer.measure("miniwob step owrl", step())
@@ -228,6 +233,8 @@ async def run(episodes: int, steps: int, allow_domains: list[str]) -> None:
         await owrl_local()
         timer.wall.clear()
         timer.cpu.clear()
+        for waits in settle_ms.values():
+            waits.clear()
         for i in range(episodes):
             order = [raw_local, owrl_local] if i % 2 == 0 else [owrl_local, raw_local]
             for work in order:
@@ -254,6 +261,9 @@ async def run(episodes: int, steps: int, allow_domains: list[str]) -> None:
         print("MiniWoB++ rows skipped: `pip install miniwob` to add them")
     else:
         print(f"MiniWoB++ click-button solved: raw {rewards['raw']}/{episodes}, owrl {rewards['owrl']}/{episodes}")
+    waits = ", ".join(f"{name} {statistics.median(values):.1f}" for name, values in settle_ms.items() if values)
+    print(f"settle wait per owrl step (median ms; settle_quiet_ms={settings.settle_quiet_ms}, "
+          f"settle_max_ms={settings.settle_max_ms}): {waits}")
     print("py-cpu: CPU time of this Python process (Playwright client + SDK), not the browser's")
     allow = "".join(f" --allow-domain {d}" for d in allow_domains)
     print(f"reproduce: .venv/bin/python bench/bench_browser.py --episodes {episodes} --steps {steps}{allow}")

@@ -12,8 +12,9 @@ the context so that each document and each iframe gets it before its own scripts
   page attaches): the time of the last one;
 - ``setTimeout`` timers the page set since the action began that fall due before the
   wait's end (a debounced handler, a delayed reveal): pending until they run or are
-  cleared; and one-off ``requestAnimationFrame`` callbacks asked for since then (not
-  those of an animation loop: a loop that changes the DOM shows as mutations instead);
+  cleared; one-off ``requestAnimationFrame`` callbacks asked for since then; and a frame
+  loop whose frames change the DOM (an animation; a loop that only draws on a canvas is
+  not waited for);
 - ``fetch`` and ``XMLHttpRequest`` calls in flight that began since the action (the page
   counts them as it makes them: no race with the browser's network events), and the time
   the last one, of any age, ended.
@@ -23,8 +24,11 @@ Besides, the environment follows the context's ``request`` / ``requestfinished``
 began since the action and are not done yet are pending, and one ending counts as activity
 (long-lived kinds, event streams, web sockets and media, are left out).
 
-The page is quiet when nothing is pending and nothing happened for ``settle_quiet_ms``.
-What happened while the action ran (the synchronous effect of a click) does not start
+"Since the action began" allows 250 ms before it, as a report may be slow to arrive on a
+loaded machine. The first report after an action first lets the page's queued tasks run
+(a posted message), so that the page's handlers of the action's input have run: the action
+is taken to end there. The page is quiet when nothing is pending and nothing happened for
+``settle_quiet_ms``. What happened while the action ran (the synchronous effect of a click) does not start
 that window, unless the page was busy already in the window before the action (an
 animation, polling): the after-snapshot sees that effect, and whatever it set in motion is
 pending work above. So a page with nothing pending is found quiet by the first check, which is
@@ -36,6 +40,7 @@ endless animation, polling) is left as it is: the call's ``ToolResult.page`` say
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
@@ -59,7 +64,10 @@ QUIET_SCRIPT = r"""(() => {
     last = t;
   };
   const timers = new Map(), frames = new Map(), requests = new Set();
-  let inFrame = false;
+  // a frame loop is pending while it asks for its next frame and its last frames changed the DOM
+  // (an animation); one that only draws (a canvas) is not waited for
+  const looping = new Set();
+  let inFrame = false, animated = -Infinity;
   const observer = new MutationObserver(active);
   const watch = (root) => {
     try { observer.observe(root, {subtree: true, childList: true, attributes: true, characterData: true}); } catch (e) {}
@@ -94,13 +102,17 @@ QUIET_SCRIPT = r"""(() => {
       let id;
       id = raf.call(window, function () {
         frames.delete(id);
+        looping.delete(id);
         inFrame = true;
-        try { return fn.apply(this, arguments); } finally { inFrame = false; }
+        try { return fn.apply(this, arguments); } finally {
+          inFrame = false;
+          if (observer.takeRecords().length) { active(); animated = now(); }
+        }
       });
-      if (!looped) frames.set(id, now());
+      if (looped) looping.add(id); else frames.set(id, now());
       return id;
     };
-    window.cancelAnimationFrame = function (id) { frames.delete(id); return caf.apply(window, arguments); };
+    window.cancelAnimationFrame = function (id) { frames.delete(id); looping.delete(id); return caf.apply(window, arguments); };
   }
   const begin = () => { const r = {at: now()}; requests.add(r); return r; };
   const end = (r) => { if (requests.delete(r)) active(); };
@@ -124,11 +136,29 @@ QUIET_SCRIPT = r"""(() => {
       try { return send.apply(this, arguments); } catch (e) { done(); throw e; }
     };
   }
-  // since: ms since the action began; ended: ms since it returned; horizon: ms the wait has left;
-  // window: the quiet window. Activity while the action ran counts only when the page was busy
-  // already in the window before it (an animation, polling): else it is the action's own effect.
-  const report = (since, ended, horizon, window) => {
-    const t = now(), start = t - since - 2, stop = t - ended;
+  // The first report after an action (a new token) first lets the tasks already queued run
+  // (the page's handlers of the action's input may still be queued): what they do is the
+  // action's own effect, and the action is taken to end there.
+  const SLACK = 250;
+  let token = null, stop = -Infinity;
+  const Channel = window.MessageChannel;
+  const flush = () => new Promise((resolve) => {
+    const channel = new Channel();
+    channel.port1.onmessage = resolve;
+    channel.port2.postMessage(0);
+  });
+  // since: ms since the action began (the report may take a while to arrive: what began a
+  // little earlier, by SLACK ms, counts too); horizon: ms the wait has left; window: the quiet window.
+  // Activity while the action ran counts only when the page was busy already in the window
+  // before it (an animation, polling): else it is the action's own effect.
+  const report = async (since, horizon, window, action) => {
+    const asked = now();
+    if (action !== token) {
+      await flush();
+      token = action;
+      stop = now();
+    }
+    const t = now(), start = asked - since - SLACK;
     let before = false;
     for (const m of ring) if (m >= start - window && m < start) before = true;
     let pending = 0, due = Infinity;
@@ -136,6 +166,7 @@ QUIET_SCRIPT = r"""(() => {
       if (at >= start && when <= t + horizon) { pending++; due = Math.min(due, when - t); }
     }
     for (const at of frames.values()) if (at >= start) { pending++; due = Math.min(due, 16); }
+    if (looping.size && t - animated < 1000) { pending++; due = Math.min(due, 16); }
     for (const r of requests) if (r.at >= start) pending++;
     const quiet = last > stop || (before && last > -Infinity) ? t - last : null;
     return {pending, due: due === Infinity ? null : Math.max(0, due), quiet};
@@ -144,6 +175,8 @@ QUIET_SCRIPT = r"""(() => {
 })();"""
 
 _PROBE = "(a) => (typeof window.__owrlQuiet === 'function' ? window.__owrlQuiet(a[0], a[1], a[2], a[3]) : null)"
+
+_actions = itertools.count(1)
 
 #: Request kinds that may stay open for good: they are not waited for.
 _LONG_LIVED = {"eventsource", "websocket", "media"}
@@ -205,12 +238,13 @@ class SettleMixin(EnvState):
         if max_s <= 0 or page is None or page.is_closed():
             return None
         quiet_s = self.settings.settle_quiet_ms / 1000
+        action = next(_actions)
         start = time.monotonic()
         deadline = start + max_s
         while True:
             now = time.monotonic()
             left = max(deadline - now, 0.0)
-            report = await self._quiet_report(page, now - began, now - returned, left)
+            report = await self._quiet_report(page, now - began, now - returned, left, action)
             if report is None:  # a dialog opened: the page is held, and that is the change
                 return Settled(True, (time.monotonic() - start) * 1000)
             pending, due, quiet_for = report
@@ -225,8 +259,8 @@ class SettleMixin(EnvState):
                 pause = quiet_s - (quiet_for or 0.0)
             await asyncio.sleep(min(max(pause, _POLL_MIN_S), deadline - now))
 
-    async def _quiet_report(self, page: "Page", since: float, ended: float,
-                            left: float) -> Optional[tuple[int, Optional[float], Optional[float]]]:
+    async def _quiet_report(self, page: "Page", since: float, ended: float, left: float,
+                            action: int) -> Optional[tuple[int, Optional[float], Optional[float]]]:
         """(pending work, seconds until the next timer falls due, seconds quiet since the last
         activity after the action returned, None: none) over the page's frames and its
         requests; None when a dialog opened meanwhile."""
@@ -235,7 +269,7 @@ class SettleMixin(EnvState):
         net = self._requests_done.get(id(page), float("-inf"))
         quiet_for = now - net if net > now - ended else None
         due: Optional[float] = None
-        arg = [since * 1000, ended * 1000, left * 1000, float(self.settings.settle_quiet_ms)]
+        arg = [since * 1000, left * 1000, float(self.settings.settle_quiet_ms), action]
         frames = list(page.frames)
         try:
             done, reports = await asyncio.wait_for(

@@ -4,6 +4,7 @@ a page with nothing pending costs one look. Real Chromium, pages served on 127.0
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -166,10 +167,12 @@ async def test_a_page_with_nothing_pending_is_not_waited_for(senv, server, path,
     beyond the maximum, a canvas animation loop: the first look finds the page quiet."""
     await senv.reset(task(server + path))
     await senv.observe()
+    await asyncio.sleep(2 * QUIET_MS / 1000)  # the page's own loading is over: it has been quiet a while
     result = await act(senv, "click", selector=f"#{button}")
     assert result.ok, result.error
     assert result.page["settled"] is True, result.page
-    assert result.page["settle_ms"] < QUIET_MS + 50, result.page
+    # a full quiet window would be at least QUIET_MS: one look is far less
+    assert result.page["settle_ms"] < QUIET_MS, result.page
     if button == "now" or path == "/canvas":
         assert "At once" in result.feedback or "Clicked" in result.feedback, result.feedback
 
