@@ -11,7 +11,7 @@
    expectations, useless steps, between the steps that matter.
 2. Measure, offline: every recorded step is fed, in order, to each memory; at every step the
    context the memory gives is rendered with the ``owrl-text`` policy's prompt (text mode,
-   compact, the accessibility tree cut at 8,000 characters as that policy does). The policy's
+   compact, the accessibility tree bounded to 8,000 characters, the same for every memory). The policy's
    choices never depended on the memory (both policies follow a script), so every memory is
    measured on exactly the same steps.
 
@@ -46,7 +46,7 @@ from owrl_sdk.policy import Policy
 from owrl_sdk.types import Expectation, Step, ToolCall, Trajectory, Turn
 
 FACT_CHARS = 60
-ARIA_CHARS = 8000  # the owrl-text policy's cut of the accessibility tree
+ARIA_CHARS = 8000  # the page snapshot's bound in the prompt (build_prompt's aria_chars), the same for every memory
 
 DEFAULT_MEMORIES = ["default", "weighted", "weighted:budget=6", "weighted:budget_unit=chars,budget=1500",
                     "summary", "summary:keep_last=1"]
