@@ -231,7 +231,10 @@ def bound_snapshot(text: Optional[str], budget: int, viewport: tuple[int, int] =
         texts.append(short)
         was_cut.append(cut > 0)
 
-    def assemble(room: int) -> tuple[str, dict[str, int]]:
+    def assemble(room: int, min_run: int) -> tuple[str, dict[str, int], int]:
+        """The kept lines within ``room`` characters, a marker for each run of at least
+        ``min_run`` elements left out (smaller runs are counted in the first line only);
+        (text, counts, characters the markers take)."""
         kept = [False] * len(lines)
         used = 0
         for i in order:
@@ -249,6 +252,7 @@ def bound_snapshot(text: Optional[str], budget: int, viewport: tuple[int, int] =
                 kept[k] = True
             used += cost
         out: list[str] = []
+        markers = 0
         counts: dict[str, int] = {"shortened": sum(1 for k, cut in enumerate(was_cut) if cut and kept[k])}
         i = 0
         while i < len(lines):
@@ -263,10 +267,10 @@ def bound_snapshot(text: Optional[str], budget: int, viewport: tuple[int, int] =
                     run[places[i][0]] = run.get(places[i][0], 0) + 1
                 i += 1
             n = sum(run.values())
-            if not n:
-                continue
             for place, count in run.items():
                 counts[place] = counts.get(place, 0) + count
+            if not n or n < min_run:
+                continue
             where = [p for p in ("above", "below", "beside", "in", "unknown") if p in run]
             if where == ["in"]:
                 say = "in the viewport left out (they did not fit)"
@@ -275,7 +279,8 @@ def bound_snapshot(text: Optional[str], budget: int, viewport: tuple[int, int] =
             else:
                 say = "elsewhere on the page left out: scroll to reach them"
             out.append(f"{'  ' * lines[start].depth}- [… {_plural(n, 'element')} {say}]")
-        return "\n".join(out), counts
+            markers += len(out[-1]) + 1
+        return "\n".join(out), counts, markers
 
     def headline(counts: dict[str, int], shown: int) -> str:
         parts = []
@@ -286,7 +291,12 @@ def bound_snapshot(text: Optional[str], budget: int, viewport: tuple[int, int] =
         if counts.get("shortened"):
             parts.append(f"{_plural(counts['shortened'], 'long text')} cut short")
         how = [_HOW[p] for p in ("above", "below", "beside") if counts.get(p)]
-        reach = " or ".join(how) if how else "scroll"
+        if how:
+            reach = " or ".join(how)
+        elif counts.get("unknown"):
+            reach = "scroll"
+        else:  # all in view: scrolling does not help, narrowing the page does
+            reach = "narrow the page (a search or a filter)"
         if search is not None:
             s = lines[search]
             reach += f', or use the search box {s.name or s.role} [ref={s.ref}]'
@@ -295,13 +305,17 @@ def bound_snapshot(text: Optional[str], budget: int, viewport: tuple[int, int] =
                 f"{budget:,}): the viewport, what is near it and interactive elements are kept; left out: "
                 f"{left}. To see more: {reach}.]")
 
-    room = budget - 400
-    for _ in range(8):
-        body, counts = assemble(max(room, 0))
+    room, min_run = budget - 400, 1
+    for _ in range(12):
+        body, counts, markers = assemble(max(room, 0), min_run)
         head = headline(counts, len(body))
         result = head + "\n" + body
-        if len(result) <= budget:
+        over = len(result) - budget
+        if over <= 0:
             return Bounded(result, len(plain), True, counts, plain)
-        room -= len(result) - budget + 32
-    result = result[:budget]  # not reached in practice: the markers outgrew the room eight times
+        if markers > room // 4:  # many small runs left out between kept lines: mark only the larger ones
+            min_run *= 4
+        else:
+            room -= over + 32
+    result = result[:budget]  # not reached in practice: the text outgrew the room twelve times
     return Bounded(result, len(plain), True, counts, plain)

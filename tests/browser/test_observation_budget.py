@@ -205,3 +205,61 @@ def test_the_text_policy_prompt_sends_the_bounded_snapshot_whole() -> None:
     smaller = "\n".join(part["text"] for message in build_prompt(context, text_mode=True, aria_chars=2_000).messages
                         for part in message["content"] if part["type"] == "text")
     assert "[owrl: page snapshot cut to" in smaller and '"Product 0" [ref=e2]' in smaller
+
+
+# ---------------------------------------------------------------- the cut on its own (no browser)
+
+
+def test_a_viewport_too_full_for_the_budget_keeps_its_interactive_elements_first() -> None:
+    lines = ["- generic [ref=e1] [box=0,0,1280,1000]:"]
+    for i in range(3_000):  # text and links on top of each other, all in view
+        lines.append(f"  - paragraph [ref=p{i}] [box=0,{i % 900},600,10]: some words of text number {i}")
+        lines.append(f'  - link "Link {i}" [ref=l{i}] [cursor=pointer] [box=600,{i % 900},60,10]')
+    out = bound_snapshot("\n".join(lines), 12_000)
+    assert out.cut and len(out.text) <= 12_000
+    assert '"Link 0" [ref=l0]' in out.text and "some words of text number 0\n" not in out.text
+    assert "in the viewport left out (they did not fit)" in out.text
+    assert out.left_out["in"] > 3_000
+
+
+def test_an_iframe_below_the_viewport_counts_as_below() -> None:
+    lines = ["- generic [ref=e1] [box=0,0,1280,3000]:", '  - button "Top" [ref=e2] [box=0,0,50,20]']
+    lines += [f"  - paragraph [ref=e{i + 3}] [box=0,{30 + 20 * i},900,18]: filler line {i} " + "x" * 60
+              for i in range(40)]
+    lines.append("  - iframe [ref=e99] [box=0,2500,600,400]:")
+    lines += [f"    - paragraph [ref=f1e{i}] [box=0,{20 * i},500,18]: inside {i} " + "y" * 80 for i in range(200)]
+    out = bound_snapshot("\n".join(lines), 4_000)
+    assert out.cut and len(out.text) <= 4_000
+    assert out.left_out.get("below", 0) > 0 and "inside 199" not in out.text
+    assert "filler line 0 " in out.text  # in view: kept before the frame's text below it
+
+
+def test_a_huge_name_keeps_its_ref() -> None:
+    text = f'- generic [ref=e1] [box=0,0,1280,1000]:\n  - button "{"A" * 50_000}" [ref=e2] [box=0,0,10,10]'
+    out = bound_snapshot(text, 2_000)
+    assert len(out.text) <= 2_000 and '…" [ref=e2]' in out.text and out.left_out["shortened"] == 1
+
+
+def test_the_cut_stays_within_budget_whatever_the_tree() -> None:
+    import random
+
+    rng = random.Random(7)
+    for trial in range(30):
+        lines, depth = [], 0
+        for i in range(rng.randint(50, 1_500)):
+            depth = max(0, min(depth + rng.choice((-1, 0, 0, 1)), 8))
+            role = rng.choice(("generic", "link", "button", "paragraph", "listitem", "text"))
+            box = f" [box={rng.randint(-3000, 3000)},{rng.randint(-5000, 9000)},{rng.randint(0, 900)},{rng.randint(0, 300)}]"
+            name = f' "{"n" * rng.randint(0, 30)}"' if role in ("link", "button") else ""
+            if role == "text":
+                lines.append("  " * depth + "- text: " + "t" * rng.randint(1, 4_000))
+            else:
+                lines.append("  " * depth + f"- {role}{name} [ref=e{i}]{box}: " + "v" * rng.randint(0, 300))
+        budget_chars = rng.choice((1_000, 3_000, 12_000))
+        text = "\n".join(lines)
+        out = bound_snapshot(text, budget_chars)
+        assert len(out.text) <= max(budget_chars, len(strip_boxes(text)) if not out.cut else 0), trial
+        assert out.whole == strip_boxes(text)
+        if out.cut:
+            kept_refs = set(re.findall(r"\[ref=(e\d+)\]", out.text.split("\n", 1)[1]))
+            assert kept_refs <= set(re.findall(r"\[ref=(e\d+)\]", out.whole))
