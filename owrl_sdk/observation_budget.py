@@ -12,7 +12,8 @@ budget (the ``observation_chars`` setting), in this order:
 
 A kept line keeps its ancestors, so the indentation still reads as a tree, and its
 ``[ref=...]`` intact, so a tool can act on it. Each run of lines left out becomes one
-marker line (``- [… 24,944 elements below the viewport left out: scroll down]``) and the
+marker line (``- [… 24,944 elements below the viewport left out: scroll down]``; where
+markers between kept lines would crowd the budget, only the larger runs get one) and the
 first line of the text says what was cut, how much, and how to reach the rest (scrolling,
 or the page's search box by its ref). A line longer than an eighth of the budget (a huge
 text node, a huge name) is cut short with the number of characters left out.
