@@ -133,8 +133,8 @@ def miniwob_selector(utterance: str) -> str:
     return f'#area button:text-is("{wanted}") >> nth=0'
 
 
-async def run(episodes: int, steps: int, allow_domains: list[str]) -> None:
-    settings = Settings(allowed_domains=allow_domains)
+async def run(episodes: int, steps: int, allow_domains: list[str], settle_max_ms: int = 1500) -> None:
+    settings = Settings(allowed_domains=allow_domains, settle_max_ms=settle_max_ms)
     quality = settings.screenshot_quality
     viewport = {"width": settings.viewport_width, "height": settings.viewport_height}
     local_url, stop_server = serve(LOCAL_PAGE)
@@ -266,7 +266,8 @@ async def run(episodes: int, steps: int, allow_domains: list[str]) -> None:
           f"settle_max_ms={settings.settle_max_ms}): {waits}")
     print("py-cpu: CPU time of this Python process (Playwright client + SDK), not the browser's")
     allow = "".join(f" --allow-domain {d}" for d in allow_domains)
-    print(f"reproduce: .venv/bin/python bench/bench_browser.py --episodes {episodes} --steps {steps}{allow}")
+    settle = f" --settle-max-ms {settle_max_ms}" if settle_max_ms != Settings().settle_max_ms else ""
+    print(f"reproduce: .venv/bin/python bench/bench_browser.py --episodes {episodes} --steps {steps}{allow}{settle}")
 
 
 def main() -> None:
@@ -275,8 +276,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--allow-domain", action="append", default=[], metavar="DOMAIN",
                         help="give BrowserEnv's episodes this allowed domain (repeatable): measures the routed case")
+    parser.add_argument("--settle-max-ms", type=int, default=Settings().settle_max_ms,
+                        help="BrowserEnv's settle_max_ms (0: no wait for the page to go quiet, to see what it costs)")
     options = parser.parse_args()
-    asyncio.run(run(options.episodes, options.steps, options.allow_domain))
+    asyncio.run(run(options.episodes, options.steps, options.allow_domain, options.settle_max_ms))
 
 
 if __name__ == "__main__":

@@ -29,9 +29,8 @@ loaded machine. The first report after an action first lets the page's queued ta
 (a posted message), so that the page's handlers of the action's input have run: the action
 is taken to end there. The page is quiet when nothing is pending and nothing happened for
 ``settle_quiet_ms``. What happened while the action ran (the synchronous effect of a click) does not start
-that window, unless the page was busy already in the window before the action (an
-animation, polling): the after-snapshot sees that effect, and whatever it set in motion is
-pending work above. So a page with nothing pending is found quiet by the first check, which is
+that window: the after-snapshot sees that effect, and whatever it set in motion is pending
+work above (a busy page, an animation or polling, keeps setting such work in motion). So a page with nothing pending is found quiet by the first check, which is
 made at once (one round trip per frame). A page still busy at ``settle_max_ms`` (an
 endless animation, polling) is left as it is: the call's ``ToolResult.page`` says
 ``settled: false`` and its feedback ends with a note that the page was still changing.
@@ -55,14 +54,9 @@ if TYPE_CHECKING:  # pragma: no cover
 QUIET_SCRIPT = r"""(() => {
   if (Object.prototype.hasOwnProperty.call(window, '__owrlQuiet')) return;
   const now = performance.now.bind(performance);
-  // activity (a DOM change, a request ending): the last time, and a ring of recent times 5 ms apart
-  let last = -Infinity, head = 0;
-  const ring = new Float64Array(64).fill(-Infinity);
-  const active = () => {
-    const t = now();
-    if (t - ring[(head + 63) & 63] > 5) ring[head++ & 63] = t;
-    last = t;
-  };
+  // activity (a DOM change, a request ending): the last time
+  let last = -Infinity;
+  const active = () => { last = now(); };
   const timers = new Map(), frames = new Map(), requests = new Set();
   // a frame loop is pending while it asks for its next frame and its last frames changed the DOM
   // (an animation); one that only draws (a canvas) is not waited for
@@ -148,10 +142,9 @@ QUIET_SCRIPT = r"""(() => {
     channel.port2.postMessage(0);
   });
   // since: ms since the action began (the report may take a while to arrive: what began a
-  // little earlier, by SLACK ms, counts too); horizon: ms the wait has left; window: the quiet window.
-  // Activity while the action ran counts only when the page was busy already in the window
-  // before it (an animation, polling): else it is the action's own effect.
-  const report = async (since, horizon, window, action) => {
+  // little earlier, by SLACK ms, counts too); horizon: ms the wait has left. Activity before
+  // the action ended is its own effect: only later activity counts.
+  const report = async (since, horizon, action) => {
     const asked = now();
     if (action !== token) {
       await flush();
@@ -159,8 +152,6 @@ QUIET_SCRIPT = r"""(() => {
       stop = now();
     }
     const t = now(), start = asked - since - SLACK;
-    let before = false;
-    for (const m of ring) if (m >= start - window && m < start) before = true;
     let pending = 0, due = Infinity;
     for (const [at, when] of timers.values()) {
       if (at >= start && when <= t + horizon) { pending++; due = Math.min(due, when - t); }
@@ -168,13 +159,13 @@ QUIET_SCRIPT = r"""(() => {
     for (const at of frames.values()) if (at >= start) { pending++; due = Math.min(due, 16); }
     if (looping.size && t - animated < 1000) { pending++; due = Math.min(due, 16); }
     for (const r of requests) if (r.at >= start) pending++;
-    const quiet = last > stop || (before && last > -Infinity) ? t - last : null;
+    const quiet = last > stop ? t - last : null;
     return {pending, due: due === Infinity ? null : Math.max(0, due), quiet};
   };
   Object.defineProperty(window, '__owrlQuiet', {value: report, enumerable: false, configurable: false, writable: false});
 })();"""
 
-_PROBE = "(a) => (typeof window.__owrlQuiet === 'function' ? window.__owrlQuiet(a[0], a[1], a[2], a[3]) : null)"
+_PROBE = "(a) => (typeof window.__owrlQuiet === 'function' ? window.__owrlQuiet(a[0], a[1], a[2]) : null)"
 
 _actions = itertools.count(1)
 
@@ -269,7 +260,7 @@ class SettleMixin(EnvState):
         net = self._requests_done.get(id(page), float("-inf"))
         quiet_for = now - net if net > now - ended else None
         due: Optional[float] = None
-        arg = [since * 1000, left * 1000, float(self.settings.settle_quiet_ms), action]
+        arg = [since * 1000, left * 1000, action]
         frames = list(page.frames)
         try:
             done, reports = await asyncio.wait_for(
