@@ -232,7 +232,8 @@ class TextPolicy(OpenWebRLPolicy):
 
     def prompt(self, context: Context) -> Prompt:
         tools = [t for t in context.tools if t.name in self.tool_names]
-        return build_prompt(dataclasses.replace(context, tools=tools), text_mode=True, compact=True)
+        return build_prompt(dataclasses.replace(context, tools=tools), text_mode=True, compact=True,
+                            aria_chars=self.settings.observation_chars or None)
 
 
 class OpenAIPolicy(_ModelPolicy):

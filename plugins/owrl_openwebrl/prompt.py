@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from owrl_sdk.config import Settings
 from owrl_sdk.memory import Context
 from owrl_sdk.observation_budget import bound_snapshot
 from owrl_sdk.types import CallRecord, Step
@@ -111,13 +112,18 @@ def _page_header(obs: Any) -> str:
     return f"Page: {obs.url}\nTitle: {obs.title}{tabs}"
 
 
+#: The longest page snapshot a text prompt sends unless told otherwise: the default budget.
+DEFAULT_ARIA_CHARS: int = Settings.model_fields["observation_chars"].default
+
+
 def build_prompt(context: Context, *, text_mode: bool = False, tools_in_system: bool = True,
-                 aria_chars: Optional[int] = None, compact: bool = False) -> Prompt:
+                 aria_chars: Optional[int] = DEFAULT_ARIA_CHARS, compact: bool = False) -> Prompt:
     """The messages for one turn of the policy. ``compact`` (text mode for small models):
     the short system text and one line per tool, always in the system message. Text mode
     sends the page snapshot as the environment bounded it (the ``observation_chars``
-    setting); ``aria_chars`` bounds it further, the same way (viewport and interactive
-    elements first, what was left out named)."""
+    setting); one still over ``aria_chars`` (default: that setting's default; a trajectory
+    recorded unbounded) is bounded the same way (viewport and interactive elements first,
+    what was left out named); None: not at all."""
     tools = [t.schema() for t in context.tools]
     if compact:
         system = TEXT_SYSTEM + "\n\nTools:\n" + tool_lines(tools)
@@ -134,7 +140,7 @@ def build_prompt(context: Context, *, text_mode: bool = False, tools_in_system: 
     parts: list[dict[str, Any]] = [_text(_page_header(obs))]
     if text_mode:
         aria = obs.aria or ""
-        if aria_chars is not None:
+        if aria_chars:
             aria = bound_snapshot(aria, aria_chars).text
         parts.append(_text(f"{UNTRUSTED_OPEN}\n{aria}\n{UNTRUSTED_CLOSE}"))
     else:

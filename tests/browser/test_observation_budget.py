@@ -263,3 +263,19 @@ def test_the_cut_stays_within_budget_whatever_the_tree() -> None:
         if out.cut:
             kept_refs = set(re.findall(r"\[ref=(e\d+)\]", out.text.split("\n", 1)[1]))
             assert kept_refs <= set(re.findall(r"\[ref=(e\d+)\]", out.whole))
+
+
+def test_a_prompt_of_a_trajectory_recorded_unbounded_is_bounded_the_same_way() -> None:
+    from owrl_openwebrl.prompt import build_prompt
+
+    aria = "\n".join(["- list [ref=e1]:", *(f"  - listitem [ref=e{i + 2}]: Item {i}" for i in range(25_000))])
+    context = Context(task=Task(intent="read", start_url="about:blank"), observation=Observation(aria=aria),
+                      tools=[], history=[])
+
+    def page_text(**options: Any) -> str:
+        return build_prompt(context, text_mode=True, **options).messages[-1]["content"][1]["text"]
+
+    bounded = page_text()
+    assert len(bounded) <= 12_000 + 100 and "Item 0\n" in bounded and "Item 24999" not in bounded
+    assert "[owrl: page snapshot cut to" in bounded
+    assert "Item 24999" in page_text(aria_chars=None)  # asked for: not bounded
