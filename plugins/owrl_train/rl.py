@@ -334,6 +334,12 @@ class RLRun:
         return IterationResult(it, metrics)
 
     def _tools(self) -> list[Any]:
+        """The tools the rollouts' episodes offered the policy: a training prompt must be the
+        prompt the policy saw, tool list included. Rollouts that run their own tool set say so
+        with a ``tools`` attribute; the others run the catalogue's."""
+        own = getattr(self.rollouts, "tools", None)
+        if own is not None:
+            return list(own)
         return list(self.plugins.catalogue.items["tools"].values())
 
     def _cache_dir(self, it: int) -> Path:

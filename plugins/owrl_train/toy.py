@@ -65,6 +65,9 @@ class ButtonsEnv:
 class InMemoryRollouts:
     """Runs the real episode loop, policy, memory and judge on ButtonsEnv."""
 
+    #: The tools its episodes offer (RLRun renders the training prompts with them).
+    tools = TOOLS
+
     def __init__(self, plugins, settings):
         self.plugins = plugins
         self.settings = settings
