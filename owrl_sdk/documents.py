@@ -11,10 +11,10 @@ import re
 from pathlib import Path
 from typing import Any, Optional, TypeVar, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import DocumentError
-from .inputs import InputSpec, check_names
+from .inputs import DeclaredInputs, OutputSchema
 from .types import ToolCall, Trajectory
 
 FLOW_SCHEMA = "owrl.flow/1"
@@ -136,24 +136,12 @@ class Flow(BaseModel):
     task: str = ""
     start_url: Optional[str] = None
     #: The inputs the flow takes (``{{input:NAME}}`` in its strings), by name: see :mod:`owrl_sdk.inputs`.
-    inputs: dict[str, InputSpec] = Field(default_factory=dict)
+    inputs: DeclaredInputs = Field(default_factory=dict)
     #: A JSON schema the ``output`` of the flow's ``done`` must validate against; a flow whose
     #: output does not fails the run.
-    output_schema: Optional[dict[str, Any]] = None
+    output_schema: OutputSchema = None
     turns: list[FlowTurn]
 
-    @field_validator("inputs")
-    @classmethod
-    def _input_names(cls, v: dict[str, InputSpec]) -> dict[str, InputSpec]:
-        check_names(v)
-        return v
-
-    @field_validator("output_schema")
-    @classmethod
-    def _a_json_schema(cls, v: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
-        from .outputs import check_schema
-
-        return check_schema(v) if v is not None else None
 
     def to_json(self) -> str:
         data = self.model_dump(mode="json", by_alias=True, exclude_none=True)

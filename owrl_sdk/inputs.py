@@ -38,10 +38,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, Optional, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, TypeVar
 from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
 from .errors import UsageError
 
@@ -99,6 +99,25 @@ def check_names(inputs: Mapping[str, Any]) -> None:
     bad = [name for name in inputs if not NAME.fullmatch(name)]
     if bad:
         raise ValueError(f"input names are letters, digits and _ (not starting with a digit): {', '.join(map(repr, bad))}")
+
+
+def _named(inputs: dict[str, InputSpec]) -> dict[str, InputSpec]:
+    check_names(inputs)
+    return inputs
+
+
+def _json_schema(schema: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    from .outputs import check_schema  # outputs imports the types that use this
+
+    return check_schema(schema) if schema is not None else None
+
+
+#: The ``inputs`` a flow or a task declares (``Flow.inputs``, ``Task.inputs``): names a
+#: placeholder can spell.
+DeclaredInputs = Annotated[dict[str, InputSpec], AfterValidator(_named)]
+
+#: A flow's or a task's ``output_schema``: a valid JSON schema, checked when the document loads.
+OutputSchema = Annotated[Optional[dict[str, Any]], AfterValidator(_json_schema)]
 
 
 def convert(kind: InputType, value: Any) -> tuple[Any, Optional[str]]:

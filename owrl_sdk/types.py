@@ -13,7 +13,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .inputs import InputSpec, check_names
+from .inputs import DeclaredInputs, OutputSchema
 
 TRAJECTORY_SCHEMA: Literal["owrl.trajectory/1"] = "owrl.trajectory/1"
 
@@ -267,23 +267,10 @@ class Task(_Model):
     allowed_domains: list[str] = Field(default_factory=list)
     max_steps: Optional[int] = None
     #: The inputs the task takes (``{{input:NAME}}`` in its strings): see :mod:`owrl_sdk.inputs`.
-    inputs: dict[str, InputSpec] = Field(default_factory=dict)
+    inputs: DeclaredInputs = Field(default_factory=dict)
     #: A JSON schema the ``output`` argument of ``done`` must validate against.
-    output_schema: Optional[dict[str, Any]] = None
+    output_schema: OutputSchema = None
     metadata: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("inputs")
-    @classmethod
-    def _input_names(cls, v: dict[str, InputSpec]) -> dict[str, InputSpec]:
-        check_names(v)
-        return v
-
-    @field_validator("output_schema")
-    @classmethod
-    def _a_json_schema(cls, v: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
-        from .outputs import check_schema
-
-        return check_schema(v) if v is not None else None
 
 
 FailureCategory = Literal["network", "page", "action", "policy", "infra", "task"]
