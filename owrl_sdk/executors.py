@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Optional
+from typing import Any, Awaitable, Callable, ClassVar, Optional
 
 from .config import Settings
 from .plugins import Plugins, hookimpl
@@ -160,6 +160,40 @@ def horizon(task: Task, max_steps: Optional[int]) -> Task:
     return task if max_steps is None else task.model_copy(update={"max_steps": max_steps})
 
 
+#: Runs one item on a worker: ``one(host, policy, item)``.
+RunOne = Callable[[Any, Policy, WorkItem], Awaitable[WorkResult]]
+
+
+async def drain(items: list[WorkItem], hosts: list[Any], workload: Workload, settings: Settings,
+                plugins: Plugins, one: RunOne, on_result: Optional[OnResult] = None) -> list[WorkResult]:
+    """``items`` on one worker per entry of ``hosts`` (a worker's browser): each worker makes its
+    policy once from the workload's factory (and closes it when the factory owns what it makes),
+    takes items off one queue and runs each with ``one``; each result is reported as it comes."""
+    queue: asyncio.Queue[WorkItem] = asyncio.Queue()
+    for item in items:
+        queue.put_nowait(item)
+    results: list[WorkResult] = []
+
+    async def worker(host: Any) -> None:
+        policy = workload.policy(settings, plugins)
+        try:
+            while True:
+                try:
+                    item = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                result = await one(host, policy, item)
+                results.append(result)
+                if on_result is not None:
+                    on_result(result)
+        finally:
+            if getattr(workload.policy, "owned", True):
+                await policy.close()
+
+    await asyncio.gather(*(worker(host) for host in hosts))
+    return results
+
+
 def error_result(item: WorkItem, err: BaseException, seconds: float = 0.0) -> WorkResult:
     """The result of an episode whose machinery raised: an ``infra_error``, never the policy's fault."""
     return WorkResult(item, failed_record(item.task, item.episode, f"infra.{type(err).__name__}", seconds),
@@ -218,38 +252,18 @@ class LocalExecutor(Executor):
         settings = self.settings if workload.max_steps is None else self.settings.with_overrides(
             max_steps=workload.max_steps)
         episodes.settings = settings
-        queue: asyncio.Queue[WorkItem] = asyncio.Queue()
-        for item in items:
-            queue.put_nowait(item)
-        results: list[WorkResult] = []
 
-        async def worker(host: Any) -> None:
-            policy = workload.policy(settings, self.plugins)
+        async def one(host: Any, policy: Policy, item: WorkItem) -> WorkResult:
             try:
-                while True:
-                    try:
-                        item = queue.get_nowait()
-                    except asyncio.QueueEmpty:
-                        return
-                    try:
-                        await host.ensure_running()  # one relaunch even when several workers notice
-                        record, traj = await episodes.run(host, policy, horizon(item.task, workload.max_steps),
-                                                          item.episode)
-                        result = WorkResult(item, record, traj if workload.with_trajectory else None)
-                    except Exception as err:  # noqa: BLE001 - the machinery failed this episode only
-                        result = error_result(item, err)
-                    results.append(result)
-                    if on_result is not None:
-                        on_result(result)
-            finally:
-                if getattr(workload.policy, "owned", True):
-                    await policy.close()
+                await host.ensure_running()  # one relaunch even when several workers notice
+                record, traj = await episodes.run(host, policy, horizon(item.task, workload.max_steps), item.episode)
+                return WorkResult(item, record, traj if workload.with_trajectory else None)
+            except Exception as err:  # noqa: BLE001 - the machinery failed this episode only
+                return error_result(item, err)
 
-        if not items:
-            return results
         n = min(self.workers, len(items))
-        await asyncio.gather(*[worker(self.hosts[i % len(self.hosts)]) for i in range(n)])
-        return results
+        hosts = [self.hosts[i % len(self.hosts)] for i in range(n)]
+        return await drain(items, hosts, workload, settings, self.plugins, one, on_result)
 
     async def close(self) -> None:
         hosts, self.hosts = self.hosts, []

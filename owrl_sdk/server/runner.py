@@ -33,8 +33,9 @@ from ..config import Settings
 from ..documents import Flow, flow_from_data
 from ..domains import DomainPolicy
 from ..errors import OwrlError, UsageError
-from ..executors import Executor, OnResult, WorkItem, WorkResult, Workload, error_result, horizon
+from ..executors import Executor, OnResult, WorkItem, WorkResult, Workload, drain, error_result, horizon
 from ..flowplayer import FLOW_POLICY
+from ..policy import Policy
 from ..plugins import Plugins
 from ..runstore import RunDir
 from ..secrets import dumps, redact, scrub
@@ -518,43 +519,24 @@ class RowExecutor(Executor):
         workload, episodes, slots = self.workload, self.episodes, self.runner._slots
         episodes.settings = self.settings
         host = _ServerBrowser(self.runner)
-        queue: asyncio.Queue[WorkItem] = asyncio.Queue()
-        for item in items:
-            queue.put_nowait(item)
-        results: list[WorkResult] = []
 
-        async def worker() -> None:
-            policy = workload.policy(self.settings, self.plugins)
-            try:
-                while not queue.empty():
-                    item = queue.get_nowait()
-                    task = item.task.model_copy(update={
-                        "allowed_domains": self.allowed, "max_steps": self.max_steps or item.task.max_steps,
-                        "metadata": {**item.task.metadata, "serve_job": self.job_id}})
-                    refused = self._refusal(item, task)
-                    if refused is not None:
-                        results.append(refused)
-                        if on_result is not None:
-                            on_result(refused)
-                        continue
-                    async with slots:
-                        self.runner.store.started(self.job_id)
-                        try:
-                            record, traj = await episodes.run(host, policy, horizon(task, workload.max_steps),
-                                                              item.episode)
-                            result = WorkResult(item, record, traj if workload.with_trajectory else None)
-                        except Exception as err:  # noqa: BLE001 - the machinery failed this row only
-                            result = error_result(item, err)
-                    results.append(result)
-                    if on_result is not None:
-                        on_result(result)
-            finally:
-                if getattr(workload.policy, "owned", True):
-                    await policy.close()
+        async def one(host: Any, policy: Policy, item: WorkItem) -> WorkResult:
+            task = item.task.model_copy(update={
+                "allowed_domains": self.allowed, "max_steps": self.max_steps or item.task.max_steps,
+                "metadata": {**item.task.metadata, "serve_job": self.job_id}})
+            refused = self._refusal(item, task)
+            if refused is not None:
+                return refused
+            async with slots:
+                self.runner.store.started(self.job_id)
+                try:
+                    record, traj = await episodes.run(host, policy, horizon(task, workload.max_steps), item.episode)
+                    return WorkResult(item, record, traj if workload.with_trajectory else None)
+                except Exception as err:  # noqa: BLE001 - the machinery failed this row only
+                    return error_result(item, err)
 
-        if items:
-            await asyncio.gather(*[worker() for _ in range(min(self.workers, len(items)))])
-        return results
+        hosts = [host] * min(self.workers, len(items))
+        return await drain(items, hosts, workload, self.settings, self.plugins, one, on_result)
 
     def _refusal(self, item: WorkItem, task: Task) -> Optional[WorkResult]:
         """A row whose values made a start URL the server does not serve (a file:, a host outside
