@@ -43,7 +43,8 @@ PAGES: dict[str, str] = {
 <script>let n = 0; (function loop() { tick.textContent = String(++n); requestAnimationFrame(loop); })();</script>""",
     "/polling": """<!doctype html><title>Polling</title>
 <button id=go>Go</button><p id=seen>none</p>
-<script>setInterval(() => fetch('/slow?ms=5&text=' + Date.now()).then(r => r.json()).then(d => seen.textContent = d.text), 50);</script>""",
+<script>(function poll() { fetch('/slow?ms=30&text=' + Date.now()).then(r => r.json())
+  .then(d => { seen.textContent = d.text; poll(); }); })();</script>""",
     "/canvas": """<!doctype html><title>Canvas</title>
 <button id=go onclick="out.textContent = 'Clicked'">Go</button><p id=out>Idle</p><canvas id=c width=50 height=50></canvas>
 <script>const ctx = c.getContext('2d'); let a = 0;
