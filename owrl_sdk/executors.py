@@ -139,6 +139,8 @@ class Executor:
             self.workload.out = Path(out)
 
     async def run(self, items: list[WorkItem], on_result: Optional[OnResult] = None) -> list[WorkResult]:
+        """Run each item once, calling ``on_result`` as each finishes; every executor implements it
+        (``local`` and the server's rows through :func:`drain`, ``ray`` on its actors)."""
         raise NotImplementedError
 
     def stats(self) -> dict[str, Any]:
