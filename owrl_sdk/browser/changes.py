@@ -23,7 +23,7 @@ from .liveness import _is_playwright_error
 from .state import EnvState
 
 if TYPE_CHECKING:  # pragma: no cover
-    from playwright.async_api import Page
+    from playwright.async_api import Frame, Page
 
 #: A snapshot taken this recently stands for "before" the next call (saves a round trip).
 FRESH_SNAPSHOT_S = 1.0
@@ -35,6 +35,29 @@ _BARE_FIELD = re.compile(r'^(?P<line>\s*- (?:textbox|searchbox|combobox)\b[^:]*\
 #: The text an element holds when it is not a native field (None for a native one).
 _EDITOR_TEXT = ("el => (['INPUT', 'TEXTAREA', 'SELECT'].includes(el.tagName) ? null : "
                 "(el.innerText ?? el.textContent ?? ''))")
+
+#: Whether a document (its open shadow roots included) holds an element that is not a native
+#: field yet has a textbox, searchbox or combobox role: only such an element gives a snapshot
+#: line of that role that is not a native field's (a ``contenteditable`` region has no such
+#: role of its own). One look per frame, in place of one read per field.
+_EDITOR_SCAN = r"""() => {
+  const roles = /(?:^|\s)(?:textbox|searchbox|combobox)(?:\s|$)/i;
+  const natives = ['INPUT', 'TEXTAREA', 'SELECT'];
+  const roots = [document];
+  for (let i = 0; i < roots.length; i++) {
+    const all = roots[i].querySelectorAll('*');
+    for (let j = 0; j < all.length; j++) {
+      const el = all[j];
+      if (el.shadowRoot) roots.push(el.shadowRoot);
+      const role = el.getAttribute('role');
+      if (role && roles.test(role) && !natives.includes(el.tagName)) return true;
+    }
+  }
+  return false;
+}"""
+
+#: How long that look may take before the fields are read one by one instead (seconds).
+_SCAN_S = 1.0
 
 
 @dataclass
@@ -76,13 +99,20 @@ class ChangeFeedbackMixin(EnvState):
     async def _with_values(self, page: "Page", text: Optional[str]) -> Optional[str]:
         """``text`` (a snapshot) with what each editor holds written on its line, as a native
         field's value is: a ``contenteditable`` region or another element with a textbox role
-        shows no text of its own in a snapshot. Native fields found once are not read again."""
+        shows no text of its own in a snapshot. Native fields found once are not read again,
+        and where no frame holds an editor (one look per frame) no field is read at all."""
         if text is None or self._dialogs.held:
             return text
         natives = self._natives.setdefault((id(page), page.url), set())
         lines = text.splitlines()
         bare = [(i, m) for i, line in enumerate(lines) if (m := _BARE_FIELD.match(line)) and m.group("ref") not in natives]
         if not bare:
+            return text
+        editors = await self._editors_in(page)
+        if editors is None:  # a dialog opened meanwhile
+            return text
+        if not editors:  # every bare field is a native one, left empty: nothing to read
+            natives.update(m.group("ref") for _, m in bare)
             return text
 
         async def read(ref: str) -> Optional[str]:
@@ -104,6 +134,23 @@ class ChangeFeedbackMixin(EnvState):
             if flat:
                 lines[i] = f"{m.group('line')}: {flat}"
         return "\n".join(lines)
+
+    async def _editors_in(self, page: "Page") -> Optional[bool]:
+        """Whether any frame of ``page`` holds an editor that is not a native field (True too
+        when a frame cannot tell); None when a dialog opened meanwhile."""
+        async def scan(frame: "Frame") -> bool:
+            try:
+                found = await asyncio.wait_for(frame.evaluate(_EDITOR_SCAN), timeout=_SCAN_S)
+            except asyncio.TimeoutError:  # the page's script is busy: read the fields one by one
+                return True
+            except Exception as err:
+                if not _is_playwright_error(err):
+                    raise
+                return True
+            return found is not False
+
+        done, found = await self._dialogs.gather(*(scan(frame) for frame in list(page.frames)))
+        return any(found) if done else None
 
     async def _aria(self, page: "Page") -> Optional[str]:
         """An aria snapshot (remembered for ref checks), or None if the page cannot give one now."""
