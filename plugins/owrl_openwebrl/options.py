@@ -48,6 +48,9 @@ class TextPolicyOptions(ModelPolicyOptions):
 
     tools: Optional[list[str]] = Field(default=None, description="tools declared in the prompt "
                                        "(click, write, press_keys, select_option, done)")
+    feedback: Optional[Literal["changes", "status"]] = Field(
+        default=None, description="what the history says of each past call: changes (what it changed and "
+        "whether its expectation held) or status (only whether it ran)")
 
 
 class OpenAIPolicyOptions(ModelPolicyOptions):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from owrl_sdk.errors import UsageError
 from owrl_sdk.memory import Context
@@ -42,7 +42,14 @@ def _generate(backend: Any, prompts: list[Any], sampling: Sampling) -> Any:
 
 
 class Batcher:
-    """Gathers concurrent requests (one per worker) into one batched generate call."""
+    """Gathers concurrent requests (one per worker) into one batched generate call.
+
+    By default a batch is whatever arrived within ``wait`` seconds, so its make-up (and, on
+    a CPU, the exact numbers a batched forward pass gives) depends on timing. In lockstep
+    (:meth:`lockstep`) a batch is cut only once every running worker has asked, its
+    requests are ordered by their prompt text, and each batch samples with its own seed
+    counted from the lockstep's: the same episodes then get the same answers, run after
+    run."""
 
     def __init__(self, backend: Any, max_batch: int = 8, wait: float = 0.02):
         self.backend = backend
@@ -51,6 +58,14 @@ class Batcher:
         self.pending: list[tuple[Any, Sampling, asyncio.Future]] = []
         self.lock: Optional[asyncio.Lock] = None
         self.loop: Optional[asyncio.AbstractEventLoop] = None
+        self.expected: Optional[Callable[[], int]] = None
+        self.seed = 0
+        self.rounds = 0
+
+    def lockstep(self, expected: Optional[Callable[[], int]], seed: int = 0) -> None:
+        """Cut batches only when ``expected()`` requests wait (the workers that will still ask);
+        None: back to batching by time."""
+        self.expected, self.seed, self.rounds = expected, seed, 0
 
     async def generate(self, prompt: Any, sampling: Sampling) -> Any:
         loop = asyncio.get_running_loop()
@@ -59,22 +74,45 @@ class Batcher:
             self.pending = [p for p in self.pending if p[2].get_loop() is loop]
         fut: asyncio.Future = loop.create_future()
         self.pending.append((prompt, sampling, fut))
-        await asyncio.sleep(self.wait)
+        if self.expected is None:
+            await asyncio.sleep(self.wait)
         async with self.lock:
             while not fut.done():
+                if self.expected is not None:
+                    await self._lockstep_round()
+                    continue
                 batch = [p for p in self.pending if p[1] == sampling][: self.max_batch]
                 for item in batch:
                     self.pending.remove(item)
-                try:
-                    results = await asyncio.to_thread(_generate, self.backend, [b[0] for b in batch], sampling)
-                except Exception as err:
-                    for _, _, f in batch:
-                        if not f.done():
-                            f.set_exception(err)
-                else:
-                    for (_, _, f), r in zip(batch, results):
-                        f.set_result(r)
+                await self._run(batch, sampling)
         return await fut
+
+    async def _lockstep_round(self) -> None:
+        """Wait for every running worker's request, then answer them all in prompt order."""
+        assert self.expected is not None
+        while len(self.pending) < self.expected():
+            await asyncio.sleep(0.002)
+        render = getattr(self.backend, "render", None)
+        keyed = [(render(p[0]) if render else repr(p[0]), i, p) for i, p in enumerate(self.pending)]
+        keyed.sort(key=lambda k: (k[0], k[1]))
+        self.pending = []
+        ordered = [k[2] for k in keyed]
+        for start in range(0, len(ordered), self.max_batch):
+            batch = ordered[start:start + self.max_batch]
+            self.rounds += 1
+            sampling = dataclasses.replace(batch[0][1], seed=self.seed * 1_000_003 + self.rounds)
+            await self._run(batch, sampling)
+
+    async def _run(self, batch: list[tuple[Any, Sampling, asyncio.Future]], sampling: Sampling) -> None:
+        try:
+            results = await asyncio.to_thread(_generate, self.backend, [b[0] for b in batch], sampling)
+        except Exception as err:
+            for _, _, f in batch:
+                if not f.done():
+                    f.set_exception(err)
+        else:
+            for (_, _, f), r in zip(batch, results):
+                f.set_result(r)
 
 
 class _ModelPolicy(Policy):
@@ -98,6 +136,11 @@ class _ModelPolicy(Policy):
 
     def _make_backend(self) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def lockstep(self, expected: Optional[Callable[[], int]]) -> None:
+        """Reproducible batches while workers share this policy (see :class:`Batcher`);
+        the sampling seed (``seed`` option, else 0) seeds each batch. None: off."""
+        self.batcher.lockstep(expected, self.sampling.seed or 0)
 
     def _model_id(self) -> Optional[str]:
         return getattr(self, "model_id", None) or getattr(self.backend, "model_id", None)
@@ -203,8 +246,10 @@ class TextPolicy(OpenWebRLPolicy):
     The prompt is the compact one (a short system text, one line per tool) so that a
     small model's context is mostly the page. Options (``[plugins.owrl-text]``): ``model``
     (default: the fetched SmolLM2), ``adapter`` (LoRA folder), ``tools`` (names declared
-    in the prompt; default click, write, press_keys, select_option, done), ``max_new_tokens``
-    (default 96) and the other sampling options of ``openwebrl``."""
+    in the prompt; default click, write, press_keys, select_option, done), ``feedback``
+    (``changes``, the default: the history shows what each call changed and whether its
+    expectation held; ``status``: only whether each call ran, for ablations),
+    ``max_new_tokens`` (default 96) and the other sampling options of ``openwebrl``."""
 
     name = "owrl-text"
     Options = _options.TextPolicyOptions
@@ -233,7 +278,8 @@ class TextPolicy(OpenWebRLPolicy):
     def prompt(self, context: Context) -> Prompt:
         tools = [t for t in context.tools if t.name in self.tool_names]
         return build_prompt(dataclasses.replace(context, tools=tools), text_mode=True, compact=True,
-                            aria_chars=self.settings.observation_chars or None)
+                            aria_chars=self.settings.observation_chars or None,
+                            feedback=self.conf.get("feedback", "changes") != "status")
 
 
 class OpenAIPolicy(_ModelPolicy):

@@ -93,12 +93,18 @@ def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-def _call_feedback(record: CallRecord) -> str:
+def _call_feedback(record: CallRecord, changes: bool = True) -> str:
+    """One call's tool message: its error, or what it changed and whether its expectation
+    held; ``changes`` False: only whether it ran (the error kept, nothing about the page)."""
     if record.skipped:
         return f"{record.call.name}: not run ({record.skip_reason})"
     result = record.result
     assert result is not None
-    text = f"{record.call.name}: error: {result.error}" if not result.ok else f"{record.call.name}: {result.feedback or 'ok'}"
+    if not result.ok:
+        return f"{record.call.name}: error: {result.error}"
+    if not changes:
+        return f"{record.call.name}: ok"
+    text = f"{record.call.name}: {result.feedback or 'ok'}"
     if record.verdict is not None:
         text += f"\n{record.verdict.describe()}"
     return text
@@ -117,13 +123,15 @@ DEFAULT_ARIA_CHARS: int = Settings.model_fields["observation_chars"].default
 
 
 def build_prompt(context: Context, *, text_mode: bool = False, tools_in_system: bool = True,
-                 aria_chars: Optional[int] = DEFAULT_ARIA_CHARS, compact: bool = False) -> Prompt:
+                 aria_chars: Optional[int] = DEFAULT_ARIA_CHARS, compact: bool = False,
+                 feedback: bool = True) -> Prompt:
     """The messages for one turn of the policy. ``compact`` (text mode for small models):
     the short system text and one line per tool, always in the system message. Text mode
     sends the page snapshot as the environment bounded it (the ``observation_chars``
     setting); one still over ``aria_chars`` (default: that setting's default; a trajectory
     recorded unbounded) is bounded the same way (viewport and interactive elements first,
-    what was left out named); None: not at all."""
+    what was left out named); None: not at all. ``feedback`` False: the history says only
+    whether each past call ran, not what it changed (an ablation of owrl's feedback)."""
     tools = [t.schema() for t in context.tools]
     if compact:
         system = TEXT_SYSTEM + "\n\nTools:\n" + tool_lines(tools)
@@ -135,7 +143,7 @@ def build_prompt(context: Context, *, text_mode: bool = False, tools_in_system: 
         {"role": "user", "content": [_text(f"Task: {context.task.intent}" + (f"\n\n{context.notes}" if context.notes else ""))]},
     ]
     for step in context.history:
-        messages.extend(_history_messages(step))
+        messages.extend(_history_messages(step, feedback))
     obs = context.observation
     parts: list[dict[str, Any]] = [_text(_page_header(obs))]
     if text_mode:
@@ -153,7 +161,7 @@ def build_prompt(context: Context, *, text_mode: bool = False, tools_in_system: 
     return Prompt(messages=messages, tools=[] if compact else tools)
 
 
-def _history_messages(step: Step) -> list[dict[str, Any]]:
+def _history_messages(step: Step, feedback: bool = True) -> list[dict[str, Any]]:
     turn = step.turn
     said = turn.raw if turn.raw is not None else render_turn(turn.thought, turn.calls)
     out: list[dict[str, Any]] = [{"role": "assistant", "content": [_text(said)]}]
@@ -161,7 +169,7 @@ def _history_messages(step: Step) -> list[dict[str, Any]]:
         out.append({"role": "user", "content": [_text(f"Your answer could not be read: {turn.parse_error}")]})
         return out
     for record in step.calls:
-        out.append({"role": "tool", "content": [_text(_call_feedback(record))]})
+        out.append({"role": "tool", "content": [_text(_call_feedback(record, feedback))]})
     return out
 
 

@@ -305,3 +305,70 @@ def test_fetched_smollm2_answers_sensibly_if_cached():
     question = Prompt(messages=[{"role": "user", "content": [{"type": "text", "text": "What is the capital of France?"}]}])
     answer = backend.generate([question], Sampling(temperature=0.0, max_new_tokens=12))[0].text
     assert "Paris" in answer
+
+
+# ---------------------------------------------------------------------------- reproducible batches
+
+
+def test_lockstep_batches_make_sampled_rollouts_repeat_exactly(tiny_text, tmp_path, plugins):
+    """Three workers share one sampling policy on real MiniWoB pages. In lockstep a batch waits
+    for every worker that will still ask, in prompt order, with a seed per batch: two runs
+    give the same answers, and every batch but the tail's holds all three workers."""
+    from owrl_sdk.config import Settings
+    from owrl_train.rl import BrowserRollouts, said
+
+    settings = Settings(runs_dir=str(tmp_path / "runs"), plugins={"miniwob": {"time_limit": 120}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        policy = plugins.catalogue.get("policies", "owrl-text")(settings, model=str(tiny_text), max_new_tokens=12,
+                                                                 temperature=1.0, top_k=0, top_p=1.0, seed=5)
+    suite = plugins.catalogue.get("task_suites", "miniwob")(settings)
+    tasks = {t.id: t for t in suite.tasks() if t.id in ("click-button", "enter-text", "click-test")}
+    items = [(f"{name}#{n}", task, n) for n in (1, 2) for name, task in sorted(tasks.items())] + [
+        ("click-test#1b", tasks["click-test"], 1)]
+    sizes: list[int] = []
+    real = policy.backend.generate
+
+    def counted(prompts, sampling):
+        sizes.append(len(prompts))
+        return real(prompts, sampling)
+
+    policy.backend.generate = counted
+
+    def play(run: int) -> dict[str, str]:
+        rollouts = BrowserRollouts(suite, settings, plugins, workers=3, lockstep=True)
+
+        async def go():
+            try:
+                return await rollouts.collect(policy, items, 2, tmp_path / f"out{run}")
+            finally:
+                await rollouts.close()
+
+        done = asyncio.run(go())
+        assert all(t.outcome.status != "infra_error" for t in done), [t.outcome for t in done]
+        return {f"{t.metadata['group']}/{said(t)}": said(t) for t in done}
+
+    first = play(1)
+    first_sizes, sizes[:] = list(sizes), []
+    assert play(2) == first
+    assert sizes == first_sizes
+    assert max(sizes) == 3 and sizes.count(3) >= len(sizes) - 2
+    assert policy.batcher.expected is None  # back to batching by time once the rollouts are done
+
+
+def test_the_feedback_ablation_keeps_only_whether_each_call_ran(plugins, settings, text_trainable):
+    """``feedback = "status"`` (an ablation): the history says a past call ran, not what it changed."""
+    from owrl_sdk.types import CallRecord, Step, ToolCall, ToolResult, Turn
+
+    tools = list(plugins.catalogue.items["tools"].values())
+    ctx = page_context(tools)
+    call = ToolCall(name="click", arguments={"ref": "e5"})
+    step = Step(index=0, observation=ctx.observation, turn=Turn(calls=[call]),
+                calls=[CallRecord(call=call, result=ToolResult(feedback='1 element appeared (dialog "Saved")', changed=True))])
+    ctx.history = [step]
+    full = TextPolicy(settings, backend=text_trainable.backend)
+    bare = TextPolicy(settings, backend=text_trainable.backend, feedback="status")
+    text_full = text_trainable.backend.render(full.prompt(ctx))
+    text_bare = text_trainable.backend.render(bare.prompt(ctx))
+    assert 'dialog "Saved"' in text_full and 'dialog "Saved"' not in text_bare
+    assert "click: ok" in text_bare and ARIA in text_bare
