@@ -35,6 +35,10 @@ from .logging import Scalars
 from .objectives import group_advantages, ppo_clip_loss
 
 
+#: The ways :class:`RLConfig` ``rescue`` can find a signal in a group where every episode failed.
+RESCUES = ("none", "hot", "demo")
+
+
 @dataclass
 class RLConfig:
     model: str
@@ -78,6 +82,13 @@ class RLConfig:
     adapter_name: str = "owrl"
     #: Rollouts from an adapter more than this many versions old are discarded before an update.
     max_staleness: int = 1
+    #: What to do for a group whose episodes all failed (no reward variance: nothing to learn):
+    #: "none"; "hot": play the group again at ``rescue_temperature`` and keep it if any episode
+    #: succeeded; "demo": play the run's demonstrator (RLRun(demonstrator=...)) once on the
+    #: group's task and, if it succeeded, put its episode in place of the group's last one
+    #: (an off-policy sample: the update scores it with the current model).
+    rescue: str = "none"
+    rescue_temperature: float = 1.3
 
     @classmethod
     def from_toml(cls, path: Path, **overrides: Any) -> "RLConfig":
@@ -99,6 +110,8 @@ class RLConfig:
         cfg = validate_table(cls, {"out": out, **data}, "the training config", str(path))
         if cfg.rollout_backend not in ("local", "ray"):
             raise ConfigError(f"{path}: rollout_backend must be 'local' or 'ray', not {cfg.rollout_backend!r}")
+        if cfg.rescue not in RESCUES:
+            raise ConfigError(f"{path}: rescue must be one of {', '.join(RESCUES)}, not {cfg.rescue!r}")
         if cfg.rollout_backend == "ray" and not cfg.serve_base_url:
             raise ConfigError(f"{path}: rollout_backend = 'ray' needs serve_base_url (an inference server the "
                               "Ray workers share; they cannot use the trainer's in-process model)")
@@ -204,12 +217,17 @@ class IterationResult:
 
 class RLRun:
     def __init__(self, cfg: RLConfig, rollouts: Rollouts, settings: Any = None, plugins: Any = None,
-                 tasks: Optional[list[Task]] = None, model: Any = None):
+                 tasks: Optional[list[Task]] = None, model: Any = None, demonstrator: Any = None):
         from owrl_sdk.config import Settings
         from owrl_sdk.plugins import Plugins
 
         from .model import TrainableVL
 
+        if cfg.rescue not in RESCUES:
+            raise ConfigError(f"rescue must be one of {', '.join(RESCUES)}, not {cfg.rescue!r}")
+        if cfg.rescue == "demo" and demonstrator is None:
+            raise ConfigError("rescue = 'demo' needs a demonstrator policy (RLRun(demonstrator=...))")
+        self.demonstrator = demonstrator
         self.cfg = cfg
         self.rollouts = rollouts
         self.settings = settings or Settings()
@@ -301,7 +319,7 @@ class RLRun:
         advantages, stats = group_advantages(groups, rewards)
         by_task: dict[str, list[bool]] = {}
         for traj, r in zip(trajectories, rewards):
-            if r is not None:
+            if r is not None and not traj.metadata.get("rescued"):  # the policy's own episodes only
                 by_task.setdefault(traj.task.id, []).append(bool(traj.judgements and traj.judgements[-1].success))
         for task_id, successes in by_task.items():
             self.sampler.update(task_id, successes)
@@ -325,6 +343,7 @@ class RLRun:
             "dropped_stale": float(dropped_stale),
             "mean_steps": sum(len(t.steps) for t in trajectories) / len(trajectories) if trajectories else 0.0,
             "max_steps": float(cfg.max_steps(it)),
+            "rescued_groups": float(len({t.metadata["group"] for t in trajectories if t.metadata.get("rescued")})),
             "time_rollout_s": t1 - t0, "time_judge_s": t2 - t1, "time_update_s": t3 - t2,
             **update,
         }
@@ -332,6 +351,45 @@ class RLRun:
         save_checkpoint(cfg.out / "checkpoints", f"iter-{it:05d}", self.model, self.optimizer.torch_optimizer, self.state)
         shutil.rmtree(self._cache_dir(it), ignore_errors=True)  # the checkpoint now holds what it taught
         return IterationResult(it, metrics)
+
+    async def _rescue(self, it: int, items: list[tuple[str, Task, int]], trajectories: list[Trajectory],
+                      cache: Path) -> list[Trajectory]:
+        """Groups where every episode failed, given a second chance (``RLConfig.rescue``)."""
+        import dataclasses
+
+        failed = set(_failed_groups(trajectories))
+        if not failed:
+            return trajectories
+        again = [item for item in items if item[0] in failed]
+        max_steps = self.cfg.max_steps(it)
+        if self.cfg.rescue == "hot":
+            policy = self._rollout_policy(it)
+            sampling = policy.sampling
+            policy.sampling = dataclasses.replace(sampling, temperature=self.cfg.rescue_temperature)
+            try:
+                hot = await self.rollouts.collect(policy, again, max_steps, cache / "rescue")
+            finally:
+                policy.sampling = sampling
+            keep = {t.metadata["group"] for t in hot if _succeeded(t)}
+            for t in hot:
+                t.metadata["rescued"] = "hot"
+            return [t for t in trajectories if t.metadata["group"] not in keep] + [
+                t for t in hot if t.metadata["group"] in keep]
+        first = {}
+        for item in again:
+            first.setdefault(item[0], item)
+        shown = await self.rollouts.collect(self.demonstrator, list(first.values()), max_steps, cache / "rescue")
+        demos = {t.metadata["group"]: t for t in shown if _succeeded(t)}
+        out, replaced = [], set()
+        for t in reversed(trajectories):  # each rescued group's last episode gives way to the demonstration
+            g = t.metadata["group"]
+            if g in demos and g not in replaced:
+                replaced.add(g)
+                demos[g].metadata["rescued"] = "demo"
+                out.append(demos[g])
+            else:
+                out.append(t)
+        return list(reversed(out))
 
     def _tools(self) -> list[Any]:
         """The tools the rollouts' episodes offered the policy: a training prompt must be the
@@ -353,7 +411,8 @@ class RLRun:
             out = []
             for e in entries:
                 traj = load_trajectory(e["trajectory"])
-                traj.metadata.update(group=e["group"], run_dir=str(Path(e["trajectory"]).parent))
+                traj.metadata.update(group=e["group"], run_dir=str(Path(e["trajectory"]).parent),
+                                     rescued=e.get("rescued"))
                 out.append(traj)
             return out
         shutil.rmtree(cache, ignore_errors=True)
@@ -368,7 +427,10 @@ class RLRun:
         tasks = self.sampler.sample(pool, self.cfg.tasks_per_iteration, rng)
         items = [(f"{t.id}@{it}.{k}", t, n) for k, t in enumerate(tasks) for n in range(self.cfg.group_size)]
         trajectories = await self.rollouts.collect(self._rollout_policy(it), items, self.cfg.max_steps(it), cache)
-        entries = [{"group": t.metadata["group"], "trajectory": str(Path(t.metadata["run_dir"]) / "trajectory.json")}
+        if self.cfg.rescue != "none":
+            trajectories = await self._rescue(it, items, trajectories, cache)
+        entries = [{"group": t.metadata["group"], "trajectory": str(Path(t.metadata["run_dir"]) / "trajectory.json"),
+                    "rescued": t.metadata.get("rescued")}
                    for t in trajectories if t.metadata.get("run_dir")]
         if len(entries) == len(trajectories):
             tmp = index.with_suffix(".tmp")
@@ -377,19 +439,41 @@ class RLRun:
         return trajectories
 
 
+def said(trajectory: Trajectory) -> str:
+    """What the policy answered in every step of ``trajectory``, as one string."""
+    return "\n".join(s.turn.raw if s.turn.raw is not None else repr(s.turn.calls) for s in trajectory.steps)
+
+
+def _succeeded(traj: Trajectory) -> bool:
+    return bool(traj.judgements and traj.judgements[-1].success)
+
+
+def _failed_groups(trajectories: list[Trajectory]) -> list[str]:
+    """Groups of two or more judged episodes where none succeeded (infrastructure errors aside)."""
+    groups: dict[str, list[Trajectory]] = {}
+    for t in trajectories:
+        if t.outcome is None or t.outcome.status != "infra_error":
+            groups.setdefault(t.metadata["group"], []).append(t)
+    return [g for g, ts in groups.items() if len(ts) > 1 and not any(_succeeded(t) for t in ts)]
+
+
 class BrowserRollouts:
     """Rollouts on the ``local`` executor (:mod:`owrl_sdk.executors`): one browser, W contexts,
     the suite's checks and the judge, in the trainer's process.
 
     Every worker generates with the same policy: the trainer's in-process, model-backed
     policy, shared through :class:`owrl_sdk.executors.SharedPolicy` (its batcher merges the
-    workers' requests) and left open; a served adapter (:class:`PolicySpec`) gets a new
+    workers' requests; with ``lockstep``, a policy that offers ``lockstep(expected)`` cuts
+    each batch only when every worker with an episode left has asked, so that a run can be
+    repeated exactly) and left open; a served adapter (:class:`PolicySpec`) gets a new
     ``openai`` policy per worker, closed after the iteration. The suite is set up once, the
     browser lives across iterations, and each ``collect`` writes under its own ``out``.
     """
 
-    def __init__(self, suite: Any, settings: Any, plugins: Any, workers: int = 2, judge: str = "composite"):
+    def __init__(self, suite: Any, settings: Any, plugins: Any, workers: int = 2, judge: str = "composite",
+                 lockstep: bool = False):
         self.suite = suite
+        self.lockstep = lockstep
         self.settings = settings
         self.plugins = plugins
         self.workers = workers
@@ -413,7 +497,21 @@ class BrowserRollouts:
             await self._executor.configure(policy=factory, max_steps=max_steps, out=out)
         # the curriculum sets the horizon (Workload.max_steps), whatever the suite's own tasks say (MiniWoB's say 8)
         work = [WorkItem(task, n, group) for group, task, n in items]
-        results = await self._executor.run(work)
+        finished = 0
+
+        def count(_: Any) -> None:
+            nonlocal finished
+            finished += 1
+
+        # lockstep: every batch waits for each worker that will still ask (those with an item left)
+        lockstep = getattr(policy, "lockstep", None) if self.lockstep and isinstance(factory, SharedPolicy) else None
+        if lockstep is not None:
+            lockstep(lambda: min(self.workers, len(work) - finished))
+        try:
+            results = await self._executor.run(work, count)
+        finally:
+            if lockstep is not None:
+                lockstep(None)
         info = policy.info() if isinstance(factory, SharedPolicy) else {"name": policy.name,
                                                                          "model": policy.options.get("model")}
         trajectories = []
@@ -422,7 +520,8 @@ class BrowserRollouts:
             traj.metadata["group"] = result.item.group
             trajectories.append(traj)
         order = {g: i for i, (g, _, _) in enumerate(items)}
-        trajectories.sort(key=lambda t: (order[t.metadata["group"]], t.task.metadata.get("episode", 0)))
+        # the episodes of one group may play one page: their answers order them, not who finished first
+        trajectories.sort(key=lambda t: (order[t.metadata["group"]], t.task.metadata.get("episode", 0), said(t)))
         return trajectories
 
     async def close(self) -> None:
