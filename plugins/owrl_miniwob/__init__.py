@@ -3,10 +3,13 @@
 Pages load over ``file://``; an episode is started and its reward read through the
 page's own JavaScript (``core.startEpisodeReal``, ``WOB_*`` globals), so the reward is
 MiniWoB's own. Episode ``n`` of a task uses seed ``n``; the instruction (the utterance)
-becomes the task's intent once the episode started.
+becomes the task's intent once the episode started. The episode ends with the call after
+which the page says it is done (right or wrong: the check scores it): the page then covers
+itself with a start screen, where a further click would start a new problem.
 
 Settings (``[plugins.miniwob]``, :class:`MiniWoBOptions`): ``time_limit`` (seconds per MiniWoB
-episode, default 10, MiniWoB's own), ``max_steps`` (default 8).
+episode, default 10, MiniWoB's own), ``max_steps`` (default 8), ``stats`` (show the page's
+panel of rewards and time left; default off).
 """
 
 from __future__ import annotations
@@ -34,10 +37,12 @@ def task_names() -> list[str]:
     return sorted(p.stem for p in pages_dir().glob("*.html"))
 
 
-START_JS = """([seed, ms]) => {
+START_JS = """([seed, ms, stats]) => {
   core.EPISODE_MAX_TIME = ms;
   Math.seedrandom(seed);
   core.startEpisodeReal();
+  const panel = document.getElementById('reward-display');
+  if (panel && !stats) panel.style.setProperty('display', 'none', 'important');
 }"""
 
 RESULT_JS = """() => ({
@@ -55,6 +60,9 @@ class MiniWoBOptions(BaseModel):
 
     time_limit: float = Field(10.0, gt=0, description="seconds per MiniWoB episode (MiniWoB's own limit)")
     max_steps: int = Field(8, ge=1, description="steps per task")
+    stats: bool = Field(False, description="show the page's panel of last reward, time left and episodes done "
+                        "(hidden: MiniWoB's own observation leaves it out, and its clock would make what a "
+                        "policy sees depend on timing)")
 
 
 class MiniWoBSuite(TaskSuite):
@@ -67,6 +75,7 @@ class MiniWoBSuite(TaskSuite):
         conf: MiniWoBOptions = settings.options(self.name, MiniWoBOptions, **options)
         self.time_limit = conf.time_limit
         self.max_steps = conf.max_steps
+        self.stats = conf.stats
 
     def tasks(self) -> list[Task]:
         root = pages_dir()
@@ -81,7 +90,7 @@ class MiniWoBSuite(TaskSuite):
         page = env.page
         seed = int(task.metadata.get("seed", 0))
         await page.wait_for_function("() => typeof core !== 'undefined' && !!core.startEpisodeReal")
-        await page.evaluate(START_JS, [seed, int(self.time_limit * 1000)])
+        await page.evaluate(START_JS, [seed, int(self.time_limit * 1000), self.stats])
         await page.wait_for_function("() => window.WOB_TASK_READY === true", timeout=5000)
         task.intent = await page.evaluate("() => core.getUtterance()")
         task.metadata["utterance"] = task.intent
@@ -93,6 +102,11 @@ class MiniWoBSuite(TaskSuite):
         raw = result["raw"] or 0
         return SuiteCheck(score=float(result["reward"] or 0.0), success=raw > 0,
                           reason=result["reason"] or ("solved" if raw > 0 else "wrong"), details=result)
+
+    async def after_tool_call(self, call: Any, result: Any, env: Any, task: Task) -> None:
+        """End the episode once the page says it is done (the episode's hook, see the module)."""
+        if result.ok and not result.ends_episode and env.page is not None:
+            result.ends_episode = bool(await env.page.evaluate("() => !!window.WOB_DONE_GLOBAL"))
 
     @staticmethod
     def oracle_calls(name: str, utterance: str) -> Optional[list[dict[str, Any]]]:
