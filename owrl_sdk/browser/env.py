@@ -349,7 +349,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
             if self._settle_after:  # the profile's fixed wait instead
                 await self._settle_action()
             else:
-                settled = await self._settle_quietly(self._settling_page(before.page), began, time.monotonic())
+                settled = await self._settle_quietly(self._settling_page(before.page), began)
         if not done:  # a dialog opened: that is the change
             result = ToolResult(feedback=self._bound([*self._event_texts(), self._dialogs.note()]), changed=True)
         elif not result.ok:

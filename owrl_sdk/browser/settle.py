@@ -20,20 +20,24 @@ the context so that each document and each iframe gets it before its own scripts
   the last one, of any age, ended.
 
 Besides, the environment follows the context's ``request`` / ``requestfinished`` /
-``requestfailed`` events (:meth:`SettleMixin._track_requests`): requests of the page that
-began since the action and are not done yet are pending, and one ending counts as activity
-(long-lived kinds, event streams, web sockets and media, are left out).
+``requestfailed`` events (:meth:`SettleMixin._on_request`): requests of the page that
+began since the action and are not done yet are pending, and one that ended since then
+counts as activity (long-lived kinds, event streams, web sockets and media, are left out).
+These are read when the frames' reports are in, so that a request ending meanwhile counts.
 
 "Since the action began" allows 250 ms before it, as a report may be slow to arrive on a
 loaded machine. The first report after an action first lets the page's queued tasks run
 (a posted message), so that the page's handlers of the action's input have run: the action
 is taken to end there. The page is quiet when nothing is pending and nothing happened for
-``settle_quiet_ms``. What happened while the action ran (the synchronous effect of a click) does not start
-that window: the after-snapshot sees that effect, and whatever it set in motion is pending
-work above (a busy page, an animation or polling, keeps setting such work in motion). So a page with nothing pending is found quiet by the first check, which is
-made at once (one round trip per frame). A page still busy at ``settle_max_ms`` (an
-endless animation, polling) is left as it is: the call's ``ToolResult.page`` says
-``settled: false`` and its feedback ends with a note that the page was still changing.
+``settle_quiet_ms``. What happened while the action ran (the synchronous effect of a click) does not start that window: the
+after-snapshot sees that effect, and whatever it set in motion is pending work above (a
+busy page, an animation or polling, keeps setting such work in motion). A request that
+ended does start it, whenever it ended: a page that chains its requests (polling) has
+none in flight between two of them, and is still not quiet. So a page with nothing pending
+is found quiet by the first check, which is made at once (one round trip per frame). A page
+still busy at ``settle_max_ms`` (an endless animation, polling) is left as it is: the
+call's ``ToolResult.page`` says ``settled: false`` and its feedback ends with a note that
+the page was still changing.
 """
 
 from __future__ import annotations
@@ -54,8 +58,8 @@ if TYPE_CHECKING:  # pragma: no cover
 QUIET_SCRIPT = r"""(() => {
   if (Object.prototype.hasOwnProperty.call(window, '__owrlQuiet')) return;
   const now = performance.now.bind(performance);
-  // activity (a DOM change, a request ending): the last time
-  let last = -Infinity;
+  // activity (a DOM change, a request ending): the last time; a request's end, also on its own
+  let last = -Infinity, ended = -Infinity;
   const active = () => { last = now(); };
   const timers = new Map(), frames = new Map(), requests = new Set();
   // a frame loop is pending while it asks for its next frame and its last frames changed the DOM
@@ -109,7 +113,7 @@ QUIET_SCRIPT = r"""(() => {
     window.cancelAnimationFrame = function (id) { frames.delete(id); looping.delete(id); return caf.apply(window, arguments); };
   }
   const begin = () => { const r = {at: now()}; requests.add(r); return r; };
-  const end = (r) => { if (requests.delete(r)) active(); };
+  const end = (r) => { if (requests.delete(r)) { active(); ended = last; } };
   const fetch = window.fetch;
   if (fetch) {
     window.fetch = function () {
@@ -143,15 +147,15 @@ QUIET_SCRIPT = r"""(() => {
   });
   // since: ms since the action began (the report may take a while to arrive: what began a
   // little earlier, by SLACK ms, counts too); horizon: ms the wait has left. Activity before
-  // the action ended is its own effect: only later activity counts.
+  // the action ended is its own effect: only later activity counts, and a request's end.
   const report = async (since, horizon, action) => {
-    const asked = now();
+    const asked = now(), start = asked - since - SLACK;
     if (action !== token) {
       await flush();
       token = action;
       stop = now();
     }
-    const t = now(), start = asked - since - SLACK;
+    const t = now();
     let pending = 0, due = Infinity;
     for (const [at, when] of timers.values()) {
       if (at >= start && when <= t + horizon) { pending++; due = Math.min(due, when - t); }
@@ -159,7 +163,11 @@ QUIET_SCRIPT = r"""(() => {
     for (const at of frames.values()) if (at >= start) { pending++; due = Math.min(due, 16); }
     if (looping.size && t - animated < 1000) { pending++; due = Math.min(due, 16); }
     for (const r of requests) if (r.at >= start) pending++;
-    const quiet = last > stop ? t - last : null;
+    // a request that ended, whenever it did, restarts the quiet window (polling chains one
+    // request to the next: between two there is nothing in flight); other activity counts
+    // once the action ended
+    const recent = Math.max(last > stop ? last : -Infinity, ended);
+    const quiet = recent > -Infinity ? t - recent : null;
     return {pending, due: due === Infinity ? null : Math.max(0, due), quiet};
   };
   Object.defineProperty(window, '__owrlQuiet', {value: report, enumerable: false, configurable: false, writable: false});
@@ -222,9 +230,9 @@ class SettleMixin(EnvState):
         """The page to wait for: the one the call acted on while it is open, else the active tab."""
         return acted_on if acted_on is not None and acted_on in self.pages else self._active
 
-    async def _settle_quietly(self, page: Optional["Page"], began: float, returned: float) -> Optional[Settled]:
-        """Wait until ``page`` is quiet (see the module doc). ``began`` and ``returned``: when
-        the action started and ended (``time.monotonic()``). None when settling is off."""
+    async def _settle_quietly(self, page: Optional["Page"], began: float) -> Optional[Settled]:
+        """Wait until ``page`` is quiet (see the module doc). ``began``: when the action
+        started (``time.monotonic()``). None when settling is off."""
         max_s = self.settings.settle_max_ms / 1000
         if max_s <= 0 or page is None or page.is_closed():
             return None
@@ -235,7 +243,7 @@ class SettleMixin(EnvState):
         while True:
             now = time.monotonic()
             left = max(deadline - now, 0.0)
-            report = await self._quiet_report(page, now - began, now - returned, left, action)
+            report = await self._quiet_report(page, began, left, action)
             if report is None:  # a dialog opened: the page is held, and that is the change
                 return Settled(True, (time.monotonic() - start) * 1000)
             pending, due, quiet_for = report
@@ -250,25 +258,27 @@ class SettleMixin(EnvState):
                 pause = quiet_s - (quiet_for or 0.0)
             await asyncio.sleep(min(max(pause, _POLL_MIN_S), deadline - now))
 
-    async def _quiet_report(self, page: "Page", since: float, ended: float, left: float,
+    async def _quiet_report(self, page: "Page", began: float, left: float,
                             action: int) -> Optional[tuple[int, Optional[float], Optional[float]]]:
         """(pending work, seconds until the next timer falls due, seconds quiet since the last
-        activity after the action returned, None: none) over the page's frames and its
-        requests; None when a dialog opened meanwhile."""
-        now = time.monotonic()
-        pending = sum(1 for owner, at in self._requests.values() if owner is page and at >= now - since)
-        net = self._requests_done.get(id(page), float("-inf"))
-        quiet_for = now - net if net > now - ended else None
-        due: Optional[float] = None
-        arg = [since * 1000, left * 1000, action]
+        activity, None: none since the action) over the page's frames and its requests; None
+        when a dialog opened meanwhile. ``began``: when the action started (``time.monotonic()``)."""
+        arg = [(time.monotonic() - began) * 1000, left * 1000, action]
         frames = list(page.frames)
         try:
             done, reports = await asyncio.wait_for(
                 self._dialogs.gather(*(_probe(frame, arg) for frame in frames)), timeout=max(left, 0.05))
         except asyncio.TimeoutError:  # the page's script is busy: not quiet
-            return pending + 1, None, None
+            return 1, None, None
         if not done:
             return None
+        # the requests as they stand now that the frames have answered: one that ended while
+        # the probes were on their way counts
+        now = time.monotonic()
+        pending = sum(1 for owner, at in self._requests.values() if owner is page and at >= began)
+        net = self._requests_done.get(id(page), float("-inf"))
+        quiet_for = now - net if net >= began else None
+        due: Optional[float] = None
         for report in reports:
             if report is _BUSY:
                 pending += 1
