@@ -17,7 +17,9 @@ the context so that each document and each iframe gets it before its own scripts
   not waited for);
 - ``fetch`` and ``XMLHttpRequest`` calls in flight that began since the action (the page
   counts them as it makes them: no race with the browser's network events), and the time
-  the last one, of any age, ended.
+  the last one, of any age, ended;
+- messages posted (``window.postMessage``, a ``MessageChannel`` port, a ``BroadcastChannel``):
+  the time of the last one.
 
 Besides, the environment follows the context's ``request`` / ``requestfinished`` /
 ``requestfailed`` events (:meth:`SettleMixin._on_request`): requests of the page that
@@ -27,9 +29,13 @@ These are read when the frames' reports are in, so that a request ending meanwhi
 
 "Since the action began" allows 250 ms before it, as a report may be slow to arrive on a
 loaded machine. The first report after an action first lets the page's queued tasks run
-(a posted message), so that the page's handlers of the action's input have run: the action
-is taken to end there. The page is quiet when nothing is pending and nothing happened for
-``settle_quiet_ms``. What happened while the action ran (the synchronous effect of a click) does not start that window: the
+(a posted message of its own), so that the page's handlers of the action's input have run,
+where some may still be queued: when a message was posted since the action began (what a
+scheduler such as React's queues its work with), or in a page with iframes (a frame may
+post to another unseen); the action is taken to end there. Elsewhere nothing is queued
+that the bookkeeping above does not see, and the report is made at once. The page is quiet
+when nothing is pending and nothing happened for ``settle_quiet_ms``. What happened while
+the action ran (the synchronous effect of a click) does not start that window: the
 after-snapshot sees that effect, and whatever it set in motion is pending work above (a
 busy page, an animation or polling, keeps setting such work in motion). A request that
 ended does start it, whenever it ended: a page that chains its requests (polling) has
@@ -134,16 +140,32 @@ QUIET_SCRIPT = r"""(() => {
       try { return send.apply(this, arguments); } catch (e) { done(); throw e; }
     };
   }
+  // a message posted (window.postMessage, a MessageChannel's port, a BroadcastChannel): the
+  // last time; the task that delivers it is queued work no other bookkeeping sees
+  let posted = -Infinity;
+  const Channel = window.MessageChannel, portPost = window.MessagePort && window.MessagePort.prototype.postMessage;
+  const marking = (owner, name) => {
+    const f = owner && owner[name];
+    if (typeof f !== 'function') return;
+    try { owner[name] = function () { posted = now(); return f.apply(this, arguments); }; } catch (e) {}
+  };
+  marking(window, 'postMessage');
+  if (window.MessagePort) marking(window.MessagePort.prototype, 'postMessage');
+  if (window.BroadcastChannel) marking(window.BroadcastChannel.prototype, 'postMessage');
   // The first report after an action (a new token) first lets the tasks already queued run
-  // (the page's handlers of the action's input may still be queued): what they do is the
-  // action's own effect, and the action is taken to end there.
+  // when the page may have queued some (a message posted since the action began, or frames
+  // that may post to each other unseen): what they do is the action's own effect, and the
+  // action is taken to end there. Otherwise the action ended when the report came.
   const SLACK = 250;
+  // read before the page's scripts run: a page may shadow window.length or window.parent
+  const nested = window !== window.parent;
+  const lengthOf = (Object.getOwnPropertyDescriptor(window, 'length') || {}).get;
+  const framed = () => nested || (lengthOf ? lengthOf.call(window) : window.length) > 0;
   let token = null, stop = -Infinity;
-  const Channel = window.MessageChannel;
   const flush = () => new Promise((resolve) => {
     const channel = new Channel();
     channel.port1.onmessage = resolve;
-    channel.port2.postMessage(0);
+    portPost.call(channel.port2, 0);
   });
   // since: ms since the action began (the report may take a while to arrive: what began a
   // little earlier, by SLACK ms, counts too); horizon: ms the wait has left. Activity before
@@ -151,7 +173,7 @@ QUIET_SCRIPT = r"""(() => {
   const report = async (since, horizon, action) => {
     const asked = now(), start = asked - since - SLACK;
     if (action !== token) {
-      await flush();
+      if (posted >= start || framed()) await flush();
       token = action;
       stop = now();
     }

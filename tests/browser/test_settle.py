@@ -33,6 +33,8 @@ PAGES: dict[str, str] = {
 <button id=xhr onclick="const x = new XMLHttpRequest(); x.open('GET', '/slow?ms=500');
   x.onload = () => out.textContent = JSON.parse(x.responseText).text; x.send()">XHR</button>
 <button id=frame onclick="requestAnimationFrame(() => out.textContent = 'Next frame')">Frame</button>
+<button id=message onclick="const c = new MessageChannel();
+  c.port1.onmessage = () => setTimeout(() => out.textContent = 'Via a message', 200); c.port2.postMessage(0)">Message</button>
 <button id=cleared onclick="const id = setTimeout(() => out.textContent = 'never', 900); clearTimeout(id)">Cleared</button>
 <button id=late onclick="setTimeout(() => out.textContent = 'Much later', 60000)">Much later</button>
 <button id=nothing>Nothing</button>
@@ -116,7 +118,7 @@ async def senv(settling_host: BrowserHost, tmp_path: Any) -> Any:
 @pytest.mark.parametrize("button, text", [("t50", "Saved after 50"), ("t300", "Saved after 300"),
                                           ("t900", "Saved after 900"), ("fetch", "Loaded from the server"),
                                           ("xhr", "Loaded from the server"), ("chain", "Step two"),
-                                          ("frame", "Next frame")])
+                                          ("frame", "Next frame"), ("message", "Via a message")])
 async def test_a_late_change_is_told_by_the_call_that_caused_it(senv, server, button, text):
     await senv.reset(task(server + "/later"))
     await senv.observe()
