@@ -65,7 +65,7 @@ MEMORY_OPTIONS = {"weighted": {"keep_last": 1, "budget": 1}, "summary": {"keep_l
 
 EVAL_SEED0, DEMO_SEED0, RL_SEED0 = 0, 500_000, 1_000_000
 
-FULL = dict(eval_seeds=6, demos=6, sft_epochs=3, iterations=16, tasks_per_iteration=4, group_size=4)
+FULL = dict(eval_seeds=5, demos=6, sft_epochs=2, iterations=8, tasks_per_iteration=4, group_size=4)
 QUICK = dict(eval_seeds=1, demos=4, sft_epochs=2, iterations=2, tasks_per_iteration=2, group_size=4)
 
 
@@ -189,10 +189,13 @@ def main() -> None:
     for key, value in FULL.items():
         ap.add_argument(f"--{key.replace('_', '-')}", type=int, help=f"default {value} ({QUICK[key]} with --quick)")
     ap.add_argument("--max-steps", type=int, default=3, help="turns per episode (evaluation, demonstrations, RL)")
+    ap.add_argument("--baseline-steps", type=int, default=1,
+                    help="turns per baseline episode (the untouched model never writes a readable call: more "
+                         "turns only cost time)")
     ap.add_argument("--sft-lr", type=float, default=1e-3)
     ap.add_argument("--rl-lr", type=float, default=2e-4)
     ap.add_argument("--rl-temperature", type=float, default=0.8, help="sampling temperature of the RL rollouts")
-    ap.add_argument("--rescue", choices=["none", "hot", "demo"], default="none",
+    ap.add_argument("--rescue", choices=["none", "hot", "demo"], default="demo",
                     help="a group where every episode failed: nothing (none), played again hotter (hot), "
                          "or the oracle's episode in place of one (demo; families it can solve)")
     ap.add_argument("--rescue-temperature", type=float, default=1.3)
@@ -265,16 +268,16 @@ def main() -> None:
     greedy = TextPolicy(settings, backend=model.backend, temperature=0.0, seed=args.seed, **policy_options)
     eval_seeds = list(range(EVAL_SEED0, EVAL_SEED0 + sizes["eval_seeds"]))
 
-    def evaluate(stage: str, on: Any = rollouts) -> dict[str, Any]:
+    def evaluate(stage: str, on: Any = rollouts, steps: int = args.max_steps) -> dict[str, Any]:
         items = [(f"{f}#{s}", tasks[f], s) for f in families for s in eval_seeds]
-        result = summarise(run(on.collect(greedy, items, args.max_steps, out / f"eval-{stage}")))
+        result = summarise(run(on.collect(greedy, items, steps, out / f"eval-{stage}")))
         print(f"   {stage}: {result['successes']}/{result['n']} = {result['rate']:.0%} "
               f"[{result['ci95'][0]:.0%}, {result['ci95'][1]:.0%}]", flush=True)
         return result
 
     results: dict[str, Any] = {"stages": {}, "multi_step": [f for f in families if f in MULTI_STEP]}
     if not args.skip_baseline:
-        results["stages"]["baseline"] = phases.run("baseline eval", evaluate, "baseline")
+        results["stages"]["baseline"] = phases.run("baseline eval", evaluate, "baseline", rollouts, args.baseline_steps)
 
     # ---------------------------------------------------------------- demonstrations and SFT
     oracle = RefOracle(settings)

@@ -1,0 +1,123 @@
+"""Several runs of bench/bench_learning.py read together: what held in every run.
+
+    .venv/bin/python bench/bench_learning_seeds.py runs/s0 runs/s1 runs/s2
+    .venv/bin/python bench/bench_learning_seeds.py runs/s0 runs/s1 --against runs/nofb-s0 runs/nofb-s1
+
+Without ``--against``: each stage's success per run, its mean and spread (sample standard
+deviation, min and max) over the runs, per family too, and each run's exact McNemar test
+of RL against SFT on the same episodes.
+
+With ``--against``: an ablation. Runs are paired by seed; for every stage both arms reached,
+success in each arm and the exact McNemar test between them on the same episodes (same
+family, same evaluation seed), per seed and pooled over the seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_learning import mcnemar  # noqa: E402
+
+
+def load(folder: str) -> dict[str, Any]:
+    path = Path(folder) / "results.json"
+    if not path.is_file():
+        sys.exit(f"{folder}: no results.json (a run that did not finish?)")
+    data = json.loads(path.read_text())
+    data["folder"] = folder
+    return data
+
+
+def spread(values: list[float]) -> str:
+    mean = statistics.fmean(values)
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{mean:5.1%} ± {sd:4.1%} [{min(values):.0%}–{max(values):.0%}]"
+
+
+def summary(runs: list[dict[str, Any]]) -> None:
+    stages = [s for s in ("baseline", "sft", "rl") if all(s in r["stages"] for r in runs)]
+    seeds = [r["args"]["seed"] for r in runs]
+    print(f"{len(runs)} runs, seeds {seeds}; success on held-out seeds (greedy)")
+    print(f"{'stage':<10}" + "".join(f"{'seed ' + str(s):>16}" for s in seeds) + f"{'mean ± sd [min–max]':>30}")
+    for stage in stages:
+        blocks = [r["stages"][stage] for r in runs]
+        cells = "".join(f"{b['successes']:>6}/{b['n']:<3} {b['rate']:4.0%} " for b in blocks)
+        print(f"{stage:<10}{cells}{spread([b['rate'] for b in blocks]):>30}")
+    for name in sorted(set.intersection(*(set(r.get("memories") or {}) for r in runs))):
+        blocks = [r["memories"][name] for r in runs]
+        cells = "".join(f"{b['successes']:>6}/{b['n']:<3} {b['rate']:4.0%} " for b in blocks)
+        print(f"{'rl, ' + name:<10}{cells}{spread([b['rate'] for b in blocks]):>30}")
+    families = list(runs[0]["stages"][stages[-1]]["families"])
+    heldout = set(runs[0].get("heldout_families", []))
+    multi = set(runs[0].get("multi_step", []))
+    print("\nper family, mean over runs (successes / episodes, all runs together)")
+    print(f"{'family':<24}" + "".join(f"{s:>14}" for s in stages))
+    for f in families:
+        mark = (" *" if f in heldout else "") + (" m" if f in multi else "")
+        row = ""
+        for stage in stages:
+            wins = sum(r["stages"][stage]["families"][f]["successes"] for r in runs)
+            n = sum(r["stages"][stage]["families"][f]["n"] for r in runs)
+            row += f"{wins:>6}/{n:<3} {wins / n if n else 0:4.0%}"
+        print(f"{f + mark:<24}{row}")
+    print("* never demonstrated; m multi-step")
+    if "rl" in stages and "sft" in stages:
+        print("\nRL against SFT, same episodes, per run:")
+        ahead = 0
+        for r in runs:
+            m = mcnemar(r["stages"]["sft"]["episodes"], r["stages"]["rl"]["episodes"])
+            ahead += m["gained"] > m["lost"]
+            print(f"  seed {r['args']['seed']}: {m['gained']} gained, {m['lost']} lost, exact McNemar p = {m['p_value']:.2g}")
+        print(f"RL ahead of SFT in {ahead} of {len(runs)} runs")
+    minutes = [sum(r["seconds"].values()) / 60 for r in runs]
+    print(f"\nminutes per run: {', '.join(f'{m:.0f}' for m in minutes)}")
+
+
+def ablation(base: list[dict[str, Any]], other: list[dict[str, Any]]) -> None:
+    by_seed = {r["args"]["seed"]: r for r in other}
+    pairs = [(r, by_seed[r["args"]["seed"]]) for r in base if r["args"]["seed"] in by_seed]
+    if not pairs:
+        sys.exit("no seed in common between the runs and --against")
+    stages = [s for s in ("baseline", "sft", "rl") if all(s in a["stages"] and s in b["stages"] for a, b in pairs)]
+    print(f"{len(pairs)} paired seeds: {[a['args']['seed'] for a, _ in pairs]}")
+    print(f"runs:    {', '.join(a['folder'] for a, _ in pairs)}\nagainst: {', '.join(b['folder'] for _, b in pairs)}")
+    for stage in stages:
+        pooled_a: dict[str, bool] = {}
+        pooled_b: dict[str, bool] = {}
+        for a, b in pairs:
+            ea, eb = a["stages"][stage]["episodes"], b["stages"][stage]["episodes"]
+            m = mcnemar(eb, ea)
+            print(f"  {stage:<5} seed {a['args']['seed']}: runs {a['stages'][stage]['rate']:.0%}, against "
+                  f"{b['stages'][stage]['rate']:.0%}; runs solved {m['gained']} the other failed, lost {m['lost']}; "
+                  f"p = {m['p_value']:.2g}")
+            seed = a["args"]["seed"]
+            pooled_a.update({f"{seed}/{k}": v for k, v in ea.items()})
+            pooled_b.update({f"{seed}/{k}": v for k, v in eb.items()})
+        m = mcnemar(pooled_b, pooled_a)
+        ra = sum(pooled_a.values()) / max(1, len(pooled_a))
+        rb = sum(pooled_b.values()) / max(1, len(pooled_b))
+        print(f"  {stage:<5} pooled: runs {ra:.0%}, against {rb:.0%}; {m['gained']} gained, {m['lost']} lost, "
+              f"p = {m['p_value']:.2g}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs", nargs="+", help="output folders of bench_learning.py (each with results.json)")
+    ap.add_argument("--against", nargs="+", help="the other arm of an ablation, paired with the runs by seed")
+    args = ap.parse_args()
+    runs = [load(f) for f in args.runs]
+    if args.against:
+        ablation(runs, [load(f) for f in args.against])
+    else:
+        summary(runs)
+
+
+if __name__ == "__main__":
+    main()
