@@ -210,6 +210,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=8, help="browser contexts (and generation batch) in parallel")
     ap.add_argument("--sampler", default="buckets")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch threads (0: torch's default); the figures repeat exactly only with the same count")
     ap.add_argument("--skip-baseline", action="store_true", help="no baseline evaluation (for calibration runs)")
     ap.add_argument("--until", choices=["sft", "rl"], default="rl", help="stop after this stage (sft: no RL)")
     args = ap.parse_args()
@@ -253,6 +255,8 @@ def main() -> None:
     model_path = args.model or fetched("smollm2")
     if model_path is None:
         sys.exit("no model: run `owrl model fetch smollm2` first (or pass --model PATH)")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -268,8 +272,8 @@ def main() -> None:
     greedy = TextPolicy(settings, backend=model.backend, temperature=0.0, seed=args.seed, **policy_options)
     eval_seeds = list(range(EVAL_SEED0, EVAL_SEED0 + sizes["eval_seeds"]))
 
-    def evaluate(stage: str, on: Any = rollouts, steps: int = args.max_steps) -> dict[str, Any]:
-        items = [(f"{f}#{s}", tasks[f], s) for f in families for s in eval_seeds]
+    def evaluate(stage: str, on: Any = rollouts, steps: int = args.max_steps, only: Any = None) -> dict[str, Any]:
+        items = [(f"{f}#{s}", tasks[f], s) for f in (only or families) for s in eval_seeds]
         result = summarise(run(on.collect(greedy, items, steps, out / f"eval-{stage}")))
         print(f"   {stage}: {result['successes']}/{result['n']} = {result['rate']:.0%} "
               f"[{result['ci95'][0]:.0%}, {result['ci95'][1]:.0%}]", flush=True)
@@ -327,10 +331,14 @@ def main() -> None:
     phases.run("RL", run, rl.run(on_iteration=show))
     results["rl"] = curve
     results["stages"]["rl"] = phases.run("RL eval", evaluate, "rl")
-    for name in memories:  # the same model and episodes, another memory (the others' settings: MEMORY_OPTIONS)
+    # the same model on the same episodes of the multi-step families, with other memories
+    # (their settings: MEMORY_OPTIONS); default's figures are the RL evaluation's
+    multi = [f for f in families if f in MULTI_STEP]
+    for name in memories:
         other = BrowserRollouts(suite, settings.with_overrides(memory=name), plugins, workers=args.workers,
                                 judge="composite", lockstep=True)
-        results.setdefault("memories", {})[name] = phases.run(f"RL eval, memory {name}", evaluate, f"rl-{name}", other)
+        results.setdefault("memories", {})[name] = phases.run(f"RL eval, memory {name}", evaluate, f"rl-{name}",
+                                                              other, args.max_steps, multi)
         run(other.close())
     run(rollouts.close())
     model.save_adapter(out / "adapter-rl")

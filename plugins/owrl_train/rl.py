@@ -227,6 +227,8 @@ class RLRun:
             raise ConfigError(f"rescue must be one of {', '.join(RESCUES)}, not {cfg.rescue!r}")
         if cfg.rescue == "demo" and demonstrator is None:
             raise ConfigError("rescue = 'demo' needs a demonstrator policy (RLRun(demonstrator=...))")
+        if cfg.rescue == "hot" and cfg.serve_base_url:
+            raise ConfigError("rescue = 'hot' samples with the trainer's own policy: it cannot rescue served rollouts")
         self.demonstrator = demonstrator
         self.cfg = cfg
         self.rollouts = rollouts

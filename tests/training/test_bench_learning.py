@@ -143,6 +143,7 @@ def test_a_group_where_every_episode_failed_gets_the_oracles_episode(tmp_path, p
     trajectories, result = asyncio.run(go())
     assert len(trajectories) == 2
     own, shown = trajectories
+    assert [t.metadata["group"] for t in trajectories] == ["click-test@0.0"] * 2
     assert not (own.judgements and own.judgements[-1].success)  # the random model's own episode
     assert shown.metadata["rescued"] == "demo" and shown.judgements[-1].success
     assert shown.policy.name == "miniwob-ref-oracle"
@@ -151,3 +152,51 @@ def test_a_group_where_every_episode_failed_gets_the_oracles_episode(tmp_path, p
     # unreadable answer holds no call to score)
     assert result.metrics["samples"] >= 1.0
     assert result.metrics["success_rate"] == 0.0  # rescued episodes are not counted as the policy's
+
+
+def test_a_hot_rescue_plays_the_failed_group_again_hotter_and_keeps_it_only_if_it_learned_something(tmp_path, plugins):
+    """rescue = "hot" on a real page: the random model's group fails, is played again at the
+    rescue temperature, and (failing again) stays as it was; the policy's own temperature is back."""
+    import warnings
+
+    from owrl_openwebrl.tiny import build_tiny_text
+    from owrl_sdk.config import Settings
+    from owrl_train.model import TrainableVL
+    from owrl_train.rl import BrowserRollouts, RLConfig, RLRun
+
+    tiny = build_tiny_text(tmp_path / "llama")
+    settings = Settings(runs_dir=str(tmp_path / "runs"), plugins={"miniwob": {"time_limit": 120}})
+    suite = plugins.catalogue.get("task_suites", "miniwob")(settings)
+    task = next(t for t in suite.tasks() if t.id == "click-test")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = TrainableVL(str(tiny), lora_r=4, seed=0)
+    cfg = RLConfig(model=str(tiny), out=tmp_path / "rl", suite="miniwob", iterations=1, tasks_per_iteration=1,
+                   group_size=2, workers=2, sampler="uniform", rescue="hot", rescue_temperature=1.7,
+                   curriculum=[{"max_steps": 1}], policy_options={"tools": ["click", "write"]},
+                   sampling={"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 8, "seed": 0})
+    rollouts = BrowserRollouts(suite, settings, plugins, workers=2, lockstep=True)
+    rl = RLRun(cfg, rollouts, settings=settings, plugins=plugins, tasks=[task], model=model)
+    seen: list[float] = []
+    real = rl.policy.backend.generate
+
+    def watched(prompts, sampling):
+        seen.append(sampling.temperature)
+        return real(prompts, sampling)
+
+    rl.policy.backend.generate = watched
+
+    async def go():
+        try:
+            return await rl._rollouts(0)
+        finally:
+            await rollouts.close()
+
+    trajectories = asyncio.run(go())
+    assert sorted(set(seen)) == [1.0, 1.7]  # the group, then the same group hotter
+    assert rl.policy.sampling.temperature == 1.0
+    assert len(trajectories) == 2 and not any(t.metadata.get("rescued") for t in trajectories)
+    assert not any(t.judgements and t.judgements[-1].success for t in trajectories)
+    with pytest.raises(Exception, match="cannot rescue served rollouts"):
+        RLRun(RLConfig(model=str(tiny), out=tmp_path / "rl2", rescue="hot", serve_base_url="http://127.0.0.1:9"),
+              rollouts, settings=settings, plugins=plugins, tasks=[task], model=model)
