@@ -15,7 +15,7 @@ import asyncio
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Optional
 from urllib.parse import urldefrag
 
 from .feedback import NO_CHANGE, bounded, diff, short
@@ -134,6 +134,19 @@ class ChangeFeedbackMixin(EnvState):
             if flat:
                 lines[i] = f"{m.group('line')}: {flat}"
         return "\n".join(lines)
+
+    async def _sorting_fields(self, page: "Page", snapshot: Awaitable[str]) -> str:
+        """``snapshot`` (an aria snapshot being taken), returned once the fields it shows
+        without a value are known to be native ones where no frame holds an editor (one look
+        per frame, after it): the next call's before-snapshot then needs no look of its own.
+        Beside an observation's screenshot, which takes longer, this costs no time."""
+        text = await snapshot
+        natives = self._natives.setdefault((id(page), page.url), set())
+        unknown = [m.group("ref") for line in text.splitlines()
+                   if (m := _BARE_FIELD.match(line)) and m.group("ref") not in natives]
+        if unknown and not self._dialogs.held and await self._editors_in(page) is False:
+            natives.update(unknown)
+        return text
 
     async def _editors_in(self, page: "Page") -> Optional[bool]:
         """Whether any frame of ``page`` holds an editor that is not a native field (True too

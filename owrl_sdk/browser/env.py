@@ -266,7 +266,8 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
                 slow = self.settings.navigation_timeout * 1000  # a heavy page is not an action gone wrong
                 done, results = await self._dialogs.gather(
                     page.screenshot(type="jpeg", quality=self.settings.screenshot_quality, timeout=slow),
-                    page.aria_snapshot(mode="ai", boxes=boxes, timeout=slow),
+                    # its empty fields sorted while the screenshot is taken (the next call's before)
+                    self._sorting_fields(page, page.aria_snapshot(mode="ai", boxes=boxes, timeout=slow)),
                     *titles,
                 )
             except Exception as err:
