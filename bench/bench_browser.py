@@ -20,7 +20,10 @@ episodes alternate, so the machine's state weighs on both alike.
 
 Pages: a local form page served on 127.0.0.1, and MiniWoB++'s click-button task over
 file:// (``pip install miniwob``), clicking the button the utterance names.
-Medians in milliseconds; ratio = BrowserEnv / raw.
+Medians in milliseconds; ratio = BrowserEnv / raw, of the medians; paired = the median of
+the ratios of measurements taken a second or so apart (the n-th of one side's episode beside
+the n-th of the other's, the two run one after the other), the steadier figure when other
+work loads the machine and moves both sides' times together.
 
 ``--allow-domain DOMAIN`` (repeatable) gives BrowserEnv's episodes a domain policy, as
 ``owrl run --allow-domain`` does: every request of their contexts is then routed through
@@ -114,6 +117,12 @@ class Timer:
     def median(self, key: str, cpu: bool = False) -> float:
         values = (self.cpu if cpu else self.wall).get(key, [])
         return statistics.median(values) if values else float("nan")
+
+    def paired(self, row: str) -> float:
+        """The median of owrl / raw over the measurements of ``row`` taken in the same order
+        (the n-th of one side beside the n-th of the other)."""
+        pairs = list(zip(self.wall.get(f"{row} owrl", []), self.wall.get(f"{row} raw", [])))
+        return statistics.median(ours / raw for ours, raw in pairs) if pairs else float("nan")
 
 
 async def raw_observe(page: Any, quality: int) -> tuple[bytes, str]:
@@ -247,14 +256,14 @@ async def run(episodes: int, steps: int, allow_domains: list[str], settle_max_ms
 
     policy = f"; BrowserEnv's domain policy allows {', '.join(allow_domains)}" if allow_domains else ""
     print(f"BrowserEnv vs raw Playwright, medians in ms ({episodes} episodes; local: {steps} steps each{policy})")
-    print(f"{'':18}{'raw':>9}{'owrl':>9}{'ratio':>8}   {'py-cpu raw':>11}{'py-cpu owrl':>12}")
+    print(f"{'':18}{'raw':>9}{'owrl':>9}{'ratio':>8}{'paired':>8}   {'py-cpu raw':>11}{'py-cpu owrl':>12}")
     rows = ["local reset", "local step", "local observe", "local load"]
     if click_button is not None:
         rows += ["miniwob reset", "miniwob step"]
     for row in rows:
         raw, ours = timer.median(f"{row} raw"), timer.median(f"{row} owrl")
         print(
-            f"{row:18}{raw:9.1f}{ours:9.1f}{ours / raw:8.2f}   "
+            f"{row:18}{raw:9.1f}{ours:9.1f}{ours / raw:8.2f}{timer.paired(row):8.2f}   "
             f"{timer.median(f'{row} raw', cpu=True):11.1f}{timer.median(f'{row} owrl', cpu=True):12.1f}"
         )
     if click_button is None:
