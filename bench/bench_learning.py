@@ -236,7 +236,8 @@ def main() -> None:
     families = sft_families + heldout
     memories = [m for m in args.eval_memories.split(",") if m]
     out = Path(args.out)
-    settings = Settings(runs_dir=str(out / "runs"), step_timeout=3600, episode_timeout=7200,
+    # a loaded machine must not fail an action the page would take: 30 s, not 5, per action
+    settings = Settings(runs_dir=str(out / "runs"), step_timeout=3600, episode_timeout=7200, action_timeout=30,
                         plugins={"miniwob": {"time_limit": 600}, "composite": {"penalty": -1.0}, **MEMORY_OPTIONS})
     plugins = Plugins()
     plugins.pm.register(RewardPlugin(), name="bench-learning-reward")
