@@ -32,6 +32,15 @@ FRESH_SNAPSHOT_S = 1.0
 #: (``contenteditable``, a ``role=textbox`` element) whose text the snapshot does not show.
 _BARE_FIELD = re.compile(r'^(?P<line>\s*- (?:textbox|searchbox|combobox)\b[^:]*\[ref=(?P<ref>[\w-]+)\][^:"]*):?$')
 
+#: The roles of such lines (a snapshot without any of these words has no such line).
+_FIELD_ROLES = ("textbox", "searchbox", "combobox")
+
+
+def _bare_fields(lines: list[str], natives: set[str]) -> list[tuple[int, "re.Match[str]"]]:
+    """The lines (index, match) of fields that show no value, other than known native ones."""
+    return [(i, m) for i, line in enumerate(lines) if (m := _BARE_FIELD.match(line)) and m.group("ref") not in natives]
+
+
 #: The text an element holds when it is not a native field (None for a native one).
 _EDITOR_TEXT = ("el => (['INPUT', 'TEXTAREA', 'SELECT'].includes(el.tagName) ? null : "
                 "(el.innerText ?? el.textContent ?? ''))")
@@ -103,9 +112,11 @@ class ChangeFeedbackMixin(EnvState):
         and where no frame holds an editor (one look per frame) no field is read at all."""
         if text is None or self._dialogs.held:
             return text
+        if not any(role in text for role in _FIELD_ROLES):
+            return text
         natives = self._natives.setdefault((id(page), page.url), set())
         lines = text.splitlines()
-        bare = [(i, m) for i, line in enumerate(lines) if (m := _BARE_FIELD.match(line)) and m.group("ref") not in natives]
+        bare = _bare_fields(lines, natives)
         if not bare:
             return text
         editors = await self._editors_in(page)
@@ -141,9 +152,10 @@ class ChangeFeedbackMixin(EnvState):
         per frame, after it): the next call's before-snapshot then needs no look of its own.
         Beside an observation's screenshot, which takes longer, this costs no time."""
         text = await snapshot
+        if not any(role in text for role in _FIELD_ROLES):
+            return text
         natives = self._natives.setdefault((id(page), page.url), set())
-        unknown = [m.group("ref") for line in text.splitlines()
-                   if (m := _BARE_FIELD.match(line)) and m.group("ref") not in natives]
+        unknown = [m.group("ref") for _, m in _bare_fields(text.splitlines(), natives)]
         if unknown and not self._dialogs.held and await self._editors_in(page) is False:
             natives.update(unknown)
         return text
