@@ -201,6 +201,8 @@ def main() -> None:
     ap.add_argument("--rescue-temperature", type=float, default=1.3)
     ap.add_argument("--feedback", choices=["changes", "status"], default="changes",
                     help="what the history says of each past call (status: only whether it ran; an ablation)")
+    ap.add_argument("--eval-adapter", metavar="DIR",
+                    help="no training: evaluate this adapter (e.g. OUT/adapter-rl of a run) with its memories only")
     ap.add_argument("--eval-memories", default="",
                     help="after RL, evaluate again with these memories (comma-separated, e.g. weighted,summary)")
     ap.add_argument("--lora-r", type=int, default=16)
@@ -281,6 +283,32 @@ def main() -> None:
         return result
 
     results: dict[str, Any] = {"stages": {}, "multi_step": [f for f in families if f in MULTI_STEP]}
+    multi = [f for f in families if f in MULTI_STEP]
+
+    def compare_memories() -> None:
+        """The same model on the same episodes of the multi-step families, with other memories
+        (their settings: MEMORY_OPTIONS); default's figures are the evaluation's."""
+        for name in memories:
+            other = BrowserRollouts(suite, settings.with_overrides(memory=name), plugins, workers=args.workers,
+                                    judge="composite", lockstep=True)
+            results.setdefault("memories", {})[name] = phases.run(f"eval, memory {name}", evaluate, f"mem-{name}",
+                                                                  other, args.max_steps, multi)
+            run(other.close())
+
+    if args.eval_adapter:
+        model.load_adapter_weights(Path(args.eval_adapter))
+        results["stages"]["adapter"] = phases.run("adapter eval", evaluate, "adapter", rollouts, args.max_steps, multi)
+        compare_memories()
+        run(rollouts.close())
+        results.update(seconds=phases.seconds, adapter=args.eval_adapter, command=" ".join(["python", *sys.argv]))
+        (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
+        for name, b in [("default", results["stages"]["adapter"]), *results.get("memories", {}).items()]:
+            print(f"memory {name:<10} {b['successes']}/{b['n']} = {b['rate']:.0%} [{b['ci95'][0]:.0%}, {b['ci95'][1]:.0%}]")
+            if name != "default":
+                m = mcnemar(results["stages"]["adapter"]["episodes"], b["episodes"])
+                print(f"   against default on the same {m['pairs']} episodes: {m['gained']} gained, {m['lost']} lost, "
+                      f"exact McNemar p = {m['p_value']:.2g}")
+        return
     if not args.skip_baseline:
         results["stages"]["baseline"] = phases.run("baseline eval", evaluate, "baseline", rollouts, args.baseline_steps)
 
@@ -332,15 +360,7 @@ def main() -> None:
     phases.run("RL", run, rl.run(on_iteration=show))
     results["rl"] = curve
     results["stages"]["rl"] = phases.run("RL eval", evaluate, "rl")
-    # the same model on the same episodes of the multi-step families, with other memories
-    # (their settings: MEMORY_OPTIONS); default's figures are the RL evaluation's
-    multi = [f for f in families if f in MULTI_STEP]
-    for name in memories:
-        other = BrowserRollouts(suite, settings.with_overrides(memory=name), plugins, workers=args.workers,
-                                judge="composite", lockstep=True)
-        results.setdefault("memories", {})[name] = phases.run(f"RL eval, memory {name}", evaluate, f"rl-{name}",
-                                                              other, args.max_steps, multi)
-        run(other.close())
+    compare_memories()
     run(rollouts.close())
     model.save_adapter(out / "adapter-rl")
     finish(results, phases, sizes, sft_families, heldout, model_path, args, out)
