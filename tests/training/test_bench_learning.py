@@ -106,16 +106,13 @@ def test_an_episode_unfinished_at_the_horizon_scores_as_a_time_out(settings):
     assert reward.reward(traj(True, True, 0.8, status="infra_error")) is None  # never trained on
 
 
-def test_a_group_where_every_episode_failed_gets_the_oracles_episode(tmp_path, plugins):
-    """rescue = "demo": the tiny random model fails both episodes of its group on a real
-    MiniWoB page; the oracle plays the group's task once and its solved episode takes the
-    place of the group's last one, so the update has a success to learn from."""
+def tiny_click_test(tmp_path, plugins):
+    """A tiny random text model (it never solves anything) and MiniWoB's click-test task."""
     import warnings
 
     from owrl_openwebrl.tiny import build_tiny_text
     from owrl_sdk.config import Settings
     from owrl_train.model import TrainableVL
-    from owrl_train.rl import BrowserRollouts, RLConfig, RLRun
 
     tiny = build_tiny_text(tmp_path / "llama")
     settings = Settings(runs_dir=str(tmp_path / "runs"), plugins={"miniwob": {"time_limit": 120}})
@@ -124,6 +121,16 @@ def test_a_group_where_every_episode_failed_gets_the_oracles_episode(tmp_path, p
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = TrainableVL(str(tiny), lora_r=4, seed=0)
+    return tiny, settings, suite, task, model
+
+
+def test_a_group_where_every_episode_failed_gets_the_oracles_episode(tmp_path, plugins):
+    """rescue = "demo": the tiny random model fails both episodes of its group on a real
+    MiniWoB page; the oracle plays the group's task once and its solved episode takes the
+    place of the group's last one, so the update has a success to learn from."""
+    from owrl_train.rl import BrowserRollouts, RLConfig, RLRun
+
+    tiny, settings, suite, task, model = tiny_click_test(tmp_path, plugins)
     cfg = RLConfig(model=str(tiny), out=tmp_path / "rl", suite="miniwob", iterations=1, tasks_per_iteration=1,
                    group_size=2, workers=2, minibatch=4, sampler="uniform", rescue="demo",
                    curriculum=[{"max_steps": 1}], policy_options={"tools": ["click", "write"]},
@@ -157,20 +164,9 @@ def test_a_group_where_every_episode_failed_gets_the_oracles_episode(tmp_path, p
 def test_a_hot_rescue_plays_the_failed_group_again_hotter_and_keeps_it_only_if_it_learned_something(tmp_path, plugins):
     """rescue = "hot" on a real page: the random model's group fails, is played again at the
     rescue temperature, and (failing again) stays as it was; the policy's own temperature is back."""
-    import warnings
-
-    from owrl_openwebrl.tiny import build_tiny_text
-    from owrl_sdk.config import Settings
-    from owrl_train.model import TrainableVL
     from owrl_train.rl import BrowserRollouts, RLConfig, RLRun
 
-    tiny = build_tiny_text(tmp_path / "llama")
-    settings = Settings(runs_dir=str(tmp_path / "runs"), plugins={"miniwob": {"time_limit": 120}})
-    suite = plugins.catalogue.get("task_suites", "miniwob")(settings)
-    task = next(t for t in suite.tasks() if t.id == "click-test")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = TrainableVL(str(tiny), lora_r=4, seed=0)
+    tiny, settings, suite, task, model = tiny_click_test(tmp_path, plugins)
     cfg = RLConfig(model=str(tiny), out=tmp_path / "rl", suite="miniwob", iterations=1, tasks_per_iteration=1,
                    group_size=2, workers=2, sampler="uniform", rescue="hot", rescue_temperature=1.7,
                    curriculum=[{"max_steps": 1}], policy_options={"tools": ["click", "write"]},
