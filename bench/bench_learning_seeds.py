@@ -2,10 +2,15 @@
 
     .venv/bin/python bench/bench_learning_seeds.py runs/s0 runs/s1 runs/s2
     .venv/bin/python bench/bench_learning_seeds.py runs/s0 runs/s1 --against runs/nofb-s0 runs/nofb-s1
+    .venv/bin/python bench/bench_learning_seeds.py runs/s0 runs/s0-again --same
 
 Without ``--against``: each stage's success per run, its mean and spread (sample standard
 deviation, min and max) over the runs, per family too, and each run's exact McNemar test
 of RL against SFT on the same episodes.
+
+With ``--same``: two runs of one command and seed, compared for what a repeat must give
+alike (every episode's result per stage, the SFT loss, each RL iteration's figures but its
+seconds); the first difference is printed.
 
 With ``--against``: an ablation. Runs are paired by seed; for every stage both arms reached,
 success in each arm and the exact McNemar test between them on the same episodes (same
@@ -107,12 +112,33 @@ def ablation(base: list[dict[str, Any]], other: list[dict[str, Any]]) -> None:
               f"p = {m['p_value']:.2g}")
 
 
+def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two runs gave the same figures (timings aside); prints each difference found."""
+    def figures(r: dict[str, Any]) -> dict[str, Any]:
+        curve = [{k: v for k, v in it.items() if not k.startswith("time_") and "per_s" not in k} for it in r.get("rl", [])]
+        return {"stages": {k: v["episodes"] for k, v in r["stages"].items()},
+                "sft_loss": (r.get("sft") or {}).get("final_loss"), "rl": curve,
+                "demonstrations": r.get("demonstrations")}
+
+    fa, fb = figures(a), figures(b)
+    differences = [k for k in fa if fa[k] != fb[k]]
+    for k in differences:
+        print(f"{k}: differs")
+    print("the same figures" if not differences else f"{len(differences)} of {len(fa)} parts differ")
+    return not differences
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", help="output folders of bench_learning.py (each with results.json)")
     ap.add_argument("--against", nargs="+", help="the other arm of an ablation, paired with the runs by seed")
+    ap.add_argument("--same", action="store_true", help="two runs of one seed: do they give the same figures?")
     args = ap.parse_args()
     runs = [load(f) for f in args.runs]
+    if args.same:
+        if len(runs) != 2:
+            sys.exit("--same compares two runs")
+        sys.exit(0 if same(*runs) else 1)
     if args.against:
         ablation(runs, [load(f) for f in args.against])
     else:

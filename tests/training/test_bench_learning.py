@@ -196,3 +196,36 @@ def test_a_hot_rescue_plays_the_failed_group_again_hotter_and_keeps_it_only_if_i
     with pytest.raises(Exception, match="cannot rescue served rollouts"):
         RLRun(RLConfig(model=str(tiny), out=tmp_path / "rl2", rescue="hot", serve_base_url="http://127.0.0.1:9"),
               rollouts, settings=settings, plugins=plugins, tasks=[task], model=model)
+
+
+def test_several_runs_read_together_and_a_repeat_compared(tmp_path, capsys):
+    import json
+
+    import bench_learning_seeds as seeds
+
+    def stage(episodes: dict[str, bool]) -> dict:
+        wins = sum(episodes.values())
+        fam = {"a": {"successes": sum(v for k, v in episodes.items() if k.startswith("a#")), "n": 2}}
+        return {"n": len(episodes), "successes": wins, "rate": wins / len(episodes), "episodes": episodes,
+                "families": fam}
+
+    def write(name: str, seed: int, sft: dict, rl: dict, loss: float = 0.1) -> str:
+        folder = tmp_path / name
+        folder.mkdir()
+        data = {"stages": {"sft": stage(sft), "rl": stage(rl)}, "args": {"seed": seed}, "sft": {"final_loss": loss},
+                "rl": [{"iteration": 1, "reward_mean": 0.5, "time_rollout_s": seed + 1.0}], "seconds": {"RL": 60},
+                "heldout_families": [], "multi_step": ["a"]}
+        (folder / "results.json").write_text(json.dumps(data))
+        return str(folder)
+
+    a = write("s0", 0, {"a#0": False, "a#1": True}, {"a#0": True, "a#1": True})
+    b = write("s1", 1, {"a#0": False, "a#1": False}, {"a#0": True, "a#1": False})
+    again = write("s0-again", 7, {"a#0": False, "a#1": True}, {"a#0": True, "a#1": True})
+    seeds.summary([seeds.load(a), seeds.load(b)])
+    out = capsys.readouterr().out
+    assert "75.0% ± 35.4% [50%–100%]" in out  # RL: 100% and 50%
+    assert "RL ahead of SFT in 2 of 2 runs" in out
+    assert seeds.same(seeds.load(a), seeds.load(again))  # timings aside, the same figures
+    assert not seeds.same(seeds.load(a), seeds.load(b))
+    seeds.ablation([seeds.load(a)], [seeds.load(again) | {"args": {"seed": 0}}])
+    assert "rl    pooled: runs 100%, against 100%; 0 gained, 0 lost" in capsys.readouterr().out
