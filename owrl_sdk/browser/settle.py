@@ -15,9 +15,11 @@ the context so that each document and each iframe gets it before its own scripts
   cleared; one-off ``requestAnimationFrame`` callbacks asked for since then; and a frame
   loop whose frames change the DOM (an animation; a loop that only draws on a canvas is
   not waited for);
-- ``fetch`` and ``XMLHttpRequest`` calls in flight that began since the action (the page
-  counts them as it makes them: no race with the browser's network events), and the time
-  the last one, of any age, ended;
+- ``fetch`` and ``XMLHttpRequest`` calls in flight that began since the action or less
+  than a second ago (the page counts them as it makes them: no race with the browser's
+  network events; a page that polls has one in flight whenever it is looked at, but on a
+  loaded machine that one may have begun well before the action, while a long poll's, older,
+  is not waited for), and the time the last one, of any age, ended;
 - messages posted (``window.postMessage``, a ``MessageChannel`` port, a ``BroadcastChannel``):
   the time of the last one.
 
@@ -157,6 +159,10 @@ QUIET_SCRIPT = r"""(() => {
   // that may post to each other unseen): what they do is the action's own effect, and the
   // action is taken to end there. Otherwise the action ended when the report came.
   const SLACK = 250;
+  // a request in flight that began this recently (ms) is pending too, whenever the action
+  // came: a page that chains its requests (polling) always has one in flight, though on a
+  // loaded machine it may have begun well before the action; a long poll's is older
+  const RECENT = 1000;
   // read before the page's scripts run: a page may shadow window.length or window.parent
   const nested = window !== window.parent;
   const lengthOf = (Object.getOwnPropertyDescriptor(window, 'length') || {}).get;
@@ -184,7 +190,7 @@ QUIET_SCRIPT = r"""(() => {
     }
     for (const at of frames.values()) if (at >= start) { pending++; due = Math.min(due, 16); }
     if (looping.size && t - animated < 1000) { pending++; due = Math.min(due, 16); }
-    for (const r of requests) if (r.at >= start) pending++;
+    for (const r of requests) if (r.at >= start || t - r.at < RECENT) pending++;
     // a request that ended, whenever it did, restarts the quiet window (polling chains one
     // request to the next: between two there is nothing in flight); other activity counts
     // once the action ended

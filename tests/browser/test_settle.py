@@ -47,6 +47,10 @@ PAGES: dict[str, str] = {
 <button id=go>Go</button><p id=seen>none</p>
 <script>(function poll() { fetch('/slow?ms=30&text=' + Date.now()).then(r => r.json())
   .then(d => { seen.textContent = d.text; poll(); }); })();</script>""",
+    "/slow-polling": """<!doctype html><title>Slow polling</title>
+<button id=go>Go</button><p id=seen>none</p>
+<script>(function poll() { window.asked = performance.now(); fetch('/slow?ms=700&text=' + Date.now()).then(r => r.json())
+  .then(d => { seen.textContent = d.text; poll(); }); })();</script>""",
     "/canvas": """<!doctype html><title>Canvas</title>
 <button id=go onclick="out.textContent = 'Clicked'">Go</button><p id=out>Idle</p><canvas id=c width=50 height=50></canvas>
 <script>const ctx = c.getContext('2d'); let a = 0;
@@ -162,6 +166,23 @@ async def test_a_page_that_never_goes_quiet_returns_within_the_maximum_and_says_
     assert result.page["settled"] is False, result.page
     assert MAX_MS <= result.page["settle_ms"] < MAX_MS + MARGIN_S * 1000
     assert elapsed < MAX_MS / 1000 + 2 * MARGIN_S, elapsed
+    assert result.feedback.endswith("(the page was still changing after 1.5 s)"), result.feedback
+
+
+async def test_a_request_in_flight_that_began_before_the_action_keeps_the_page_busy(senv, server):
+    """A page that polls slowly: the request in flight when the click comes began 0.4 s
+    before it (more than the 250 ms allowed for a slow report, what a loaded machine does to
+    a quick poll), and the last one ended as long ago: the page is still not quiet."""
+    await senv.reset(task(server + "/slow-polling"))
+    await senv.observe()
+    # a request has just begun (the page's own timer, not the SDK's, tells): 0.4 s later, click
+    await senv.page.evaluate("""() => new Promise((done) => {
+      const seen = window.asked, tick = setInterval(() => { if (window.asked !== seen) { clearInterval(tick); done(); } }, 5);
+    })""")
+    await asyncio.sleep(0.4)
+    result = await act(senv, "click", selector="#go")
+    assert result.ok, result.error
+    assert result.page["settled"] is False, result.page
     assert result.feedback.endswith("(the page was still changing after 1.5 s)"), result.feedback
 
 
