@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
@@ -222,8 +223,10 @@ class Settled:
     ms: float
 
     def note(self) -> str:
-        """The words the feedback ends with when the page did not settle ('' when it did)."""
-        return "" if self.settled else f"(the page was still changing after {self.ms / 1000:.1f} s)"
+        """The words the feedback ends with when the page did not settle ('' when it did): the
+        time waited in tenths of a second, rounded down (true of any wait that ran a little
+        past its maximum on a loaded machine)."""
+        return "" if self.settled else f"(the page was still changing after {math.floor(self.ms / 100) / 10:.1f} s)"
 
 
 class SettleMixin(EnvState):
@@ -295,7 +298,7 @@ class SettleMixin(EnvState):
         frames = list(page.frames)
         try:
             done, reports = await asyncio.wait_for(
-                self._dialogs.gather(*(_probe(frame, arg) for frame in frames)), timeout=max(left, 0.05))
+                self._dialogs.gather(*(_probe(frame, arg) for frame in frames)), timeout=max(left, _POLL_MIN_S))
         except asyncio.TimeoutError:  # the page's script is busy: not quiet
             return 1, None, None
         if not done:
