@@ -282,8 +282,8 @@ def main() -> None:
               f"[{result['ci95'][0]:.0%}, {result['ci95'][1]:.0%}]", flush=True)
         return result
 
-    results: dict[str, Any] = {"stages": {}, "multi_step": [f for f in families if f in MULTI_STEP]}
     multi = [f for f in families if f in MULTI_STEP]
+    results: dict[str, Any] = {"stages": {}, "multi_step": multi}
 
     def compare_memories() -> None:
         """The same model on the same episodes of the multi-step families, with other memories

@@ -322,7 +322,7 @@ class RLRun:
         by_task: dict[str, list[bool]] = {}
         for traj, r in zip(trajectories, rewards):
             if r is not None and not traj.metadata.get("rescued"):  # the policy's own episodes only
-                by_task.setdefault(traj.task.id, []).append(bool(traj.judgements and traj.judgements[-1].success))
+                by_task.setdefault(traj.task.id, []).append(_succeeded(traj))
         for task_id, successes in by_task.items():
             self.sampler.update(task_id, successes)
         samples = []
