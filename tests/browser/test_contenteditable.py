@@ -79,3 +79,29 @@ async def test_an_editor_the_page_fills_and_a_native_field_beside_it(env, url):
     # nothing changed: the editor's text, read again, is no news
     same = await act(env, "click", selector="#name")
     assert same.feedback == "no visible change", same.feedback
+
+
+#: An editor inside an open shadow root; the page holds no other editor.
+IN_SHADOW = """<!doctype html><title>Shadow editor</title><div id=host></div><label>Name <input></label>
+<script>
+host.attachShadow({mode: 'open'}).innerHTML = '<label id=l>Reply</label><div contenteditable=true role=textbox '
+  + 'aria-labelledby=l style="min-height:30px;border:1px solid #999"></div>';
+</script>"""
+
+#: An editor inside an iframe; the top document holds none.
+IN_FRAME = """<!doctype html><title>Framed editor</title><label>Name <input></label>
+<iframe srcdoc="<label id=l>Reply</label><div contenteditable=true role=textbox aria-labelledby=l
+  style='min-height:30px;border:1px solid #999'></div>"></iframe>"""
+
+
+@pytest.mark.parametrize("page", [IN_SHADOW, IN_FRAME], ids=["shadow-root", "iframe"])
+async def test_an_editor_inside_a_shadow_root_or_an_iframe_is_read(env, owrl_page_server, page):  # noqa: F811
+    """The one look that tells whether a page holds an editor walks open shadow roots and
+    every frame: an editor found only there is read, not taken for an empty native field."""
+    await env.reset(task(owrl_page_server({"/": page})))
+    obs = await env.observe()
+    reply = ref_of(obs.aria, "textbox", "Reply")
+    written = await act(env, "write", ref=reply, message="thanks, on my way")
+    assert written.ok, written.error
+    assert 'textbox "Reply" now "thanks, on my way"' in written.feedback, written.feedback
+    assert (await env.verify(Expectation(value_equals={"ref": reply, "value": "thanks, on my way"}))).ok
