@@ -24,7 +24,10 @@ at the horizon (what MiniWoB gives a time-out; at 0, GRPO learned to click somet
 rather than risk a wrong answer), -1 for an unreadable answer (the composite judge's
 penalty). MiniWoB's own success reward shrinks with the seconds taken; that would make the
 run depend on the machine's speed, so a success counts 1 here. The episode time limit is
-raised from 10 s to 10 min because a CPU generates slowly.
+raised from 10 s to 10 min because a CPU generates slowly. With ``--expect-reward W`` each
+episode also earns W times the share of its calls whose stated expectation held (a dense
+signal where a whole group fails alike); with ``--expectations on`` the oracle's writes
+state one (``value_equals``), so that SFT teaches the policy to say what its calls will do.
 
 Reproducible: with the same ``--seed`` on the same machine and thread count, a run plays
 the same episodes and prints the same table. The policy's batches are cut in lockstep (a
@@ -53,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from owrl_sdk import hookimpl  # noqa: E402
 from owrl_sdk.components import Reward  # noqa: E402
-from owrl_train.rewards import JudgedReward  # noqa: E402
+from owrl_train.rewards import JudgedReward, expectations_met  # noqa: E402
 
 SFT_FAMILIES = ["click-test", "click-button", "enter-text", "login-user", "click-checkboxes", "multi-orderings",
                 "use-autocomplete"]
@@ -78,6 +81,8 @@ class MiniWoBReward(Reward):
     def __init__(self, settings: Any, **options: Any):
         super().__init__(settings, **options)
         self.judged = JudgedReward(settings)
+        #: --expect-reward: what the share of calls whose expectation held adds
+        self.expect_weight = float(settings.plugin(self.name).get("expect_weight", 0.0))
 
     def reward(self, trajectory: Any) -> Any:
         value = self.judged.reward(trajectory)  # None for infrastructure errors: never trained on
@@ -85,8 +90,10 @@ class MiniWoBReward(Reward):
             return None
         check = trajectory.metadata.get("suite_check") or {}
         if not check.get("details", {}).get("done"):
-            return -1.0
-        return 1.0 if value > 0 else value
+            value = -1.0
+        else:
+            value = 1.0 if value > 0 else value
+        return value + self.expect_weight * expectations_met(trajectory) if self.expect_weight else value
 
 
 class RewardPlugin:
@@ -201,6 +208,12 @@ def main() -> None:
     ap.add_argument("--rescue-temperature", type=float, default=1.3)
     ap.add_argument("--feedback", choices=["changes", "status"], default="changes",
                     help="what the history says of each past call (status: only whether it ran; an ablation)")
+    ap.add_argument("--expectations", choices=["off", "on"], default="off",
+                    help="on: the oracle's writes state what they leave in the field (value_equals), so SFT "
+                         "teaches the policy to state expectations; the SDK checks every one")
+    ap.add_argument("--expect-reward", type=float, default=0.0, metavar="W",
+                    help="add W times the share of an episode's calls whose expectation held to its reward "
+                         "(0: none; keep it under 2, the gap between a failure and a success)")
     ap.add_argument("--eval-adapter", metavar="DIR",
                     help="no training: evaluate this adapter (e.g. OUT/adapter-rl of a run) with its memories only")
     ap.add_argument("--eval-memories", default="",
@@ -240,7 +253,8 @@ def main() -> None:
     out = Path(args.out)
     # a loaded machine must not fail an action the page would take: 30 s, not 5, per action
     settings = Settings(runs_dir=str(out / "runs"), step_timeout=3600, episode_timeout=7200, action_timeout=30,
-                        plugins={"miniwob": {"time_limit": 600}, "composite": {"penalty": -1.0}, **MEMORY_OPTIONS})
+                        plugins={"miniwob": {"time_limit": 600}, "composite": {"penalty": -1.0}, **MEMORY_OPTIONS,
+                                 MiniWoBReward.name: {"expect_weight": args.expect_reward}})
     plugins = Plugins()
     plugins.pm.register(RewardPlugin(), name="bench-learning-reward")
     plugins.refresh()
@@ -313,7 +327,7 @@ def main() -> None:
         results["stages"]["baseline"] = phases.run("baseline eval", evaluate, "baseline", rollouts, args.baseline_steps)
 
     # ---------------------------------------------------------------- demonstrations and SFT
-    oracle = RefOracle(settings)
+    oracle = RefOracle(settings, expect=args.expectations == "on")
     demo_items = [(f"{f}#{s}", tasks[f], s) for f in sft_families
                   for s in range(DEMO_SEED0, DEMO_SEED0 + sizes["demos"])]
     demos = phases.run("oracle demonstrations", run, rollouts.collect(oracle, demo_items, args.max_steps, out / "demos"))

@@ -10,7 +10,9 @@ target as the tree shows it (``button "Cancel" [ref=e21]``) before the call uses
 ref: a small model then copies the label from the task and the ref from the tree,
 instead of having to guess a ref with nothing written to ground it. The
 miniwob plugin's own oracle uses CSS selectors the model never sees; this one exists to
-record demonstrations for SFT (bench/bench_learning.py).
+record demonstrations for SFT (bench/bench_learning.py). With ``expect=True`` each ``write``
+states what it will leave in its field (``value_equals``), so that a policy trained on the
+demonstrations learns to say what its calls will do, and the SDK checks it after each one.
 """
 
 from __future__ import annotations
@@ -162,6 +164,10 @@ class RefOracle(Policy):
 
     name = "miniwob-ref-oracle"
 
+    def __init__(self, settings: Any, expect: bool = False, **options: Any):
+        super().__init__(settings, **options)
+        self.expect = expect
+
     async def act(self, context: Context) -> Turn:
         family = context.task.metadata.get("miniwob", context.task.id)
         if context.history and family not in MULTI_TURN:
@@ -174,4 +180,8 @@ class RefOracle(Policy):
             return Turn(end=f"the oracle has no solution for {family}")
         items = nodes(context.observation.aria or "")
         thought = "\n".join(grounding(target(items, c["arguments"]["ref"])) for c in calls)
+        if self.expect:
+            for c in calls:
+                if c["name"] == "write":
+                    c["expect"] = {"value_equals": {"ref": c["arguments"]["ref"], "value": c["arguments"]["message"]}}
         return Turn(thought=thought, calls=[ToolCall.model_validate(c) for c in calls])

@@ -75,9 +75,10 @@ def register_samplers(register):
 
 @hookimpl
 def register_rewards(register):
-    from .rewards import JudgedReward
+    from .rewards import ExpectationReward, JudgedReward
 
     register(JudgedReward)
+    register(ExpectationReward)
 
 
 @hookimpl

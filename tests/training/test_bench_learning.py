@@ -67,6 +67,44 @@ def test_the_oracle_solves_every_family_and_grounds_each_call(tmp_path, plugins)
     assert all(len(t.steps) == 2 for t in autocomplete)
 
 
+def test_the_oracle_states_what_each_write_leaves_and_the_page_bears_it_out(tmp_path, plugins):
+    """--expectations on: every write of the oracle carries value_equals on its own field;
+    on real MiniWoB pages each one is checked after the call and holds, the SFT target
+    shows it, and --expect-reward adds its weight times the share of calls that held."""
+    from owrl_openwebrl.parser import render_turn
+    from owrl_sdk.config import Settings
+    from owrl_train.rewards import expectations_met
+    from owrl_train.rl import BrowserRollouts
+
+    settings = Settings(runs_dir=str(tmp_path / "runs"), plugins={"miniwob": {"time_limit": 120},
+                                                                "miniwob-timeout": {"expect_weight": 0.5}})
+    suite = plugins.catalogue.get("task_suites", "miniwob")(settings)
+    writing = ("enter-text", "login-user", "multi-orderings", "use-autocomplete")
+    tasks = {t.id: t for t in suite.tasks() if t.id in writing}
+    rollouts = BrowserRollouts(suite, settings, plugins, workers=2)
+
+    async def go():
+        try:
+            return await rollouts.collect(RefOracle(settings, expect=True), [(f, tasks[f], 5) for f in writing], 3,
+                                          tmp_path / "out")
+        finally:
+            await rollouts.close()
+
+    reward = bench_learning.MiniWoBReward(settings)
+    for traj in asyncio.run(go()):
+        assert traj.judgements[-1].success, traj.task.id
+        records = [c for s in traj.steps for c in s.calls]
+        writes = [c for c in records if c.call.name == "write"]
+        assert writes and all(c.verdict is not None and c.verdict.ok for c in writes), traj.task.id
+        assert all(c.call.expect is None for c in records if c.call.name != "write")
+        first = writes[0].call
+        assert first.expect.value_equals.value == first.arguments["message"]
+        assert '"expect": {"value_equals"' in render_turn(traj.steps[0].turn.thought, traj.steps[0].turn.calls)
+        share = len(writes) / len(records)
+        assert expectations_met(traj) == pytest.approx(share)
+        assert reward.reward(traj) == pytest.approx(1.0 + 0.5 * share)
+
+
 def test_the_bench_script_finds_everything_it_needs():
     """`--check` imports what a run needs (torch, matplotlib, the trainer) and reads the families."""
     import subprocess
