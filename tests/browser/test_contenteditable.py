@@ -34,6 +34,17 @@ def url(owrl_page_server: Any) -> str:  # noqa: F811
     return owrl_page_server({"/": PAGE})
 
 
+async def write_and_read_back(env: Any, name: str, text: str) -> str:
+    """Write ``text`` into the textbox ``name``: the call's feedback and ``value_equals`` both
+    read it back. Its ref."""
+    ref = ref_of((await env.observe()).aria, "textbox", name)
+    result = await act(env, "write", ref=ref, message=text)
+    assert result.ok, result.error
+    assert f'textbox "{name}" now "{text}"' in result.feedback, result.feedback
+    assert (await env.verify(Expectation(value_equals={"ref": ref, "value": text}))).ok
+    return ref
+
+
 async def test_writing_into_a_contenteditable_reads_back_its_text(env, url):
     await env.reset(task(url))
     obs = await env.observe()
@@ -60,12 +71,7 @@ async def test_lines_typed_into_an_editor_compare_by_their_text(env, url):
 
 async def test_a_role_textbox_widget_that_takes_keys_itself(env, url):
     await env.reset(task(url))
-    obs = await env.observe()
-    note = ref_of(obs.aria, "textbox", "Note")
-    result = await act(env, "write", ref=note, message="remember the milk")
-    assert result.ok, result.error
-    assert 'textbox "Note" now "remember the milk"' in result.feedback, result.feedback
-    assert (await env.verify(Expectation(value_equals={"ref": note, "value": "remember the milk"}))).ok
+    note = await write_and_read_back(env, "Note", "remember the milk")
     assert not (await env.verify(Expectation(value_equals={"ref": note, "value": "remember"}))).ok
 
 
@@ -99,9 +105,4 @@ async def test_an_editor_inside_a_shadow_root_or_an_iframe_is_read(env, owrl_pag
     """The one look that tells whether a page holds an editor walks open shadow roots and
     every frame: an editor found only there is read, not taken for an empty native field."""
     await env.reset(task(owrl_page_server({"/": page})))
-    obs = await env.observe()
-    reply = ref_of(obs.aria, "textbox", "Reply")
-    written = await act(env, "write", ref=reply, message="thanks, on my way")
-    assert written.ok, written.error
-    assert 'textbox "Reply" now "thanks, on my way"' in written.feedback, written.feedback
-    assert (await env.verify(Expectation(value_equals={"ref": reply, "value": "thanks, on my way"}))).ok
+    await write_and_read_back(env, "Reply", "thanks, on my way")
