@@ -227,6 +227,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0,
                     help="torch threads (0: torch's default); the figures repeat exactly only with the same count")
+    ap.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                    help="bf16: forward passes in bfloat16, faster on a CPU with bfloat16 instructions "
+                         "(bench/bench_autocast.py); the figures are not those of float32")
     ap.add_argument("--skip-baseline", action="store_true", help="no baseline evaluation (for calibration runs)")
     ap.add_argument("--until", choices=["sft", "rl"], default="rl", help="stop after this stage (sft: no RL)")
     args = ap.parse_args()
@@ -283,7 +286,7 @@ def main() -> None:
     run = loop.run_until_complete
 
     model = phases.run("load model", TrainableVL, str(model_path), lora_r=args.lora_r, seed=args.seed,
-                       lora_layers=args.lora_layers or None)
+                       lora_layers=args.lora_layers or None, autocast=args.autocast)
     # every task here needs only click and write: the prompt declares just those
     policy_options = {"tools": ["click", "write"], "max_new_tokens": args.max_new_tokens, "feedback": args.feedback}
     greedy = TextPolicy(settings, backend=model.backend, temperature=0.0, seed=args.seed, **policy_options)
@@ -356,7 +359,7 @@ def main() -> None:
                       curriculum=[{"max_steps": args.max_steps}], rescue=args.rescue,
                       rescue_temperature=args.rescue_temperature,
                       sampling={"temperature": args.rl_temperature, "top_p": 1.0, "top_k": 0, "seed": args.seed},
-                      policy_options=policy_options, seed=args.seed)
+                      policy_options=policy_options, seed=args.seed, autocast=args.autocast)
     seeded = SeededRollouts(rollouts, RL_SEED0)
     rl = RLRun(rl_cfg, seeded, settings=settings, plugins=plugins, tasks=[tasks[f] for f in families], model=model,
                demonstrator=oracle if args.rescue == "demo" else None)

@@ -202,7 +202,7 @@ class OpenWebRLPolicy(_ModelPolicy):
 
     # What other plugins (training) use of this one, reached through the catalogue
     # (``catalogue.get("policies", "openwebrl")``) rather than by importing it.
-    #: The model loader: ``backend_class(model_id, quantize=..., device=..., trainable=...)``.
+    #: The model loader: ``backend_class(model_id, quantize=..., device=..., trainable=..., [autocast=...])``.
     backend_class = VLBackend
     #: One turn's messages and declared tools: ``prompt_class(messages=..., tools=...)``.
     prompt_class = Prompt

@@ -26,10 +26,12 @@ def train_command() -> None:
 @click.option("--grad-accum", type=int, default=4, show_default=True)
 @click.option("--save-every", type=int, default=50, show_default=True, help="Optimizer steps between checkpoints.")
 @click.option("--4bit", "four_bit", is_flag=True, help="QLoRA: load the base model in 4-bit.")
+@click.option("--autocast", type=click.Choice(["none", "bf16"]), default="none", show_default=True,
+              help="bf16: matrix products in bfloat16 (faster on a CPU with bfloat16 instructions).")
 @click.option("--text-mode", is_flag=True, help="Train on the accessibility tree instead of screenshots.")
 @click.option("--resume", is_flag=True, help="Continue from the last checkpoint in --out.")
 def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: float, batch_size: int,
-                grad_accum: int, save_every: int, four_bit: bool, text_mode: bool, resume: bool) -> None:
+                grad_accum: int, save_every: int, four_bit: bool, autocast: str, text_mode: bool, resume: bool) -> None:
     """Supervised fine-tuning with LoRA on per-turn samples."""
     from rich.console import Console
     from rich.markup import escape
@@ -41,9 +43,10 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
 
     console = Console(stderr=True)
     cfg = SFTConfig(model=model, out=Path(out), lora_r=lora_r, epochs=epochs, lr=lr, four_bit=four_bit,
-                    batch_size=batch_size, grad_accum=grad_accum, save_every=save_every, resume=resume)
+                    batch_size=batch_size, grad_accum=grad_accum, save_every=save_every, resume=resume,
+                    autocast=autocast)
     with console.status("loading the model…"):
-        trainable = TrainableVL(model, lora_r=lora_r, four_bit=four_bit)
+        trainable = TrainableVL(model, lora_r=lora_r, four_bit=four_bit, autocast=autocast)
     template = trainable.tokenizer.chat_template or ""
     policy_name = "openwebrl"
     if trainable.backend.kind == "text":  # a text-only model learns from the prompt its own policy sends

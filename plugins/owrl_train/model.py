@@ -47,7 +47,7 @@ def adapter_base(path: str) -> Optional[str]:
 class TrainableVL:
     def __init__(self, model_id: str, *, lora_r: int = 16, lora_alpha: Optional[int] = None, four_bit: bool = False,
                  adapter: Optional[str] = None, device: Optional[str] = None, seed: int = 0,
-                 lora_layers: Optional[int] = None):
+                 lora_layers: Optional[int] = None, autocast: Optional[str] = None):
         import torch
         from peft import LoraConfig, PeftModel, get_peft_model
 
@@ -56,7 +56,9 @@ class TrainableVL:
         if base is not None:  # an adapter folder: train on from it
             adapter, model_id = model_id, base
         backend_class = peer_policy().backend_class  # the openwebrl plugin's model loader
-        self.backend = backend_class(model_id, quantize="4bit" if four_bit else "none", device=device, trainable=True)
+        # autocast="bf16": generation and training forward passes in bfloat16 (the backend's compute())
+        self.backend = backend_class(model_id, quantize="4bit" if four_bit else "none", device=device, trainable=True,
+                                     **({"autocast": autocast} if autocast not in (None, "none") else {}))
         model = self.backend.model
         if adapter:
             model = PeftModel.from_pretrained(model, adapter, is_trainable=True)
@@ -114,7 +116,8 @@ class TrainableVL:
         inputs = {k: v.to(device) for k, v in batch.items() if k != "target_mask"}
         next_is_target = batch["target_mask"][:, 1:].to(device)
         keep = (next_is_target.sum(0) > 0).nonzero().squeeze(-1)
-        logits = self.model(**inputs, logits_to_keep=keep).logits.float()
+        with getattr(self.backend, "compute", contextlib.nullcontext)():
+            logits = self.model(**inputs, logits_to_keep=keep).logits.float()
         targets = inputs["input_ids"][:, 1:][:, keep]
         logsm = torch.log_softmax(logits, dim=-1)
         logp = logsm.gather(-1, targets.unsqueeze(-1)).squeeze(-1)

@@ -52,6 +52,7 @@ class RLConfig:
     lr: float = 1e-5
     lora_r: int = 16
     four_bit: bool = False
+    autocast: str = "none"
     ppo_epochs: int = 1
     minibatch: int = 8
     clip_low: float = 0.2
@@ -112,6 +113,8 @@ class RLConfig:
             raise ConfigError(f"{path}: rollout_backend must be 'local' or 'ray', not {cfg.rollout_backend!r}")
         if cfg.rescue not in RESCUES:
             raise ConfigError(f"{path}: rescue must be one of {', '.join(RESCUES)}, not {cfg.rescue!r}")
+        if cfg.autocast not in ("none", "bf16"):
+            raise ConfigError(f"{path}: autocast must be 'none' or 'bf16', not {cfg.autocast!r}")
         if cfg.rollout_backend == "ray" and not cfg.serve_base_url:
             raise ConfigError(f"{path}: rollout_backend = 'ray' needs serve_base_url (an inference server the "
                               "Ray workers share; they cannot use the trainer's in-process model)")
@@ -235,7 +238,8 @@ class RLRun:
         self.settings = settings or Settings()
         self.plugins = plugins or Plugins()
         cat = self.plugins.catalogue
-        self.model = model or TrainableVL(cfg.model, lora_r=cfg.lora_r, four_bit=cfg.four_bit, seed=cfg.seed)
+        self.model = model or TrainableVL(cfg.model, lora_r=cfg.lora_r, four_bit=cfg.four_bit, seed=cfg.seed,
+                                          autocast=cfg.autocast)
         self.optimizer = cat.get("optimizers", cfg.optimizer)(self.settings, model=self.model, config=cfg)
         self.sampler = cat.get("samplers", cfg.sampler)(self.settings, **cfg.sampler_options)
         self.reward = cat.get("rewards", cfg.reward)(self.settings)

@@ -21,6 +21,8 @@ class SFTConfig:
     epochs: int = 3
     lr: float = 1e-5
     four_bit: bool = False
+    #: "bf16": forward passes in bfloat16 (TrainableVL's autocast)
+    autocast: str = "none"
     batch_size: int = 1
     grad_accum: int = 4
     max_grad_norm: float = 1.0
@@ -41,7 +43,8 @@ def train_sft(samples: list[Sample], cfg: SFTConfig, model: Optional[TrainableVL
 
     if not samples:
         raise ValueError("no samples to train on")
-    model = model or TrainableVL(cfg.model, lora_r=cfg.lora_r, four_bit=cfg.four_bit, seed=cfg.seed)
+    model = model or TrainableVL(cfg.model, lora_r=cfg.lora_r, four_bit=cfg.four_bit, seed=cfg.seed,
+                                 autocast=cfg.autocast)
     params = model.trainable_parameters()
     opt = torch.optim.AdamW(params, lr=cfg.lr)
     ckpt_root = cfg.out / "checkpoints"

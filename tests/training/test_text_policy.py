@@ -22,6 +22,7 @@ from owrl_openwebrl.backend import Sampling, VLBackend  # noqa: E402
 from owrl_openwebrl.fetch import MARKER, cache_root, convert_gguf, fetched, model_dir  # noqa: E402
 from owrl_openwebrl.policy import TextPolicy  # noqa: E402
 from owrl_openwebrl.tiny import build_tiny_text  # noqa: E402
+from owrl_sdk.config import ConfigError  # noqa: E402
 from owrl_sdk.memory import Context  # noqa: E402
 from owrl_sdk.types import Observation, Task  # noqa: E402
 from owrl_train.data import Sample  # noqa: E402
@@ -173,6 +174,48 @@ def test_sft_then_grpo_steps_move_the_text_model(text_trainable, plugins, settin
         metrics = grpo.update([Sample(prompt, TARGET_OK, advantage=-1.0), Sample(prompt, TARGET_NO, advantage=1.0)])
     assert "kl" not in metrics and metrics["samples"] == 2.0  # no reference pass without a KL term
     assert margin() > before + 0.5
+
+
+def test_bf16_autocast_generates_and_trains_in_bfloat16_with_float32_weights(tiny_text, plugins, settings, tmp_path):
+    """autocast="bf16": the forward passes run their matrix products in bfloat16 (so the
+    scores differ from float32's a little, not a lot), the weights and the LoRA's gradients
+    stay float32, generation answers, and SFT steps still lower the loss."""
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = TrainableVL(str(tiny_text), lora_r=8, seed=0)
+        fast = TrainableVL(str(tiny_text), lora_r=8, seed=0, autocast="bf16")
+    tools = list(plugins.catalogue.items["tools"].values())
+    prompt = TextPolicy(settings, backend=fast.backend).prompt(page_context(tools))
+    ok = Sample(prompt, TARGET_OK)
+    with torch.no_grad():
+        exact, mask, _ = plain.token_logprobs(plain.encode([ok]))
+        rounded, _, _ = fast.token_logprobs(fast.encode([ok]))
+    assert rounded.dtype == torch.float32
+    assert not torch.equal(exact, rounded)  # bfloat16 products: not float32's numbers...
+    assert float(((exact - rounded).abs() * mask).max()) < 0.5  # ...but close to them
+    captured = []
+    hook = fast.model.get_output_embeddings().register_forward_hook(lambda _m, _i, out: captured.append(out.dtype))
+    answer = fast.backend.generate([prompt], Sampling(temperature=0.0, max_new_tokens=4))[0]
+    hook.remove()
+    assert captured and captured[0] == torch.bfloat16 and answer.completion_tokens >= 1
+    opt = torch.optim.AdamW(fast.trainable_parameters(), lr=1e-2)
+    losses = []
+    for _ in range(5):
+        loss, _ = sft_loss(fast, [ok])
+        losses.append(float(loss.detach()))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert all(p.dtype == torch.float32 and p.grad.dtype == torch.float32 for p in fast.trainable_parameters())
+    assert losses[-1] < losses[0] * 0.8
+    with pytest.raises(ValueError, match="autocast"):
+        VLBackend(str(tiny_text), quantize="none", autocast="fp16")
+    config = tmp_path / "rl.toml"
+    config.write_text('model = "tiny"\nautocast = "fp16"\n')
+    with pytest.raises(ConfigError, match="autocast must be 'none' or 'bf16'"):
+        RLConfig.from_toml(config)
 
 
 # ---------------------------------------------------------------------------- owrl model fetch
