@@ -5,12 +5,13 @@ against ``autocast="bf16"`` (``TrainableVL(autocast=...)``, RLConfig/SFTConfig `
     .venv/bin/owrl model fetch smollm2                 # once
     .venv/bin/python bench/bench_autocast.py [--threads 2] [--batch 8] [--prompt-tokens 800]
 
-It times, alternating the two modes, (1) one generation batch of ``--batch`` prompts of
-about ``--prompt-tokens`` tokens (a page's accessibility tree, as the learning benchmark's
-prompts are) with 64 new tokens, greedy, and (2) one LoRA training step (forward and
-backward) on 4 such samples; it prints the medians and the speed-up, and how many greedy
-answers of the batch came out the same in both modes (bfloat16 rounds differently, so some
-do not). Whether the CPU has bfloat16 instructions decides the figures: without them
+After one untimed round of each, it times, alternating which mode goes first, (1) one
+generation batch of ``--batch`` prompts of about ``--prompt-tokens`` tokens (a page's
+accessibility tree, as the learning benchmark's prompts are), greedy, at most 64 new
+tokens, and (2) one LoRA training step (forward and backward) on 4 such samples. It prints
+the medians, the speed-up, the tokens each mode generated (greedy answers may stop at
+different lengths: the batch's time counts its longest), and how many answers came out the
+same in both modes (bfloat16 rounds differently, so some do not). Whether the CPU has bfloat16 instructions decides the figures: without them
 autocast is slower, not faster.
 """
 
@@ -20,6 +21,7 @@ import argparse
 import statistics
 import time
 import warnings
+from typing import Any
 
 
 def page_tree(i: int, lines: int) -> str:
@@ -35,7 +37,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--prompt-tokens", type=int, default=800)
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     import torch
@@ -69,26 +71,38 @@ def main() -> None:
     samples = [Sample(prompt=p, target='<tool_call>\n{"name": "click", "arguments": {"ref": "e5"}}\n'
                       '</tool_call>') for p in prompts[:4]]
     times: dict[str, dict[str, list[float]]] = {m: {"generate": [], "train step": []} for m in models}
-    answers: dict[str, list[str]] = {}
-    for _ in range(args.repeats):
-        for mode, model in models.items():
-            model.model.eval()
-            t = time.perf_counter()
-            answers[mode] = [g.text for g in model.backend.generate(prompts, sampling)]
-            times[mode]["generate"].append(time.perf_counter() - t)
-            model.model.train()
-            t = time.perf_counter()
-            logp, mask, _ = model.token_logprobs(model.encode(samples))
-            (-(logp * mask).sum() / mask.sum()).backward()
-            times[mode]["train step"].append(time.perf_counter() - t)
-            model.model.zero_grad()
-    print(f"{args.batch} prompts of {min(sizes)}-{max(sizes)} tokens, 64 new tokens, greedy; "
+    answers: dict[str, list[Any]] = {}
+
+    def measure(mode: str, keep: bool) -> None:
+        model = models[mode]
+        model.model.eval()
+        t = time.perf_counter()
+        answers[mode] = model.backend.generate(prompts, sampling)
+        generated = time.perf_counter() - t
+        model.model.train()
+        t = time.perf_counter()
+        logp, mask, _ = model.token_logprobs(model.encode(samples))
+        (-(logp * mask).sum() / mask.sum()).backward()
+        stepped = time.perf_counter() - t
+        model.model.zero_grad()
+        if keep:
+            times[mode]["generate"].append(generated)
+            times[mode]["train step"].append(stepped)
+
+    for mode in models:  # warm-up: one-off costs (allocation, kernel choice) are not counted
+        measure(mode, keep=False)
+    for i in range(args.repeats):
+        for mode in (("none", "bf16") if i % 2 == 0 else ("bf16", "none")):
+            measure(mode, keep=True)
+    print(f"{args.batch} prompts of {min(sizes)}-{max(sizes)} tokens, greedy, at most 64 new tokens; "
           f"a training step on 4 of them; medians of {args.repeats}, in seconds")
     print(f"{'':14}{'float32':>10}{'bf16':>10}{'speed-up':>10}")
     for what in ("generate", "train step"):
         a, b = (statistics.median(times[m][what]) for m in ("none", "bf16"))
         print(f"{what:14}{a:10.1f}{b:10.1f}{a / b:9.1f}x")
-    same = sum(1 for x, y in zip(answers["none"], answers["bf16"]) if x == y)
+    print("tokens generated: " + ", ".join(f"{m} {sum(g.completion_tokens for g in answers[m])} (longest "
+                                            f"{max(g.completion_tokens for g in answers[m])})" for m in models))
+    same = sum(1 for x, y in zip(answers["none"], answers["bf16"]) if x.text == y.text)
     print(f"greedy answers the same in both modes: {same}/{args.batch}")
     print(f"reproduce: .venv/bin/python bench/bench_autocast.py --threads {args.threads} --batch {args.batch} "
           f"--prompt-tokens {args.prompt_tokens}")

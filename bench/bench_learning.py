@@ -25,8 +25,8 @@ rather than risk a wrong answer), -1 for an unreadable answer (the composite jud
 penalty). MiniWoB's own success reward shrinks with the seconds taken; that would make the
 run depend on the machine's speed, so a success counts 1 here. The episode time limit is
 raised from 10 s to 10 min because a CPU generates slowly. With ``--expect-reward W`` each
-episode also earns W times the share of its calls whose stated expectation held (a dense
-signal where a whole group fails alike); with ``--expectations on`` the oracle's writes
+episode also earns W times its expectations' score, held less failed over the calls that
+stated one (a dense signal where a whole group fails alike); with ``--expectations on`` the oracle's writes
 state one (``value_equals``), so that SFT teaches the policy to say what its calls will do.
 
 Reproducible: with the same ``--seed`` on the same machine and thread count, a run plays
@@ -56,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from owrl_sdk import hookimpl  # noqa: E402
 from owrl_sdk.components import Reward  # noqa: E402
-from owrl_train.rewards import JudgedReward, expectations_met  # noqa: E402
+from owrl_train.rewards import ExpectationOptions, JudgedReward, with_expectations  # noqa: E402
 
 SFT_FAMILIES = ["click-test", "click-button", "enter-text", "login-user", "click-checkboxes", "multi-orderings",
                 "use-autocomplete"]
@@ -81,8 +81,8 @@ class MiniWoBReward(Reward):
     def __init__(self, settings: Any, **options: Any):
         super().__init__(settings, **options)
         self.judged = JudgedReward(settings)
-        #: --expect-reward: what the share of calls whose expectation held adds
-        self.expect_weight = float(settings.plugin(self.name).get("expect_weight", 0.0))
+        #: --expect-reward: what the expectations' score adds (owrl_train.rewards.expectations_met)
+        self.expect_weight = ExpectationOptions(weight=settings.plugin(self.name).get("expect_weight", 0.0)).weight
 
     def reward(self, trajectory: Any) -> Any:
         value = self.judged.reward(trajectory)  # None for infrastructure errors: never trained on
@@ -93,7 +93,7 @@ class MiniWoBReward(Reward):
             value = -1.0
         else:
             value = 1.0 if value > 0 else value
-        return value + self.expect_weight * expectations_met(trajectory) if self.expect_weight else value
+        return with_expectations(value, trajectory, self.expect_weight)
 
 
 class RewardPlugin:
@@ -212,8 +212,9 @@ def main() -> None:
                     help="on: the oracle's writes state what they leave in the field (value_equals), so SFT "
                          "teaches the policy to state expectations; the SDK checks every one")
     ap.add_argument("--expect-reward", type=float, default=0.0, metavar="W",
-                    help="add W times the share of an episode's calls whose expectation held to its reward "
-                         "(0: none; keep it under 2, the gap between a failure and a success)")
+                    help="add W times the expectations' score (held less failed, over the calls that stated "
+                         "one) to an episode's reward (0: none; keep it under 1, half the gap between a failure "
+                         "and a success); it needs --expectations on, or nothing states one")
     ap.add_argument("--eval-adapter", metavar="DIR",
                     help="no training: evaluate this adapter (e.g. OUT/adapter-rl of a run) with its memories only")
     ap.add_argument("--eval-memories", default="",
@@ -233,6 +234,9 @@ def main() -> None:
     ap.add_argument("--skip-baseline", action="store_true", help="no baseline evaluation (for calibration runs)")
     ap.add_argument("--until", choices=["sft", "rl"], default="rl", help="stop after this stage (sft: no RL)")
     args = ap.parse_args()
+    if args.expect_reward and args.expectations == "off":
+        print("warning: --expect-reward without --expectations on: the demonstrations state no expectation, "
+              "so the policy is not taught to, and the reward's term stays near 0", file=sys.stderr)
     sizes = {k: getattr(args, k) if getattr(args, k) is not None else (QUICK if args.quick else FULL)[k] for k in FULL}
     warnings.simplefilter("ignore")
 

@@ -195,11 +195,15 @@ class VLBackend:
     def compute(self) -> Any:
         """The context every forward pass runs in: with ``autocast="bf16"`` the matrix
         products run in bfloat16 while the weights (and a LoRA's gradients) stay as they were
-        loaded. On a CPU with bfloat16 instructions that is much faster (``bench/bench_autocast.py``
+        loaded. On a CPU with bfloat16 instructions that is faster (``bench/bench_autocast.py``
         measures it); the answers differ a little."""
+        import contextlib
+
         import torch
 
-        return torch.autocast(self.device.split(":")[0], dtype=torch.bfloat16, enabled=self.autocast is not None)
+        if self.autocast is None:  # leave a caller's own autocast as it is
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.split(":")[0], dtype=torch.bfloat16)
 
     # ------------------------------------------------------------------ encoding
 

@@ -30,13 +30,20 @@ class JudgedReward(Reward):
 
 
 def expectations_met(trajectory: Trajectory) -> float:
-    """The share of the calls that ran whose stated expectation held (0 when none ran). A
-    call without an expectation earns nothing: the credit is for saying what a call will do
-    and being right."""
-    ran = [c for s in trajectory.steps for c in s.calls if not c.skipped and c.result is not None]
-    if not ran:
+    """Of the calls that ran and stated an expectation, the share that held less the share
+    that did not: from -1 (every one wrong) to 1 (every one right); 0 when no call stated
+    one. How many calls an episode made, and how many stated nothing, does not weigh: the
+    credit is for saying what a call will do and being right."""
+    checked = [c.verdict for s in trajectory.steps for c in s.calls
+               if not c.skipped and c.result is not None and c.verdict is not None]
+    if not checked:
         return 0.0
-    return sum(1 for c in ran if c.verdict is not None and c.verdict.ok) / len(ran)
+    return (sum(1 for v in checked if v.ok) - sum(1 for v in checked if not v.ok)) / len(checked)
+
+
+def with_expectations(value: float, trajectory: Trajectory, weight: float) -> float:
+    """``value`` (a reward) plus ``weight`` times :func:`expectations_met`."""
+    return value + weight * expectations_met(trajectory) if weight else value
 
 
 class ExpectationOptions(BaseModel):
@@ -44,15 +51,18 @@ class ExpectationOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    weight: float = Field(0.5, ge=0, description="times the share of calls whose expectation held, added to the "
-                          "judged reward; keep it below the gap between a failure's reward and a success's, so "
-                          "that a failed episode never outscores a solved one")
+    weight: float = Field(0.5, ge=0, description="times the expectations' score (held less failed, over the calls "
+                          "that stated one: -1 to 1), added to the judged reward; keep it below half the gap "
+                          "between a failure's reward and a success's, so that a failed episode never outscores "
+                          "a solved one")
 
 
 class ExpectationReward(JudgedReward):
-    """The judged reward plus ``weight`` times the share of calls whose expectation held: a
-    dense signal where every episode of a group fails alike, which gives GRPO nothing to
-    learn from (see :func:`expectations_met`). None where ``judged`` gives None."""
+    """The judged reward plus ``weight`` times the expectations' score (see
+    :func:`expectations_met`): a dense signal where every episode of a group fails alike,
+    which gives GRPO nothing to learn from. It favours episodes that state expectations
+    that hold: where only some kinds of call come with one (writes, say), a failing
+    episode that writes outscores one that only clicks. None where ``judged`` gives None."""
 
     name = "expectations"
     Options = ExpectationOptions
@@ -65,4 +75,4 @@ class ExpectationReward(JudgedReward):
         value = super().reward(trajectory)
         if value is None:
             return None
-        return value + self.conf.weight * expectations_met(trajectory)
+        return with_expectations(value, trajectory, self.conf.weight)

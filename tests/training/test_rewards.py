@@ -25,10 +25,12 @@ def trajectory(calls: list[CallRecord], success: bool | None = False, score: flo
                       judgements=[Judgement(judge="j", success=success, score=score)])
 
 
-def test_the_share_of_calls_whose_expectation_held():
-    # held, failed, no expectation (earns nothing), skipped (never ran: not counted)
-    t = trajectory([call(True), call(False), call(None), call(True, skipped=True)])
-    assert expectations_met(t) == pytest.approx(1 / 3)
+def test_the_expectations_score_is_held_less_failed_over_the_calls_that_stated_one():
+    # held twice, failed once; a call without one and a skipped one (never ran) do not count
+    t = trajectory([call(True), call(True), call(False), call(None), call(True, skipped=True)])
+    assert expectations_met(t) == pytest.approx((2 - 1) / 3)
+    assert expectations_met(trajectory([call(False), call(None)])) == -1.0
+    assert expectations_met(trajectory([call(True)])) == 1.0
     assert expectations_met(trajectory([])) == 0.0
     assert expectations_met(trajectory([call(None), call(None)])) == 0.0
 
@@ -37,16 +39,16 @@ def test_the_expectation_reward_adds_its_weight_times_that_share(tmp_path):
     settings = Settings(runs_dir=str(tmp_path))
     reward = ExpectationReward(settings)
     assert reward.conf.weight == 0.5
-    two_of_four = [call(True), call(True), call(False), call(None)]
-    assert reward.reward(trajectory(two_of_four, score=-1.0)) == pytest.approx(-1.0 + 0.5 * 0.5)
-    assert reward.reward(trajectory(two_of_four, success=True, score=1.0)) == pytest.approx(1.25)
+    two_of_four = [call(True), call(True), call(False), call(None)]  # score (2 - 1) / 3
+    assert reward.reward(trajectory(two_of_four, score=-1.0)) == pytest.approx(-1.0 + 0.5 / 3)
+    assert reward.reward(trajectory(two_of_four, success=True, score=1.0)) == pytest.approx(1.0 + 0.5 / 3)
     # what judged leaves untrained stays untrained, whatever the expectations did
     assert reward.reward(trajectory([call(True)], status="infra_error")) is None
     assert reward.reward(trajectory([call(True)], success=None)) is None
     assert JudgedReward(settings).reward(trajectory(two_of_four, score=-1.0)) == -1.0
     # the weight comes from [plugins.expectations]; a bad one is refused by name
     heavy = ExpectationReward(Settings(runs_dir=str(tmp_path), plugins={"expectations": {"weight": 1.5}}))
-    assert heavy.reward(trajectory([call(True), call(False)], score=-1.0)) == pytest.approx(-0.25)
+    assert heavy.reward(trajectory([call(True), call(False), call(False)], score=-1.0)) == pytest.approx(-1.5)
     with pytest.raises(ConfigError, match="weight"):
         ExpectationReward(Settings(runs_dir=str(tmp_path), plugins={"expectations": {"weight": -1}}))
 

@@ -218,6 +218,40 @@ def test_bf16_autocast_generates_and_trains_in_bfloat16_with_float32_weights(tin
         RLConfig.from_toml(config)
 
 
+def test_autocast_reaches_the_model_from_every_entry_point(monkeypatch, tmp_path):
+    """RLConfig's and SFTConfig's autocast, and `owrl train sft --autocast`, reach the model
+    they build (the model's own behaviour is the test above)."""
+    from click.testing import CliRunner
+
+    import owrl_train.model
+    import owrl_train.sft
+    from owrl_train.commands import sft_command
+    from owrl_train.rl import RLRun
+    from owrl_train.sft import SFTConfig, train_sft
+
+    asked = []
+
+    class Built(Exception):
+        pass
+
+    def building(model_id, **kwargs):
+        asked.append(kwargs.get("autocast"))
+        raise Built
+
+    monkeypatch.setattr(owrl_train.model, "TrainableVL", building)
+    monkeypatch.setattr(owrl_train.sft, "TrainableVL", building)
+    with pytest.raises(Built):
+        RLRun(RLConfig(model="m", out=tmp_path / "rl", autocast="bf16"), rollouts=None)
+    with pytest.raises(Built):
+        train_sft([Sample(None, "x")], SFTConfig(model="m", out=tmp_path / "sft", autocast="bf16"))
+    data = tmp_path / "rows.jsonl"
+    data.write_text("")
+    result = CliRunner().invoke(sft_command, ["--data", str(data), "--model", "m", "--out", str(tmp_path / "cli"),
+                                              "--autocast", "bf16"])
+    assert isinstance(result.exception, Built), result.output
+    assert asked == ["bf16", "bf16", "bf16"]
+
+
 # ---------------------------------------------------------------------------- owrl model fetch
 
 
