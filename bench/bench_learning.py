@@ -36,7 +36,9 @@ sampling with its own seed), the trajectories of a group are ordered by what the
 and the reward has no clock in it.
 
 It prints a table (success with 95% Wilson intervals per stage, per family), the time
-per phase, and writes ``results.json``, ``learning_curve.png`` and the adapters to --out.
+per phase, and writes ``results.json``, ``learning_curve.png`` and the adapters to --out;
+``results.json`` is written after every evaluation and RL iteration too (``"finished":
+false`` until the end), so a run stopped midway keeps what it measured.
 """
 
 from __future__ import annotations
@@ -304,7 +306,11 @@ def main() -> None:
         return result
 
     multi = [f for f in families if f in MULTI_STEP]
-    results: dict[str, Any] = {"stages": {}, "multi_step": multi}
+    results: dict[str, Any] = {"stages": {}, "multi_step": multi, "rl": []}
+
+    def checkpoint() -> None:
+        """What the run measured so far, in results.json (``finished`` false)."""
+        record(results, phases, sizes, sft_families, heldout, model_path, args, out, finished=False)
 
     def compare_memories() -> None:
         """The same model on the same episodes of the multi-step families, with other memories
@@ -315,6 +321,7 @@ def main() -> None:
             results.setdefault("memories", {})[name] = phases.run(f"eval, memory {name}", evaluate, f"mem-{name}",
                                                                   other, args.max_steps, multi)
             run(other.close())
+            checkpoint()
 
     if args.eval_adapter:
         model.load_adapter_weights(Path(args.eval_adapter))
@@ -332,6 +339,7 @@ def main() -> None:
         return
     if not args.skip_baseline:
         results["stages"]["baseline"] = phases.run("baseline eval", evaluate, "baseline", rollouts, args.baseline_steps)
+        checkpoint()
 
     # ---------------------------------------------------------------- demonstrations and SFT
     oracle = RefOracle(settings, expect=args.expectations == "on")
@@ -349,7 +357,7 @@ def main() -> None:
     results["sft"] = sft
     print(f"   {sft['steps']} steps, final loss {sft['final_loss']:.4f}", flush=True)
     results["stages"]["sft"] = phases.run("SFT eval", evaluate, "sft")
-    results["rl"] = []
+    checkpoint()
     if args.until == "sft":
         finish(results, phases, sizes, sft_families, heldout, model_path, args, out)
         run(rollouts.close())
@@ -367,11 +375,12 @@ def main() -> None:
     seeded = SeededRollouts(rollouts, RL_SEED0)
     rl = RLRun(rl_cfg, seeded, settings=settings, plugins=plugins, tasks=[tasks[f] for f in families], model=model,
                demonstrator=oracle if args.rescue == "demo" else None)
-    curve: list[dict[str, Any]] = []
+    curve: list[dict[str, Any]] = results["rl"]
 
     def show(r: Any) -> None:
         m = r.metrics
         curve.append({"iteration": r.iteration + 1, **m, "families": seeded.last})
+        checkpoint()
         played = " ".join(f"{f} {sum(v)}/{len(v)}" for f, v in sorted(seeded.last.items()))
         print(f"   iteration {r.iteration + 1}/{rl_cfg.iterations}: success {m['success_rate']:.0%} "
               f"reward {m['reward_mean']:+.2f} valid groups {m['valid_group_fraction']:.0%} "
@@ -379,22 +388,28 @@ def main() -> None:
               f"rollout {m['time_rollout_s']:.0f}s update {m['time_update_s']:.0f}s ({played})", flush=True)
 
     phases.run("RL", run, rl.run(on_iteration=show))
-    results["rl"] = curve
     results["stages"]["rl"] = phases.run("RL eval", evaluate, "rl")
+    checkpoint()
     compare_memories()
     run(rollouts.close())
     model.save_adapter(out / "adapter-rl")
     finish(results, phases, sizes, sft_families, heldout, model_path, args, out)
 
 
-def finish(results: dict[str, Any], phases: Phases, sizes: dict[str, int], sft_families: list[str],
-           heldout: list[str], model_path: Any, args: Any, out: Path) -> None:
+def record(results: dict[str, Any], phases: Phases, sizes: dict[str, int], sft_families: list[str],
+           heldout: list[str], model_path: Any, args: Any, out: Path, finished: bool) -> None:
+    """Write results.json: what the run measured so far (``finished`` false) or in all."""
     results.update(seconds=phases.seconds, sizes=sizes, sft_families=sft_families, heldout_families=heldout,
                    model=str(model_path), command=" ".join(["python", *sys.argv]),
-                   args={k: v for k, v in vars(args).items()})
+                   args={k: v for k, v in vars(args).items()}, finished=finished)
     if "rl" in results["stages"]:
         results["rl_vs_sft"] = mcnemar(results["stages"]["sft"]["episodes"], results["stages"]["rl"]["episodes"])
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
+
+
+def finish(results: dict[str, Any], phases: Phases, sizes: dict[str, int], sft_families: list[str],
+           heldout: list[str], model_path: Any, args: Any, out: Path) -> None:
+    record(results, phases, sizes, sft_families, heldout, model_path, args, out, finished=True)
     if results["rl"]:
         plot(results, out / "learning_curve.png")
     report(results)

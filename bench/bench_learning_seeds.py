@@ -37,6 +37,9 @@ def load(folder: str) -> dict[str, Any]:
         sys.exit(f"{folder}: no results.json (a run that did not finish?)")
     data = json.loads(path.read_text())
     data["folder"] = folder
+    if not data.get("finished", True):  # written midway: a run stopped, or still running
+        print(f"note: {folder} did not finish; it reached {', '.join(data['stages']) or 'no evaluation'}",
+              file=sys.stderr)
     return data
 
 

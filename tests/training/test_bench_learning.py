@@ -114,6 +114,53 @@ def test_the_bench_script_finds_everything_it_needs():
     assert "ready: 12 families (7 demonstrated)" in out.stdout
 
 
+TINY_RUN = ["--sft-families", "click-test", "--heldout-families", "click-button", "--eval-seeds", "1", "--demos", "1",
+            "--sft-epochs", "1", "--iterations", "1", "--tasks-per-iteration", "1", "--group-size", "2",
+            "--workers", "2", "--max-new-tokens", "8", "--threads", "1", "--rescue", "none"]
+
+
+def test_a_whole_run_on_a_tiny_model_and_a_run_stopped_midway_keeps_what_it_measured(tmp_path, monkeypatch):
+    """Every phase of the benchmark, end to end on real MiniWoB pages with a tiny random
+    model (seconds); a run stopped in its RL stage leaves results.json with what it had
+    measured, marked unfinished, which bench_learning_seeds reads with a note."""
+    import json
+    import subprocess
+
+    from owrl_openwebrl.tiny import build_tiny_text
+    from owrl_train.rl import RLRun
+
+    tiny = str(build_tiny_text(tmp_path / "tiny"))
+    done = tmp_path / "done"
+    subprocess.run([sys.executable, str(BENCH / "bench_learning.py"), "--model", tiny, "--out", str(done), *TINY_RUN],
+                   check=True, capture_output=True, text=True, timeout=600)
+    whole = json.loads((done / "results.json").read_text())
+    assert whole["finished"] and list(whole["stages"]) == ["baseline", "sft", "rl"] and len(whole["rl"]) == 1
+    assert (done / "adapter-rl").is_dir() and (done / "learning_curve.png").is_file()
+    seeds = [sys.executable, str(BENCH / "bench_learning_seeds.py")]
+    again = subprocess.run([*seeds, str(done), str(done), "--same"], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "the same figures" in again.stdout, again.stdout + again.stderr
+
+    async def stopped(self, on_iteration=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(RLRun, "run", stopped)
+    cut = tmp_path / "cut"
+    monkeypatch.setattr(sys, "argv", ["bench_learning.py", "--model", tiny, "--out", str(cut), *TINY_RUN])
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            bench_learning.main()
+    finally:
+        torch.set_num_threads(threads)  # --threads 1 must not slow the tests that come after
+    part = json.loads((cut / "results.json").read_text())
+    assert part["finished"] is False and list(part["stages"]) == ["baseline", "sft"] and part["rl"] == []
+    assert part["stages"]["sft"]["episodes"] == whole["stages"]["sft"]["episodes"]
+    read = subprocess.run([*seeds, str(cut)], capture_output=True, text=True, timeout=120)
+    assert read.returncode == 0 and "did not finish; it reached baseline, sft" in read.stderr, read.stderr
+
+
 def test_mcnemar_counts_only_changed_pairs():
     before = {"a#0": False, "a#1": True, "b#0": False, "b#1": True, "c#0": True}
     after = {"a#0": True, "a#1": True, "b#0": True, "b#1": False, "x#9": True}
