@@ -113,6 +113,30 @@ def ablation(base: list[dict[str, Any]], other: list[dict[str, Any]]) -> None:
         rb = sum(pooled_b.values()) / max(1, len(pooled_b))
         print(f"  {stage:<5} pooled: runs {ra:.0%}, against {rb:.0%}; {m['gained']} gained, {m['lost']} lost, "
               f"p = {m['p_value']:.2g}")
+        print(f"  {stage:<5} pooled, 95% intervals: runs {interval(pooled_a)}, against {interval(pooled_b)}")
+        by_family(stage, pooled_a, pooled_b)
+
+
+def interval(episodes: dict[str, bool]) -> str:
+    from owrl_sdk.evaluation import wilson
+
+    wins, n = sum(episodes.values()), len(episodes)
+    low, high = wilson(wins, n)
+    return f"{wins}/{n} [{low:.0%}, {high:.0%}]"
+
+
+def by_family(stage: str, a: dict[str, bool], b: dict[str, bool]) -> None:
+    """Each family's successes in both arms over the paired seeds (episode keys are seed/family#n),
+    with the episodes one arm solved and the other did not."""
+    shared = sorted(set(a) & set(b))
+    families = sorted({k.split("/", 1)[1].rsplit("#", 1)[0] for k in shared})
+    print(f"  {stage:<5} per family (runs | against | runs alone solved, against alone solved):")
+    for f in families:
+        keys = [k for k in shared if k.split("/", 1)[1].rsplit("#", 1)[0] == f]
+        alone_a = sum(1 for k in keys if a[k] and not b[k])
+        alone_b = sum(1 for k in keys if b[k] and not a[k])
+        print(f"    {f:<22}{sum(a[k] for k in keys):>3}/{len(keys):<3}|{sum(b[k] for k in keys):>3}/{len(keys):<3}"
+              f"| +{alone_a} -{alone_b}")
 
 
 def same(a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -313,3 +313,7 @@ def test_several_runs_read_together_and_a_repeat_compared(tmp_path, capsys):
     assert not seeds.same(seeds.load(a), seeds.load(b))
     seeds.ablation([seeds.load(a)], [seeds.load(again) | {"args": {"seed": 0}}])
     assert "rl    pooled: runs 100%, against 100%; 0 gained, 0 lost" in capsys.readouterr().out
+    seeds.ablation([seeds.load(a)], [seeds.load(b) | {"args": {"seed": 0}}])
+    out = capsys.readouterr().out
+    assert "sft   pooled, 95% intervals: runs 1/2 [9%, 91%], against 0/2 [0%, 66%]" in out
+    assert "a                       2/2  |  1/2  | +1 -0" in out  # RL: a#1 solved by one arm only
