@@ -115,6 +115,7 @@ def ablation(base: list[dict[str, Any]], other: list[dict[str, Any]]) -> None:
               f"p = {m['p_value']:.2g}")
         print(f"  {stage:<5} pooled, 95% intervals: runs {interval(pooled_a)}, against {interval(pooled_b)}")
         by_family(stage, pooled_a, pooled_b)
+        where_apart(stage, pairs)
 
 
 def interval(episodes: dict[str, bool]) -> str:
@@ -137,6 +138,49 @@ def by_family(stage: str, a: dict[str, bool], b: dict[str, bool]) -> None:
         alone_b = sum(1 for k in keys if b[k] and not a[k])
         print(f"    {f:<22}{sum(a[k] for k in keys):>3}/{len(keys):<3}|{sum(b[k] for k in keys):>3}/{len(keys):<3}"
               f"| +{alone_a} -{alone_b}")
+
+
+def answers(folder: str, stage: str) -> dict[str, list[str]]:
+    """Each evaluated episode's answers, turn by turn, from the run's saved trajectories
+    (``OUT/eval-STAGE/runs/*/trajectory.json``), keyed like the results' episodes."""
+    found: dict[str, list[str]] = {}
+    for path in sorted((Path(folder) / f"eval-{stage}" / "runs").glob("*/trajectory.json")):
+        t = json.loads(path.read_text())
+        key = f"{t['task']['id']}#{t['task'].get('metadata', {}).get('seed')}"
+        found[key] = [s["turn"].get("raw") or "" for s in t["steps"]]
+    return found
+
+
+def where_apart(stage: str, pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+    """Where the arms' answers first differ, over the paired seeds. An episode whose first
+    answers differ was changed by training alone (the first turn has no history to show
+    feedback in); one that agrees on turn 1 and differs later was changed by what the history showed."""
+    first = later = alike = missing = 0
+    outcome_first = outcome_later = 0
+    for a, b in pairs:
+        ta, tb = answers(a["folder"], stage), answers(b["folder"], stage)
+        ea, eb = a["stages"][stage]["episodes"], b["stages"][stage]["episodes"]
+        for key in sorted(set(ea) & set(eb)):
+            if key not in ta or key not in tb:
+                missing += 1
+                continue
+            turns = list(zip(ta[key], tb[key]))
+            apart = next((i for i, (x, y) in enumerate(turns) if x != y), None)
+            if apart is None and len(ta[key]) == len(tb[key]):
+                alike += 1
+                continue
+            split = apart == 0
+            first += split
+            later += not split
+            if ea[key] != eb[key]:
+                outcome_first += split
+                outcome_later += not split
+    if first + later + alike == 0:
+        return
+    print(f"  {stage:<5} answers: {alike} episodes alike at every turn, {first} apart from the first turn, "
+          f"{later} alike on the first and apart later; of the episodes with different outcomes, "
+          f"{outcome_first} were apart from the first turn, {outcome_later} later"
+          + (f" ({missing} without saved trajectories)" if missing else ""))
 
 
 def same(a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -317,3 +317,34 @@ def test_several_runs_read_together_and_a_repeat_compared(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "sft   pooled, 95% intervals: runs 1/2 [9%, 91%], against 0/2 [0%, 66%]" in out
     assert "a                       2/2  |  1/2  | +1 -0" in out  # RL: a#1 solved by one arm only
+
+
+def test_an_ablation_tells_answers_apart_from_the_first_turn_or_later(tmp_path, capsys):
+    """Episodes whose arms answered differently on the first turn (training alone changed them)
+    are told from those alike on it and apart later (what the history showed changed them)."""
+    import json
+
+    import bench_learning_seeds as seeds
+
+    def write(name: str, episodes: dict[str, tuple[bool, list[str]]]) -> dict:
+        folder = tmp_path / name
+        for i, (key, (won, raws)) in enumerate(episodes.items()):
+            family, seed = key.split("#")
+            run = folder / "eval-sft" / "runs" / f"run-{i}"
+            run.mkdir(parents=True)
+            (run / "trajectory.json").write_text(json.dumps({
+                "task": {"id": family, "metadata": {"seed": int(seed)}},
+                "steps": [{"turn": {"raw": raw}} for raw in raws]}))
+        flags = {k: won for k, (won, _) in episodes.items()}
+        data = {"stages": {"sft": {"n": len(flags), "successes": sum(flags.values()), "episodes": flags,
+                                   "rate": sum(flags.values()) / len(flags)}},
+                "args": {"seed": 0}, "seconds": {}}
+        (folder / "results.json").write_text(json.dumps(data))
+        return seeds.load(str(folder))
+
+    a = write("a", {"f#0": (True, ["x", "y"]), "f#1": (True, ["p"]), "f#2": (False, ["q", "r"]), "f#3": (True, ["s"])})
+    b = write("b", {"f#0": (False, ["x", "z"]), "f#1": (False, ["o"]), "f#2": (False, ["q", "r"]), "f#3": (True, ["t"])})
+    seeds.ablation([a], [b])
+    out = capsys.readouterr().out
+    assert ("sft   answers: 1 episodes alike at every turn, 2 apart from the first turn, 1 alike on the first and "
+            "apart later; of the episodes with different outcomes, 1 were apart from the first turn, 1 later") in out
