@@ -219,6 +219,12 @@ def main() -> None:
                          "and a success); it needs --expectations on, or nothing states one")
     ap.add_argument("--eval-adapter", metavar="DIR",
                     help="no training: evaluate this adapter (e.g. OUT/adapter-rl of a run) with its memories only")
+    ap.add_argument("--eval-stage", default="adapter", choices=["adapter", "sft", "rl"],
+                    help="with --eval-adapter: the stage the evaluation is recorded as (in results.json and "
+                         "OUT/eval-STAGE), to pair it with that stage of another run in bench_learning_seeds "
+                         "--against (e.g. a run's SFT adapter evaluated with --feedback status)")
+    ap.add_argument("--eval-families", default="multi", choices=["multi", "all"],
+                    help="with --eval-adapter: the multi-step families only (the memories' ground) or all")
     ap.add_argument("--eval-memories", default="",
                     help="after RL, evaluate again with these memories (comma-separated, e.g. weighted,summary)")
     ap.add_argument("--lora-r", type=int, default=16)
@@ -325,15 +331,18 @@ def main() -> None:
 
     if args.eval_adapter:
         model.load_adapter_weights(Path(args.eval_adapter))
-        results["stages"]["adapter"] = phases.run("adapter eval", evaluate, "adapter", rollouts, args.max_steps, multi)
+        stage = args.eval_stage
+        results["stages"][stage] = phases.run(f"{stage} eval", evaluate, stage, rollouts, args.max_steps,
+                                              multi if args.eval_families == "multi" else None)
         compare_memories()
         run(rollouts.close())
-        results.update(seconds=phases.seconds, adapter=args.eval_adapter, command=" ".join(["python", *sys.argv]))
-        (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
-        for name, b in [("default", results["stages"]["adapter"]), *results.get("memories", {}).items()]:
+        results["adapter"] = args.eval_adapter
+        # with args (the seed), so that bench_learning_seeds pairs it with another run's stage
+        record(results, phases, sizes, sft_families, heldout, model_path, args, out, finished=True)
+        for name, b in [("default", results["stages"][stage]), *results.get("memories", {}).items()]:
             print(f"memory {name:<10} {b['successes']}/{b['n']} = {b['rate']:.0%} [{b['ci95'][0]:.0%}, {b['ci95'][1]:.0%}]")
             if name != "default":
-                m = mcnemar(results["stages"]["adapter"]["episodes"], b["episodes"])
+                m = mcnemar(results["stages"][stage]["episodes"], b["episodes"])
                 print(f"   against default on the same {m['pairs']} episodes: {m['gained']} gained, {m['lost']} lost, "
                       f"exact McNemar p = {m['p_value']:.2g}")
         return
@@ -402,7 +411,7 @@ def record(results: dict[str, Any], phases: Phases, sizes: dict[str, int], sft_f
     results.update(seconds=phases.seconds, sizes=sizes, sft_families=sft_families, heldout_families=heldout,
                    model=str(model_path), command=" ".join(["python", *sys.argv]),
                    args={k: v for k, v in vars(args).items()}, finished=finished)
-    if "rl" in results["stages"]:
+    if "rl" in results["stages"] and "sft" in results["stages"]:
         results["rl_vs_sft"] = mcnemar(results["stages"]["sft"]["episodes"], results["stages"]["rl"]["episodes"])
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
 

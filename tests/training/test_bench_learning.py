@@ -139,6 +139,18 @@ def test_a_whole_run_on_a_tiny_model_and_a_run_stopped_midway_keeps_what_it_meas
     seeds = [sys.executable, str(BENCH / "bench_learning_seeds.py")]
     again = subprocess.run([*seeds, str(done), str(done), "--same"], capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "the same figures" in again.stdout, again.stdout + again.stderr
+    # the run's RL adapter evaluated alone, recorded as its RL stage: the same episodes, the
+    # same answers, paired with the run by seed (how a feedback ablation at evaluation is read)
+    alone = tmp_path / "alone"
+    subprocess.run([sys.executable, str(BENCH / "bench_learning.py"), "--model", tiny, "--out", str(alone), *TINY_RUN,
+                    "--eval-adapter", str(done / "adapter-rl"), "--eval-stage", "rl", "--eval-families", "all"],
+                   check=True, capture_output=True, text=True, timeout=600)
+    evaluated = json.loads((alone / "results.json").read_text())
+    assert list(evaluated["stages"]) == ["rl"] and evaluated["args"]["seed"] == whole["args"]["seed"]
+    assert evaluated["stages"]["rl"]["episodes"] == whole["stages"]["rl"]["episodes"]
+    paired = subprocess.run([*seeds, str(alone), "--against", str(done)], capture_output=True, text=True, timeout=120)
+    assert paired.returncode == 0, paired.stderr
+    assert "rl    answers: 2 episodes alike at every turn, 0 apart" in paired.stdout, paired.stdout
 
     async def stopped(self, on_iteration=None):
         raise KeyboardInterrupt
