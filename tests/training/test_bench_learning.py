@@ -116,7 +116,7 @@ def test_the_bench_script_finds_everything_it_needs():
 
 TINY_RUN = ["--sft-families", "click-test", "--heldout-families", "click-button", "--eval-seeds", "1", "--demos", "1",
             "--sft-epochs", "1", "--iterations", "1", "--tasks-per-iteration", "1", "--group-size", "2",
-            "--workers", "2", "--max-new-tokens", "8", "--threads", "1", "--rescue", "none"]
+            "--workers", "2", "--max-new-tokens", "8", "--threads", "1", "--rescue", "demo"]  # demo: RL has a group to learn from
 
 
 def test_a_whole_run_on_a_tiny_model_and_a_run_stopped_midway_keeps_what_it_measured(tmp_path, monkeypatch):
@@ -137,8 +137,16 @@ def test_a_whole_run_on_a_tiny_model_and_a_run_stopped_midway_keeps_what_it_meas
     assert whole["finished"] and list(whole["stages"]) == ["baseline", "sft", "rl"] and len(whole["rl"]) == 1
     assert (done / "adapter-rl").is_dir() and (done / "learning_curve.png").is_file()
     seeds = [sys.executable, str(BENCH / "bench_learning_seeds.py")]
-    again = subprocess.run([*seeds, str(done), str(done), "--same"], capture_output=True, text=True, timeout=120)
+    # the whole run again, RL included, with the same seed: the same figures (every episode of
+    # every stage, the SFT loss, each RL iteration's reward and success)
+    repeat = tmp_path / "repeat"
+    subprocess.run([sys.executable, str(BENCH / "bench_learning.py"), "--model", tiny, "--out", str(repeat), *TINY_RUN],
+                   check=True, capture_output=True, text=True, timeout=600)
+    again = subprocess.run([*seeds, str(done), str(repeat), "--same"], capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "the same figures" in again.stdout, again.stdout + again.stderr
+    assert whole["rl"][0]["valid_group_fraction"] == 1.0 and whole["rl"][0]["grad_norm"] > 0  # RL did update
+    weights = "adapter-rl/adapter_model.safetensors"
+    assert (done / weights).read_bytes() == (repeat / weights).read_bytes()  # to the last bit
     # the run's RL adapter evaluated alone, recorded as its RL stage: the same episodes, the
     # same answers, paired with the run by seed (how a feedback ablation at evaluation is read)
     alone = tmp_path / "alone"
