@@ -348,7 +348,7 @@ def test_an_ablation_tells_answers_apart_from_the_first_turn_or_later(tmp_path, 
 
     def write(name: str, episodes: dict[str, tuple[bool, list[str]]]) -> dict:
         folder = tmp_path / name
-        for i, (key, (won, raws)) in enumerate(episodes.items()):
+        for i, (key, (_, raws)) in enumerate(episodes.items()):
             family, seed = key.split("#")
             run = folder / "eval-sft" / "runs" / f"run-{i}"
             run.mkdir(parents=True)
