@@ -129,11 +129,11 @@ def interval(episodes: dict[str, bool]) -> str:
 def by_family(stage: str, a: dict[str, bool], b: dict[str, bool]) -> None:
     """Each family's successes in both arms over the paired seeds (episode keys are seed/family#n),
     with the episodes one arm solved and the other did not."""
-    shared = sorted(set(a) & set(b))
-    families = sorted({k.split("/", 1)[1].rsplit("#", 1)[0] for k in shared})
+    families: dict[str, list[str]] = {}
+    for k in sorted(set(a) & set(b)):
+        families.setdefault(k.split("/", 1)[1].rsplit("#", 1)[0], []).append(k)
     print(f"  {stage:<5} per family (runs | against | runs alone solved, against alone solved):")
-    for f in families:
-        keys = [k for k in shared if k.split("/", 1)[1].rsplit("#", 1)[0] == f]
+    for f, keys in sorted(families.items()):
         alone_a = sum(1 for k in keys if a[k] and not b[k])
         alone_b = sum(1 for k in keys if b[k] and not a[k])
         print(f"    {f:<22}{sum(a[k] for k in keys):>3}/{len(keys):<3}|{sum(b[k] for k in keys):>3}/{len(keys):<3}"
@@ -154,7 +154,8 @@ def answers(folder: str, stage: str) -> dict[str, list[str]]:
 def where_apart(stage: str, pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
     """Where the arms' answers first differ, over the paired seeds. An episode whose first
     answers differ was changed by training alone (the first turn has no history to show
-    feedback in); one that agrees on turn 1 and differs later was changed by what the history showed."""
+    feedback in); one that agrees on turn 1 and differs later may have been changed by what
+    the history showed (or by training again: it acts on every turn)."""
     first = later = alike = missing = 0
     outcome_first = outcome_later = 0
     for a, b in pairs:
