@@ -47,6 +47,7 @@ import argparse
 import asyncio
 import json
 import shutil
+import subprocess
 import sys
 import time
 import warnings
@@ -405,11 +406,28 @@ def main() -> None:
     finish(results, phases, sizes, sft_families, heldout, model_path, args, out)
 
 
+def source_commit() -> str | None:
+    """The commit of the checkout this script runs from, with ``-dirty`` when tracked files have
+    changed, so that a run's figures can be tied to the code that made them; None outside git."""
+    def git(*argv: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *argv], cwd=Path(__file__).parent, capture_output=True, text=True,
+                                  timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    head = git("rev-parse", "HEAD")
+    if not head:
+        return None
+    return head[:12] + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
 def record(results: dict[str, Any], phases: Phases, sizes: dict[str, int], sft_families: list[str],
            heldout: list[str], model_path: Any, args: Any, out: Path, finished: bool) -> None:
     """Write results.json: what the run measured so far (``finished`` false) or in all."""
     results.update(seconds=phases.seconds, sizes=sizes, sft_families=sft_families, heldout_families=heldout,
-                   model=str(model_path), command=" ".join(["python", *sys.argv]),
+                   model=str(model_path), command=" ".join(["python", *sys.argv]), commit=source_commit(),
                    args={k: v for k, v in vars(args).items()}, finished=finished)
     if "rl" in results["stages"] and "sft" in results["stages"]:
         results["rl_vs_sft"] = mcnemar(results["stages"]["sft"]["episodes"], results["stages"]["rl"]["episodes"])

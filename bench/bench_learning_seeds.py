@@ -192,10 +192,18 @@ def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
                 "sft_loss": (r.get("sft") or {}).get("final_loss"), "rl": curve,
                 "demonstrations": r.get("demonstrations")}
 
+    for r in (a, b):
+        print(f"{r['folder']}: commit {r.get('commit') or 'not recorded'}")
     fa, fb = figures(a), figures(b)
     differences = [k for k in fa if fa[k] != fb[k]]
     for k in differences:
         print(f"{k}: differs")
+    for stage in [s for s in a["stages"] if s in b["stages"]]:
+        ea, eb = a["stages"][stage]["episodes"], b["stages"][stage]["episodes"]
+        apart = sorted(k for k in set(ea) & set(eb) if ea[k] != eb[k])
+        if apart:  # by how much a stage varies: its successes in each run, and the episodes that moved
+            print(f"  {stage}: {sum(ea.values())} against {sum(eb.values())} successes; "
+                  f"{len(apart)} episodes apart: {', '.join(apart)}")
     print("the same figures" if not differences else f"{len(differences)} of {len(fa)} parts differ")
     return not differences
 

@@ -136,6 +136,8 @@ def test_a_whole_run_on_a_tiny_model_and_a_run_stopped_midway_keeps_what_it_meas
     whole = json.loads((done / "results.json").read_text())
     assert whole["finished"] and list(whole["stages"]) == ["baseline", "sft", "rl"] and len(whole["rl"]) == 1
     assert (done / "adapter-rl").is_dir() and (done / "learning_curve.png").is_file()
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=BENCH, capture_output=True, text=True).stdout.strip()
+    assert whole["commit"].removesuffix("-dirty") == head[:12]  # the figures name the code that made them
     seeds = [sys.executable, str(BENCH / "bench_learning_seeds.py")]
     # the whole run again, RL included, with the same seed: the same figures (every episode of
     # every stage, the SFT loss, each RL iteration's reward and success)
