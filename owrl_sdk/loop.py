@@ -77,15 +77,20 @@ class Episode:
         self.trajectory = Trajectory(task=self.task, policy=self.policy.info(),  # input values: owrl_sdk.inputs
                                      inputs=scrub(dict(self.task.metadata.get("inputs") or {})))
         self._unchanged: tuple[Optional[str], int] = (None, 0)  # the call repeated, how often
+        self._deadline = float("inf")  # time.monotonic() past which no step starts (run() sets it)
 
     # ------------------------------------------------------------------ driver
 
     async def run(self) -> Trajectory:
         traj = self.trajectory
+        # The deadline is also checked before each step: wait_for's cancellation can be lost (an
+        # environment or hook that swallows CancelledError, or Python 3.11's wait_for when a nested
+        # wait_for finishes as it is cancelled), and the episode would then run on to max_steps.
+        self._deadline = time.monotonic() + self.limits.episode_timeout
         try:
             outcome = await asyncio.wait_for(self._steps(), timeout=self.limits.episode_timeout)
         except asyncio.TimeoutError:
-            outcome = _infra("episode_timeout", f"episode exceeded {self.limits.episode_timeout:g} s")
+            outcome = self._over_time()
         except asyncio.CancelledError:
             self._finish(Outcome(status="aborted", failure=Failure(category="infra", code="cancelled")))
             await self._end()  # the run store writes the aborted trajectory before it propagates
@@ -145,6 +150,8 @@ class Episode:
         parse_errors = 0
         max_steps = self.task.max_steps or self.limits.max_steps
         for index in range(max_steps):
+            if time.monotonic() >= self._deadline:
+                return self._over_time()
             step_started = time.perf_counter()
             obs = await self._stage("observe", self.env.observe())
             await self._stage("hook", self.hooks.observation(obs, self.env))
@@ -188,6 +195,9 @@ class Episode:
                     ),
                 )
         return Outcome(status="fail", failure=Failure(category="task", code="max_steps", detail=f"{max_steps} steps"))
+
+    def _over_time(self) -> Outcome:
+        return _infra("episode_timeout", f"episode exceeded {self.limits.episode_timeout:g} s")
 
     def _remember(self, step: Step) -> None:
         self.memory.record(step)

@@ -158,6 +158,33 @@ async def test_episode_timeout_keeps_steps(plugins, settings):
     assert len(traj.steps) >= 2
 
 
+async def test_episode_timeout_holds_when_the_cancellation_is_lost(plugins, settings):
+    """An environment that catches CancelledError and carries on (a careless plugin; Python
+    3.11's wait_for can lose a cancellation the same way, when a nested wait_for finishes as
+    it is cancelled) must not let the episode run past its time limit to max_steps: the loop
+    checks the deadline before each step."""
+    import time
+
+    class Stubborn(FakeEnv):
+        swallowed = 0
+
+        async def observe(self):
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                Stubborn.swallowed += 1
+            return await super().observe()
+
+    turns = [Turn(calls=[call("wait", seconds=0)])]
+    ep, _, _ = make_episode(plugins, settings, turns, env=Stubborn(PAGES),
+                            limits=EpisodeLimits(episode_timeout=0.2, max_steps=1000, max_unchanged_repeats=0))
+    started = time.monotonic()
+    traj = await ep.run()
+    assert Stubborn.swallowed == 1  # the time limit's cancellation was lost once
+    assert traj.outcome.failure.kind == "infra.episode_timeout"
+    assert time.monotonic() - started < 5 and len(traj.steps) < 50  # 1000 steps of 0.05 s take 50 s
+
+
 async def test_cancellation_closes_the_trajectory(plugins, settings):
     written = []
     turns = [Turn(calls=[call("wait", seconds=0.05)])]
