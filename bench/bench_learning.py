@@ -313,7 +313,8 @@ def main() -> None:
         return result
 
     multi = [f for f in families if f in MULTI_STEP]
-    results: dict[str, Any] = {"stages": {}, "multi_step": multi, "rl": []}
+    # the code the figures come from, read once: a checkout edited mid-run does not change it
+    results: dict[str, Any] = {"stages": {}, "multi_step": multi, "rl": [], "commit": source_commit()}
 
     def checkpoint() -> None:
         """What the run measured so far, in results.json (``finished`` false)."""
@@ -427,7 +428,7 @@ def record(results: dict[str, Any], phases: Phases, sizes: dict[str, int], sft_f
            heldout: list[str], model_path: Any, args: Any, out: Path, finished: bool) -> None:
     """Write results.json: what the run measured so far (``finished`` false) or in all."""
     results.update(seconds=phases.seconds, sizes=sizes, sft_families=sft_families, heldout_families=heldout,
-                   model=str(model_path), command=" ".join(["python", *sys.argv]), commit=source_commit(),
+                   model=str(model_path), command=" ".join(["python", *sys.argv]),
                    args={k: v for k, v in vars(args).items()}, finished=finished)
     if "rl" in results["stages"] and "sft" in results["stages"]:
         results["rl_vs_sft"] = mcnemar(results["stages"]["sft"]["episodes"], results["stages"]["rl"]["episodes"])
