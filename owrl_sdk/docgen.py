@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import sys
 from pathlib import Path
+from typing import Optional
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -56,16 +57,19 @@ def cli_markdown() -> str:
     lines = ["# Command line", "", "The help of every `owrl` command, generated from the code "
              "(`python -m owrl_sdk.docgen`).", ""]
 
-    def walk(cmd: click.Command, path: list[str]) -> None:
-        ctx = click.Context(cmd, info_name=" ".join(path), terminal_width=100, max_content_width=100)
+    def walk(cmd: click.Command, path: list[str], parent: Optional[click.Context]) -> None:
+        # each context made as `owrl` makes it: the command's own settings, the rest (the
+        # group's -h) inherited from the parent
+        settings = {**cmd.context_settings, "terminal_width": 100, "max_content_width": 100}
+        ctx = click.Context(cmd, parent=parent, info_name=path[-1], **settings)
         lines.extend([f"## `{' '.join(path)}`", "", "```", cmd.get_help(ctx).rstrip(), "```", ""])
         if isinstance(cmd, click.Group):
             for name in cmd.list_commands(ctx):
                 sub = cmd.get_command(ctx, name)
                 if sub is not None:  # every listed name resolves; the check is for the type
-                    walk(sub, [*path, name])
+                    walk(sub, [*path, name], ctx)
 
-    walk(cli, ["owrl"])
+    walk(cli, ["owrl"], None)
     return "\n".join(lines).rstrip() + "\n"
 
 

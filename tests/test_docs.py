@@ -20,3 +20,15 @@ def test_generated_docs_are_current():
     out = subprocess.run([sys.executable, "-m", "owrl_sdk.docgen", "--check"], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, f"run: python -m owrl_sdk.docgen\n{out.stderr}"
+
+
+def test_the_cli_reference_names_the_help_options_the_cli_accepts():
+    """cli.md once listed only --help while every command also takes -h (the group's context
+    settings, which a bare click.Context left out)."""
+    text = (docgen.DOCS / "cli.md").read_text()
+    for path in (["owrl"], ["owrl", "run"], ["owrl", "train", "sft"]):
+        section = text.split(f"## `{' '.join(path)}`\n", 1)[1].split("\n## ", 1)[0]
+        out = subprocess.run([sys.executable, "-m", "owrl_sdk", *path[1:], "-h"], capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "-h, --help" in out.stdout and "-h, --help" in section, path
