@@ -403,3 +403,69 @@ def test_an_evaluation_record_is_scrubbed(tmp_path, monkeypatch):
         written = (tmp_path / "episodes.jsonl").read_text(encoding="utf-8")
         assert value[:6] not in written and "{{secret:EVAL_CODE}}" in written
         assert seen[0].answer == "the code is {{secret:EVAL_CODE}}"
+
+
+# ---------------------------------------------------------------------------- the last line of defence
+
+
+def test_save_trajectory_scrubs_what_no_environment_scrubbed(secret_env, tmp_path):
+    """Values put straight into a trajectory, past the browser environment's redaction (a model's
+    thought, a plugin's metadata, a judge's reason, the answer), never reach trajectory.json."""
+    from owrl_sdk.documents import save_trajectory
+    from owrl_sdk.types import Judgement, Outcome, PolicyInfo, Step, ToolCall, Trajectory, Turn
+
+    obs = Observation(url="http://127.0.0.1/", title="t", tabs=[], aria="")
+    traj = Trajectory(
+        task=Task(intent="log in", start_url="http://127.0.0.1/"),
+        policy=PolicyInfo(name="openwebrl"),
+        steps=[Step(index=0, observation=obs,
+                    turn=Turn(thought=f"the password is {SECRET}", raw=json.dumps({"typed": SECRET}),
+                              calls=[ToolCall(name="write", arguments={"message": quote_plus(SECRET)})]))],
+        outcome=Outcome(status="success", answer=f"done with {LONG[:20]}", outputs={"code": SECRET[:MIN_PREFIX]}),
+        judgements=[Judgement(judge="j", score=1.0, success=True, reason=html.escape(SECRET))],
+        warnings=[PLAIN], metadata={"plugin": {"notes": [SECRET]}, SECRET: "as a key"},
+    )
+    path = tmp_path / "trajectory.json"
+    with attack("secrets", "a secret written into a trajectory's thought, metadata, answer, reason and keys",
+                "save_trajectory scrubs the whole document"):
+        save_trajectory(traj, path)
+        text = path.read_text(encoding="utf-8")
+        assert not leaks(text, SECRET, LONG, PLAIN), leaks(text, SECRET, LONG, PLAIN)
+        assert "{{secret:ATTACK}}" in text and "{{secret:ATTACK_PLAIN}}" in text
+    assert traj.steps[0].turn.thought == f"the password is {SECRET}"  # the object in memory is left alone
+
+
+def test_a_trace_file_is_searched_in_every_form_and_an_unreadable_one_counts_as_leaking(secret_env, tmp_path):
+    with attack("secrets", "a trace whose network log holds the secret percent-encoded",
+                "found_in_file reads every member of the zip and matches encoded forms"):
+        trace = tmp_path / "trace.zip"
+        with zipfile.ZipFile(trace, "w") as z:
+            z.writestr("trace.trace", '{"type":"before"}\n')
+            z.writestr("trace.network", json.dumps({"postData": "q=" + quote_plus(SECRET)}))
+        assert secrets.found_in_file(trace)
+    with attack("secrets", "a trace cut short (not a whole zip)", "an unreadable file is assumed to leak"):
+        cut = tmp_path / "cut.zip"
+        cut.write_bytes(trace.read_bytes()[:-30])
+        assert secrets.found_in_file(cut)
+        assert secrets.found_in_file(tmp_path / "missing.zip")
+    clean = tmp_path / "clean.zip"
+    with zipfile.ZipFile(clean, "w") as z:
+        z.writestr("trace.network", json.dumps({"postData": "q=hello"}))
+    assert not secrets.found_in_file(clean)
+
+
+@pytest.mark.parametrize("given", ["a variable, no placeholder", "a placeholder, no variable"])
+def test_trace_is_refused_on_either_sign_of_a_secret(given, tmp_path):
+    """Each of the two signs alone stops `owrl run --trace` before a browser starts."""
+    url = "http://127.0.0.1:9/"  # nothing listens: a browser that started would fail otherwise
+    if given == "a variable, no placeholder":
+        flow, env = _flow(url, [click("Set title")], DONE), {"OWRL_SECRET_ATTACK": SECRET}
+    else:
+        flow, env = trace_flow(url), {}
+    (tmp_path / "f.json").write_text(json.dumps(flow))
+    with attack("secrets", f"owrl run --trace with {given}", "refused with exit 2 before the browser starts"):
+        out = owrl("run", "--flow", "f.json", "--allow-domain", "127.0.0.1", "--out", "runs", "--trace",
+                   cwd=tmp_path, env=env)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert "--trace-with-secrets" in out.stderr, out.stderr
+        assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
