@@ -71,6 +71,31 @@ def resolve(text: str, lookup: Optional[Callable[[str], Optional[str]]] = None) 
     return PLACEHOLDER.sub(value, text)
 
 
+def register(value: Optional[str], name: str) -> None:
+    """Redact ``value`` from now on, as ``{{secret:NAME}}``, wherever owrl writes or prints: for
+    a credential that arrives as an option rather than a placeholder (an endpoint's API key, a
+    password in its URL), which a server's error may quote back. Values under MIN_PREFIX
+    characters are ignored: a stand-in key such as ``EMPTY`` or ``none`` is no secret, and
+    redacting it would blank ordinary words."""
+    if value and len(value) >= MIN_PREFIX:
+        with _lock:
+            _known.setdefault(value, name)
+
+
+def credentials_in_url(url: Optional[str], name: str) -> None:
+    """:func:`register` the password in ``url`` (``http://user:PASSWORD@host/``), if any; the
+    user name is not a secret."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url or "")
+        password = parts.password
+    except ValueError:  # a port that is not a number: read the user part by hand
+        userinfo = (url or "").split("//", 1)[-1].split("/", 1)[0].rpartition("@")[0]
+        password = userinfo.partition(":")[2]
+    register(password, f"{name}_PASSWORD")
+
+
 def resolution_count() -> int:
     """How many placeholders were resolved in this process so far (it only grows)."""
     return _resolutions

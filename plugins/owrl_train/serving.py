@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from owrl_sdk import secrets
 from owrl_sdk.config import openai_endpoint
 from owrl_sdk.errors import InfraError
 from owrl_sdk.types import Trajectory
@@ -49,6 +50,8 @@ class AdapterPublisher:
         self.root = Path(root)
         self.name = name
         self.api_key = api_key or openai_endpoint().api_key or "none"
+        secrets.register(api_key or openai_endpoint().api_key, "OPENAI_API_KEY")  # an error may quote it
+        secrets.credentials_in_url(base_url, "OPENAI_BASE_URL")
         self.keep = keep
         self.timeout = timeout
         self.loaded: list[int] = []

@@ -469,3 +469,79 @@ def test_trace_is_refused_on_either_sign_of_a_secret(given, tmp_path):
         assert out.returncode == 2, out.stdout + out.stderr
         assert "--trace-with-secrets" in out.stderr, out.stderr
         assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+# ---------------------------------------------------------------------------- credentials given as options
+
+
+API_KEY = "sk-owrl-test-4f9a7c21e8b3"
+URL_PASSWORD = "pw-Heron-5521"
+
+
+@contextmanager
+def echoing_endpoint():
+    """An OpenAI-style endpoint that refuses every request and, as some do, quotes the
+    credentials it was sent in its error body."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Echo(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = json.dumps({"error": f"invalid credentials: {self.headers.get('Authorization')}"}).encode()
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_policy_options_never_show_even_when_the_endpoint_quotes_them(owrl_page_server, tmp_path):
+    """serve.md: policy options (which may hold credentials) are kept in the store and never
+    shown. An endpoint that echoes the key in its error, and a base URL that carries a password,
+    must not bring either into a job, its steps, its stream, its trajectory or its run folder."""
+    url = owrl_page_server(PAGES)
+    failures: list[str] = []
+    with echoing_endpoint() as endpoint:
+        host = endpoint.split("//", 1)[1]
+        options = {"key echoed by the endpoint": {"base_url": endpoint, "api_key": API_KEY, "retries": 0},
+                   "password in the base URL": {"base_url": f"http://owrl:{URL_PASSWORD}@{host}", "retries": 0}}
+        server = Served(tmp_path / "data", ()).start()
+        try:
+            ids = {}
+            for what, opts in options.items():
+                reply = server.request("POST", "/v1/jobs/task", {
+                    "task": "read the page", "start_url": url, "policy": "openai", "policy_options": opts,
+                    "allowed_domains": ["127.0.0.1"], "max_steps": 2})
+                assert reply.status == 201, reply.body
+                ids[what] = reply.json()["id"]
+            for what, job_id in ids.items():
+                job = server.wait(job_id, timeout=90)
+                with tried(failures, f"a {what}, in owrl serve's job, list, steps, stream and trajectory",
+                           "the backend registers the credentials it was given as secrets"):
+                    assert job["status"] in ("finished", "failed"), job
+                    views = [server.request("GET", f"/v1/jobs/{job_id}{tail}")
+                             for tail in ("", "/steps", "/steps/stream", "/trajectory")]
+                    views.append(server.request("GET", "/v1/jobs"))
+                    for view in views:
+                        assert not leaks_in_bytes(view.body, API_KEY, URL_PASSWORD), view.body[:2000]
+        finally:
+            server.stop()
+    with tried(failures, "credentials given as options, in the server's run folders",
+               "trajectory.json and result.json are written scrubbed"):
+        runs = [p for p in (tmp_path / "data").rglob("*") if p.is_file() and not p.name.startswith("jobs.sqlite3")]
+        assert any(p.name == "trajectory.json" for p in runs), runs
+        leaking = {str(p): leaks_in_bytes(p.read_bytes(), API_KEY, URL_PASSWORD) for p in runs}
+        assert not {k: v for k, v in leaking.items() if v}, leaking
+    assert not failures, "\n".join(failures)
