@@ -401,3 +401,35 @@ def test_an_operator_may_allow_local_files(sites, serve, tmp_path):
     job, shown = _serve_job(server, site, [goto(marker.as_uri())])
     assert job["status"] == "finished", job
     assert "local-file-marker-5e02" in shown
+
+
+def test_the_servers_allowlist_confines_every_job(sites, serve):
+    """serve.md: the server's allowed_domains confines every job; a job's own list may narrow
+    it, never widen it; a job without one gets the server's."""
+    site, other, _ = sites
+    away = f"http://localhost:{other.port}"
+    server = serve(env={"OWRL_ALLOWED_DOMAINS": "127.0.0.1"})
+    refused = {
+        "a task whose start URL is outside the server's list":
+            ("/v1/jobs/task", {"task": "t", "start_url": away + "/"}),
+        "a task whose own list widens the server's":
+            ("/v1/jobs/task", {"task": "t", "start_url": site + "/", "allowed_domains": ["localhost"]}),
+        "a flow job whose own list widens the server's":
+            ("/v1/jobs/flow?allowed_domains=localhost", {"schema": "owrl.flow/1", "task": "t", "start_url": site + "/",
+                                                         "turns": [{"calls": [{"name": "done"}]}]}),
+        "a flow whose start URL is outside the server's list":
+            ("/v1/jobs/flow", {"schema": "owrl.flow/1", "task": "t", "start_url": away + "/",
+                               "turns": [{"calls": [{"name": "done"}]}]}),
+    }
+    for what, (path, body) in refused.items():
+        with attack("serve", what, "refused at submission (422), nothing queued"):
+            reply = server.request("POST", path, body)
+            assert reply.status == 422, (reply.status, reply.body)
+            assert "allowed domain" in reply.body.decode(), reply.body
+    assert server.request("GET", "/v1/jobs").json()["jobs"] == []
+    with attack("serve", "a flow job without a list of its own navigates to another host",
+                "the job runs under the server's list: the navigation is refused before it leaves"):
+        job, shown = _serve_job(server, site, [goto(away + "/landing")])
+        assert job["status"] == "finished" and job["allowed_domains"] == ["127.0.0.1"], job
+        assert "localhost is not an allowed domain" in shown, shown[:2000]
+        assert other.hits == [], other.hits
