@@ -507,6 +507,21 @@ def echoing_endpoint():
         server.server_close()
 
 
+def test_registered_credentials_skip_stand_in_keys_and_survive_a_malformed_url(monkeypatch):
+    monkeypatch.setattr(secrets, "_known", {})  # this process's registry, restored after
+    for stand_in in ("EMPTY", "none", "dummy"):
+        secrets.register(stand_in, "OPENAI_API_KEY")
+    secrets.credentials_in_url("http://user:pw@127.0.0.1:8000/v1", "E")  # too short to be told from text
+    secrets.credentials_in_url("http://127.0.0.1:8000/v1", "E")
+    assert secrets._known == {}
+    assert secrets.redact("the field is empty, none of them") == "the field is empty, none of them"
+    with attack("secrets", "a password in a URL whose port is not a number (urlsplit refuses it)",
+                "the user part is read by hand and its password registered"):
+        secrets.credentials_in_url(f"http://owrl:{URL_PASSWORD}@127.0.0.1:port/v1", "E")
+        assert secrets.redact(f"cannot reach owrl:{URL_PASSWORD}@127.0.0.1") == \
+            "cannot reach owrl:{{secret:E_PASSWORD}}@127.0.0.1"
+
+
 def test_policy_options_never_show_even_when_the_endpoint_quotes_them(owrl_page_server, tmp_path):
     """serve.md: policy options (which may hold credentials) are kept in the store and never
     shown. An endpoint that echoes the key in its error, and a base URL that carries a password,
