@@ -178,6 +178,39 @@ def test_a_recorded_login_replays_and_never_holds_the_password(tmp_path, owrl_pa
     assert grep_folder(tmp_path, PASSWORD) == []
 
 
+SHOWN_PASSWORDS = """<!doctype html><title>Security</title>
+<h1>Security</h1>
+<label for="pw">Current password</label> <input id="pw" name="password" type="text" autocomplete="current-password">
+<label for="pin">New PIN</label> <input id="pin" name="pin" type="text" autocomplete="new-password">
+<button onclick="document.getElementById('s').textContent = 'Settings saved'">Save</button> <p id="s"></p>"""
+
+
+@needs_chromium
+def test_a_password_field_shown_as_text_is_still_a_secret(tmp_path, owrl_page_server):
+    """A "show password" toggle makes a password field type=text; its autocomplete still says
+    what it holds, and the recorder keeps the value out of the flow and its partial file."""
+    base = owrl_page_server({"/security": SHOWN_PASSWORDS})
+    out = tmp_path / "rec" / "security.json"
+    pin = "Heron-5521-pin"
+    seen_midway: list[str] = []
+
+    async def person(page: Any, recorder: Any) -> None:
+        await page.get_by_label("Current password").click()
+        await page.keyboard.type(PASSWORD, delay=5)
+        await page.get_by_label("New PIN").click()
+        await page.keyboard.type(pin, delay=5)
+        await asyncio.sleep(1.0)
+        seen_midway.extend(grep_folder(tmp_path, PASSWORD) + grep_folder(tmp_path, pin))
+        await page.get_by_role("button", name="Save").click()
+        await page.get_by_text("Settings saved").wait_for()
+
+    flow = asyncio.run(record(base + "security", out, person))
+    writes = [c for c in calls_of(flow) if c["name"] == "write"]
+    assert [w["arguments"]["message"] for w in writes] == ["{{secret:PASSWORD}}", "{{secret:PIN}}"], writes
+    assert not any("expect" in w for w in writes)
+    assert seen_midway == [] and grep_folder(tmp_path, PASSWORD) == [] and grep_folder(tmp_path, pin) == []
+
+
 @needs_chromium
 def test_input_fields_become_placeholders_with_the_typed_default(tmp_path, owrl_page_server):
     base = owrl_page_server({"/login": LOGIN, "/account": ACCOUNT})
