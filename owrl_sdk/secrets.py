@@ -96,6 +96,13 @@ def credentials_in_url(url: Optional[str], name: str) -> None:
     register(password, f"{name}_PASSWORD")
 
 
+def register_endpoint(api_key: Optional[str], url: Optional[str]) -> None:
+    """An HTTP endpoint's credentials as secrets: its key and the password in its URL (an
+    error it answers may quote what it was sent)."""
+    register(api_key, "OPENAI_API_KEY")
+    credentials_in_url(url, "OPENAI_BASE_URL")
+
+
 def resolution_count() -> int:
     """How many placeholders were resolved in this process so far (it only grows)."""
     return _resolutions

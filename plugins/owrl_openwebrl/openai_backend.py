@@ -33,9 +33,7 @@ class OpenAIBackend:
             raise ConfigError("the openai backend needs a base URL: set OWRL_OPENAI_BASE_URL or "
                               "[plugins.openai] base_url (e.g. http://127.0.0.1:8000/v1)")
         self.api_key = api_key or env.api_key or "none"
-        # an endpoint's error may quote what it was sent: its key and URL are secrets from here on
-        secrets.register(api_key or env.api_key, "OPENAI_API_KEY")
-        secrets.credentials_in_url(self.base_url, "OPENAI_BASE_URL")
+        secrets.register_endpoint(api_key or env.api_key, self.base_url)
         self.model = model or env.model or "default"
         self.timeout = timeout
         self.retries = retries

@@ -49,9 +49,9 @@ class AdapterPublisher:
         self.base_url = base_url.rstrip("/")
         self.root = Path(root)
         self.name = name
-        self.api_key = api_key or openai_endpoint().api_key or "none"
-        secrets.register(api_key or openai_endpoint().api_key, "OPENAI_API_KEY")  # an error may quote it
-        secrets.credentials_in_url(base_url, "OPENAI_BASE_URL")
+        api_key = api_key or openai_endpoint().api_key
+        self.api_key = api_key or "none"
+        secrets.register_endpoint(api_key, base_url)
         self.keep = keep
         self.timeout = timeout
         self.loaded: list[int] = []
