@@ -38,7 +38,9 @@ and the reward has no clock in it.
 It prints a table (success with 95% Wilson intervals per stage, per family), the time
 per phase, and writes ``results.json``, ``learning_curve.png`` and the adapters to --out;
 ``results.json`` is written after every evaluation and RL iteration too (``"finished":
-false`` until the end), so a run stopped midway keeps what it measured.
+false`` until the end), so a run stopped midway keeps what it measured. A run stopped in
+its RL stage (or run with ``--until sft``) can be taken on from its SFT adapter with
+``--from-sft DIR``: the same settings give the RL a whole run would have played.
 """
 
 from __future__ import annotations
@@ -242,6 +244,10 @@ def main() -> None:
                          "(bench/bench_autocast.py); the figures are not those of float32")
     ap.add_argument("--skip-baseline", action="store_true", help="no baseline evaluation (for calibration runs)")
     ap.add_argument("--until", choices=["sft", "rl"], default="rl", help="stop after this stage (sft: no RL)")
+    ap.add_argument("--from-sft", metavar="DIR",
+                    help="start at RL from the SFT adapter and SFT evaluation of an earlier run with the same "
+                         "settings (one stopped in its RL stage, or run with --until sft); the RL that follows "
+                         "is the one a whole run would have played")
     args = ap.parse_args()
     if args.expect_reward and args.expectations == "off":
         print("warning: --expect-reward without --expectations on: the demonstrations state no expectation, "
@@ -282,6 +288,9 @@ def main() -> None:
     unknown = sorted(set(memories) - set(plugins.catalogue.items["memories"]))
     if unknown:
         sys.exit(f"unknown memories: {', '.join(unknown)}")
+    if args.from_sft and (args.eval_adapter or args.until == "sft"):
+        sys.exit("--from-sft starts at RL: it goes with neither --eval-adapter nor --until sft")
+    earlier = read_sft_run(Path(args.from_sft), args, sizes, Path(args.out)) if args.from_sft else None
     if args.check:
         print(f"ready: {len(families)} families ({len(sft_families)} demonstrated), sizes {sizes}")
         return
@@ -348,27 +357,33 @@ def main() -> None:
                 print(f"   against default on the same {m['pairs']} episodes: {m['gained']} gained, {m['lost']} lost, "
                       f"exact McNemar p = {m['p_value']:.2g}")
         return
-    if not args.skip_baseline:
-        results["stages"]["baseline"] = phases.run("baseline eval", evaluate, "baseline", rollouts, args.baseline_steps)
-        checkpoint()
-
-    # ---------------------------------------------------------------- demonstrations and SFT
     oracle = RefOracle(settings, expect=args.expectations == "on")
-    demo_items = [(f"{f}#{s}", tasks[f], s) for f in sft_families
-                  for s in range(DEMO_SEED0, DEMO_SEED0 + sizes["demos"])]
-    demos = phases.run("oracle demonstrations", run, rollouts.collect(oracle, demo_items, args.max_steps, out / "demos"))
-    solved = [t for t in demos if t.judgements and t.judgements[-1].success]
-    tools = list(plugins.catalogue.items["tools"].values())
-    samples = [s for t in solved for s in trajectory_samples(t, tools=tools, render=greedy.prompt)]
-    print(f"   {len(solved)}/{len(demos)} demonstrations solved, {len(samples)} samples", flush=True)
-    results["demonstrations"] = {"episodes": len(demos), "solved": len(solved), "samples": len(samples)}
-    sft_cfg = SFTConfig(model=str(model_path), out=out / "sft", lora_r=args.lora_r, epochs=sizes["sft_epochs"],
-                        lr=args.sft_lr, batch_size=4, grad_accum=1, save_every=10 ** 6, seed=args.seed)
-    sft = phases.run("SFT", train_sft, samples, sft_cfg, model=model)
-    results["sft"] = sft
-    print(f"   {sft['steps']} steps, final loss {sft['final_loss']:.4f}", flush=True)
-    results["stages"]["sft"] = phases.run("SFT eval", evaluate, "sft")
-    checkpoint()
+    if earlier is not None:
+        resume_sft(earlier, Path(args.from_sft), out, model, results)
+        checkpoint()
+    else:
+        if not args.skip_baseline:
+            results["stages"]["baseline"] = phases.run("baseline eval", evaluate, "baseline", rollouts,
+                                                       args.baseline_steps)
+            checkpoint()
+
+        # ------------------------------------------------------------ demonstrations and SFT
+        demo_items = [(f"{f}#{s}", tasks[f], s) for f in sft_families
+                      for s in range(DEMO_SEED0, DEMO_SEED0 + sizes["demos"])]
+        demos = phases.run("oracle demonstrations", run,
+                           rollouts.collect(oracle, demo_items, args.max_steps, out / "demos"))
+        solved = [t for t in demos if t.judgements and t.judgements[-1].success]
+        tools = list(plugins.catalogue.items["tools"].values())
+        samples = [s for t in solved for s in trajectory_samples(t, tools=tools, render=greedy.prompt)]
+        print(f"   {len(solved)}/{len(demos)} demonstrations solved, {len(samples)} samples", flush=True)
+        results["demonstrations"] = {"episodes": len(demos), "solved": len(solved), "samples": len(samples)}
+        sft_cfg = SFTConfig(model=str(model_path), out=out / "sft", lora_r=args.lora_r, epochs=sizes["sft_epochs"],
+                            lr=args.sft_lr, batch_size=4, grad_accum=1, save_every=10 ** 6, seed=args.seed)
+        sft = phases.run("SFT", train_sft, samples, sft_cfg, model=model)
+        results["sft"] = sft
+        print(f"   {sft['steps']} steps, final loss {sft['final_loss']:.4f}", flush=True)
+        results["stages"]["sft"] = phases.run("SFT eval", evaluate, "sft")
+        checkpoint()
     if args.until == "sft":
         finish(results, phases, sizes, sft_families, heldout, model_path, args, out)
         run(rollouts.close())
@@ -405,6 +420,55 @@ def main() -> None:
     run(rollouts.close())
     model.save_adapter(out / "adapter-rl")
     finish(results, phases, sizes, sft_families, heldout, model_path, args, out)
+
+
+#: The arguments that shape the SFT adapter or its evaluation: a run resumed with --from-sft
+#: must agree with the earlier run on each (the RL settings may differ).
+SFT_ARGS = ("quick", "model", "sft_families", "heldout_families", "max_steps", "sft_lr", "feedback", "expectations",
+            "lora_r", "lora_layers", "max_new_tokens", "workers", "seed", "threads", "autocast")
+
+
+def read_sft_run(folder: Path, args: Any, sizes: dict[str, int], out: Path) -> dict[str, Any]:
+    """The results of an earlier run to start RL from, after checking it has an SFT adapter
+    and SFT evaluation made with the settings of this one; exits with what differs."""
+    if folder.resolve() == out.resolve():
+        sys.exit(f"--from-sft {folder}: the same folder as --out, which a run empties first; give another --out")
+    path = folder / "results.json"
+    try:
+        earlier = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        sys.exit(f"--from-sft {folder}: cannot read {path} ({e})")
+    adapter = folder / "sft" / "adapter" / "adapter_model.safetensors"
+    if "sft" not in earlier.get("stages", {}) or not adapter.is_file():
+        sys.exit(f"--from-sft {folder}: that run did not finish its SFT evaluation (no SFT stage or no {adapter})")
+    theirs = earlier.get("args", {})
+    differ = [f"--{k.replace('_', '-')} {theirs.get(k)!r} there, {getattr(args, k)!r} here"
+              for k in SFT_ARGS if theirs.get(k) != getattr(args, k)]
+    differ += [f"--{k.replace('_', '-')} {earlier.get('sizes', {}).get(k)!r} there, {sizes[k]!r} here"
+               for k in ("eval_seeds", "demos", "sft_epochs") if earlier.get("sizes", {}).get(k) != sizes[k]]
+    if differ:
+        sys.exit(f"--from-sft {folder}: made with other settings, so its SFT is not this run's: " + "; ".join(differ))
+    return earlier
+
+
+def resume_sft(earlier: dict[str, Any], folder: Path, out: Path, model: Any, results: dict[str, Any]) -> None:
+    """Take the earlier run's SFT adapter (loaded into ``model``), its evaluations (baseline
+    and SFT, figures and trajectories) and its SFT figures, as if this run had made them;
+    where they came from is in ``results["from_sft"]``."""
+    for part in ("sft", "eval-sft", "eval-baseline", "demos"):
+        if (folder / part).is_dir():
+            shutil.copytree(folder / part, out / part)
+    model.load_adapter_weights(out / "sft" / "adapter")
+    for stage in ("baseline", "sft"):
+        if stage in earlier["stages"]:
+            results["stages"][stage] = earlier["stages"][stage]
+    for key in ("demonstrations", "sft"):
+        if key in earlier:
+            results[key] = earlier[key]
+    results["from_sft"] = {"folder": str(folder), "commit": earlier.get("commit"), "seconds": earlier.get("seconds")}
+    sft = earlier["stages"]["sft"]
+    print(f"== SFT from {folder} (commit {earlier.get('commit')}): {sft['successes']}/{sft['n']} = {sft['rate']:.0%}",
+          flush=True)
 
 
 def source_commit() -> str | None:

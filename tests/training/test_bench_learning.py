@@ -181,6 +181,22 @@ def test_a_whole_run_on_a_tiny_model_and_a_run_stopped_midway_keeps_what_it_meas
     assert part["stages"]["sft"]["episodes"] == whole["stages"]["sft"]["episodes"]
     read = subprocess.run([*seeds, str(cut)], capture_output=True, text=True, timeout=120)
     assert read.returncode == 0 and "did not finish; it reached baseline, sft" in read.stderr, read.stderr
+    # taken on from its SFT adapter: the RL the whole run played, to the last bit of the adapter
+    resumed = tmp_path / "resumed"
+    subprocess.run([sys.executable, str(BENCH / "bench_learning.py"), "--model", tiny, "--out", str(resumed), *TINY_RUN,
+                    "--from-sft", str(cut)], check=True, capture_output=True, text=True, timeout=600)
+    taken = json.loads((resumed / "results.json").read_text())
+    assert taken["finished"] and taken["from_sft"]["folder"] == str(cut) and list(taken["stages"]) == ["baseline", "sft", "rl"]
+    again = subprocess.run([*seeds, str(done), str(resumed), "--same"], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "the same figures" in again.stdout, again.stdout + again.stderr
+    assert (resumed / weights).read_bytes() == (done / weights).read_bytes()
+    # an SFT made with other settings is refused, saying which, before any model is loaded
+    other = subprocess.run([sys.executable, str(BENCH / "bench_learning.py"), "--model", tiny, "--out",
+                            str(tmp_path / "other"), *TINY_RUN, "--from-sft", str(cut), "--feedback", "status",
+                            "--demos", "2", "--check"], capture_output=True, text=True, timeout=300)
+    assert other.returncode != 0 and not (tmp_path / "other").exists()
+    assert "--feedback 'changes' there, 'status' here" in other.stderr, other.stderr
+    assert "--demos 1 there, 2 here" in other.stderr, other.stderr
 
 
 def test_mcnemar_counts_only_changed_pairs():
