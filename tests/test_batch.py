@@ -310,8 +310,12 @@ def test_ctrl_c_keeps_the_rows_done_and_the_rest_resume(tmp_path):
     (tmp_path / "rows.csv").write_text("product\nWool Beanie\nFelt Fedora\nBaseball Cap\n")
     args = ["run", "--flow", "slow.json", "--inputs", "rows.csv", "--out", "b", "--json"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("OWRL_") or k in KEEP}
+    # Ctrl-C as a terminal sends it, to a command started with SIGINT at its default: a test run
+    # started in the background inherits SIGINT ignored, and so would its child (which then
+    # rightly runs on, as any command started with `&` does)
     proc = subprocess.Popen([sys.executable, "-m", "owrl_sdk", *args], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     finished = tmp_path / "b" / "rows.jsonl"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (finished.exists() and finished.read_text().strip()):
