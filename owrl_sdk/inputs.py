@@ -253,7 +253,16 @@ def _fill(text: str, values: Mapping[str, Any], how: str) -> str:
                 value = re.escape(value)
         return value
 
-    return PLACEHOLDER.sub(one, text)
+    filled = PLACEHOLDER.sub(one, text)
+    if filled != text:
+        # each value is refused on its own when it holds a secret placeholder (resolve_inputs);
+        # here two values, or a value and the text around it, must not make one between them
+        from .secrets import PLACEHOLDER as SECRET
+
+        if sorted(SECRET.findall(filled)) != sorted(SECRET.findall(text)):
+            raise UsageError(f"the inputs filled into {text!r} make a {{{{secret:...}}}} placeholder: inputs are "
+                             "not secrets (write the placeholder in the flow itself)")
+    return filled
 
 
 def fill(text: str, values: Mapping[str, Any], url: bool = False) -> str:

@@ -102,6 +102,27 @@ def test_an_input_value_never_carries_a_secret():
         resolve_inputs({"q": InputSpec()}, {"q": "{{ secret:PASSWORD }}"}, set())
 
 
+def test_input_values_never_make_a_secret_placeholder_between_them():
+    """Each cell alone is not a placeholder, but filled in side by side (or into the text around
+    them) they would make one, which a tool would then resolve and type: refused as a whole."""
+    message = flow_from_data({"turns": [{"calls": [
+        {"name": "write", "arguments": {"selector": "#note", "text": "{{input:first}} {{input:last}}"}}]}]})
+    used = placeholders(message)
+    for first, last in [("{{secret:SHOP_PASSWORD", "}}"), ("{{", "secret:SHOP_PASSWORD}}")]:
+        values = resolve_inputs({}, {"first": first, "last": last}, used)  # neither is a placeholder alone
+        with pytest.raises(UsageError, match=r"make a \{\{secret:\.\.\.\}\} placeholder"):
+            apply_inputs(message, values)
+    around = flow_from_data({"turns": [{"calls": [
+        {"name": "write", "arguments": {"selector": "#note", "text": "{{secret:{{input:which}}}}"}}]}]})
+    with pytest.raises(UsageError, match="inputs are not secrets"):  # a cell choosing which secret
+        apply_inputs(around, resolve_inputs({}, {"which": "SHOP_PASSWORD"}, placeholders(around)))
+    # the flow's own placeholder stays, and a value that merely looks like half of one is text
+    own = flow_from_data({"turns": [{"calls": [
+        {"name": "write", "arguments": {"selector": "#note", "text": "{{secret:PIN}} {{input:note}}"}}]}]})
+    done = apply_inputs(own, resolve_inputs({}, {"note": "{{secret:"}, placeholders(own)))
+    assert done.turns[0].calls[0].arguments["text"] == "{{secret:PIN}} {{secret:"
+
+
 def test_values_are_written_as_text_and_encoded_in_urls():
     f = flow()
     values = resolve_inputs(f.inputs, {"name": "Ana & Bo", "item": "a b/c?d#e&x=1"}, placeholders(f))
