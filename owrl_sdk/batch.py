@@ -55,7 +55,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Union
 from . import secrets
 from .components import TaskSuite
 from .config import Settings, load_settings
-from .documents import Flow, load_flow, not_utf8
+from .documents import Flow, json_lines, load_flow, not_utf8
 from .errors import UsageError
 from .executors import Executor, LocalExecutor, NamedPolicy, WorkItem, WorkResult, Workload
 from .plugins import Plugins
@@ -190,7 +190,7 @@ def _read_csv(path: Path, text: str) -> list[Row]:
 def _read_jsonl(path: Path, text: str) -> list[Row]:
     rows: list[Row] = []
     contents: list[Any] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(json_lines(text), start=1):
         if not line.strip():
             continue
         try:
@@ -451,7 +451,7 @@ class Batch:
         found: dict[str, RowResult] = {}
         if not self.rows_file.exists():
             return found
-        for line in self.rows_file.read_text(encoding="utf-8", errors="replace").splitlines():
+        for line in json_lines(self.rows_file.read_text(encoding="utf-8", errors="replace")):
             try:
                 record = RowResult(**json.loads(line))
             except (json.JSONDecodeError, TypeError):

@@ -67,6 +67,13 @@ def read_text(path: Path) -> str:
         raise DocumentError(not_utf8(path, err)) from None
 
 
+def json_lines(text: str) -> list[str]:
+    """The lines of a JSON Lines text: cut at ``\n`` only (a ``\r`` before it dropped), never
+    at U+2028, U+2029 or U+0085, which ``str.splitlines`` also cuts at and which JSON keeps
+    raw inside a string (a scraped value, an answer)."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 def _read_data(path: Path) -> Any:
     text = read_text(path)
     if path.suffix in (".yaml", ".yml"):
@@ -251,6 +258,7 @@ __all__ = [
     "Flow",
     "FlowTurn",
     "check_flow_tools",
+    "json_lines",
     "load_flow",
     "load_trajectory",
     "save_trajectory",

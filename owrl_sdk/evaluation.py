@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional
 from . import secrets
 from .components import TaskSuite
 from .config import Settings
+from .documents import json_lines
 from .executors import Executor, LocalExecutor, NamedPolicy, WorkItem, Workload
 from .plugins import Plugins
 from .runner import EpisodeRecord
@@ -93,7 +94,7 @@ def read_records(path: Path) -> list[EpisodeRecord]:
     if not path.exists():
         return []
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in json_lines(path.read_text(encoding="utf-8")):
         if not line.strip():
             continue
         try:

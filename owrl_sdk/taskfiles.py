@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from .documents import format_validation_error, read_text, too_deep
+from .documents import format_validation_error, json_lines, read_text, too_deep
 from .errors import DocumentError
 from .types import Task
 
@@ -78,7 +78,7 @@ def _records(path: Path) -> list[tuple[str, Any]]:
             raise DocumentError(too_deep(path)) from None
         return [(f"record {i + 1}", rec) for i, rec in enumerate(data)]
     out: list[tuple[str, Any]] = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(json_lines(text), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:

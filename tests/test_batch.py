@@ -209,6 +209,22 @@ def test_rows_the_machinery_failed_run_again_and_failed_rows_do_not(tmp_path):
     assert again.run()["ran"] == 1
 
 
+def test_line_separators_inside_values_neither_split_rows_nor_lose_them_on_resume(tmp_path):
+    """JSON keeps U+2028, U+2029 and U+0085 raw inside a string (as rows.jsonl writes a scraped
+    value or an answer); they are not line ends, in the rows file or in the batch's own record:
+    a finished row that holds one is not run again."""
+    rows = tmp_path / "rows.jsonl"
+    names = ["Wool\u2028Beanie", "Felt\u2029Fedora", "Baseball\x85Cap"]
+    rows.write_text("".join(json.dumps({"product": n}, ensure_ascii=False) + "\n" for n in names), encoding="utf-8")
+    read = read_rows(rows)
+    assert [(r.number, r.values, r.error) for r in read] == [(i + 1, {"product": n}, None) for i, n in enumerate(names)]
+    first = Batch(FLOW, rows, tmp_path / "b", executor=Scripted(None, None)).run()  # type: ignore[arg-type]
+    assert [r["answer"] for r in first["results"]] == names  # the answer holds the separator, raw in rows.jsonl
+    assert "\u2028" in (tmp_path / "b" / "rows.jsonl").read_text(encoding="utf-8")
+    again = Batch(FLOW, rows, tmp_path / "b", executor=Scripted(None, None))  # type: ignore[arg-type]
+    assert again.pending() == [] and again.run()["ran"] == 0
+
+
 def test_a_flow_without_a_start_url(tmp_path):
     rows = tmp_path / "rows.csv"
     rows.write_text("product\nWool Beanie\n")

@@ -37,6 +37,16 @@ def test_task_file_formats_and_bad_lines(tmp_path):
         ("line 8", "not a JSON object")]
 
 
+def test_a_task_line_holding_a_line_separator_is_one_task(tmp_path):
+    """U+2028 and U+0085 are raw text inside a JSON string, not line ends of a .jsonl file."""
+    path = tmp_path / "tasks.jsonl"
+    intents = ["Find the\u2028first flight", "Book\x85it"]
+    path.write_text("".join(json.dumps({"id": f"t{i}", "intent": x, "start_url": "http://x/"}, ensure_ascii=False)
+                            + "\r\n" for i, x in enumerate(intents)), encoding="utf-8")
+    tasks, bad = load_tasks(path)
+    assert [t.intent for t in tasks] == intents and bad == []
+
+
 def test_json_array_records_are_numbered(tmp_path):
     path = tmp_path / "Online_Mind2Web.json"
     path.write_text(json.dumps([{"task_id": "1", "confirmed_task": "x", "website": "a.com"}, {"nope": 1}]))

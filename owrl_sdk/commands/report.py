@@ -35,7 +35,7 @@ def _check_eval_inputs(folder: Path) -> None:
     that is nested too deeply to parse, is an error naming that file. (A run folder's
     trajectory.json gets the same from its loader; a line that is merely not JSON is skipped
     by the report, as by ``owrl eval``.)"""
-    from owrl_sdk.documents import read_text, too_deep
+    from owrl_sdk.documents import json_lines, read_text, too_deep
     from owrl_sdk.errors import DocumentError
 
     if (folder / "trajectory.json").is_file():
@@ -45,7 +45,7 @@ def _check_eval_inputs(folder: Path) -> None:
         if not file.is_file():
             continue
         text = read_text(file)
-        for piece in text.splitlines() if name.endswith(".jsonl") else [text]:
+        for piece in json_lines(text) if name.endswith(".jsonl") else [text]:
             try:
                 data = json.loads(piece)
             except ValueError:
