@@ -352,6 +352,7 @@ class Batch:
         if not (url or self.flow.start_url):
             raise UsageError(f"{self.flow_file or 'the flow'} has no start_url: give one (or --url)")
         self._input_names: Optional[tuple[dict[str, Any], set[str]]] = None
+        self._check_common()
         self._check_columns()
         self._check_folder()
         self._check_lock()
@@ -409,6 +410,24 @@ class Batch:
             raise UsageError(f"{self.out} is being run by another process: give another --out") from None
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(str(os.getpid()))
+
+    def _check_common(self) -> None:
+        """The values for every row (``--input``) are the command's: a name the flow does not
+        take, or a value not of its input's type, stops the batch, not each row."""
+        declared, used = self._names()
+        problems: list[str] = []
+        for name, value in self.common.items():
+            if name not in declared and name not in used:
+                known = sorted(set(declared) | used)
+                problems.append(f"unknown input {name!r} (" + (f"inputs: {', '.join(known)}" if known
+                                                              else "this flow takes no inputs") + ")")
+                continue
+            try:
+                _inputs_api().resolve_inputs({name: declared[name]} if name in declared else {}, {name: value}, {name})
+            except UsageError as err:
+                problems.append(str(err).split(": ", 1)[1])
+        if problems:
+            raise UsageError(f"--input: {'; '.join(problems)}")
 
     def _check_columns(self) -> None:
         """A CSV header must name only the flow's inputs and every input it requires."""

@@ -5,6 +5,7 @@ and a five-row batch on the demo shop in a real Chromium."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -135,6 +136,28 @@ def test_a_missing_column_for_a_required_input_stops_the_batch(tmp_path):
     # and is part of the rows' keys: other --input values are other rows
     other = Batch(FLOW, rows, tmp_path / "b", common={"product": "Felt Fedora"})
     assert other.rows[0].key != batch.rows[0].key and other.rows[0].key.endswith("#0")
+    # a row's own value wins over --input's
+    both = tmp_path / "both.csv"
+    both.write_text("product\nCanvas Tote Bag\n\n")
+    mixed = Batch(FLOW, both, tmp_path / "c", common={"product": "Wool Beanie", "quantity": "3"})
+    assert mixed.prepare(mixed.rows[0]).metadata["inputs"] == {"product": "Canvas Tote Bag", "quantity": 3}
+
+
+@pytest.mark.parametrize("common, message", [
+    ({"colour": "red"}, "--input: unknown input 'colour' (inputs: product, quantity)"),
+    ({"quantity": "two"}, "--input: input 'quantity' must be"),
+    ({"product": "{{secret:SHOP_PASSWORD}}"}, "--input: input 'product' holds a {{secret:...}} placeholder"),
+])
+def test_an_input_for_every_row_that_the_flow_cannot_take_stops_the_batch(tmp_path, capsys, common, message):
+    """--input is the command's mistake, not each row's: usage error (exit 2) before any row."""
+    rows = tmp_path / "rows.csv"
+    rows.write_text("product\nWool Beanie\n")
+    with pytest.raises(UsageError, match=re.escape(message)):
+        Batch(FLOW, rows, tmp_path / "b", common=common)
+    (name, value), = common.items()
+    code, _, err = cli(capsys, "run", "--flow", str(FLOW), "--inputs", str(rows), "--input", f"{name}={value}",
+                       "--out", str(tmp_path / "b"))
+    assert code == 2 and message in err and not (tmp_path / "b").exists()
 
 
 @pytest.mark.parametrize("args, message", [
