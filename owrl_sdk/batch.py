@@ -290,6 +290,16 @@ def outputs_of(trajectory: Optional[Trajectory]) -> dict[str, Any]:
     return {}
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
 def default_out(flow_name: str, runs_dir: Union[str, Path] = "runs") -> Path:
     """``runs/batch-<timestamp>-<flow name>``."""
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -352,6 +362,7 @@ class Batch:
         if not (url or self.flow.start_url):
             raise UsageError(f"{self.flow_file or 'the flow'} has no start_url: give one (or --url)")
         self._input_names: Optional[tuple[dict[str, Any], set[str]]] = None
+        self._lock_fd: Optional[int] = None
         self._check_common()
         self._check_columns()
         self._check_folder()
@@ -377,39 +388,68 @@ class Batch:
         return self.out / "batch.lock"
 
     def _owner(self) -> Optional[int]:
-        """The pid of another live process running this folder's batch, if any."""
+        """The pid written in ``batch.lock``, if any (whether it still runs: :meth:`_held`)."""
         try:
             pid = int(self.lock_file.read_text(encoding="utf-8").strip() or 0)
         except (OSError, ValueError):
             return None
-        if pid <= 0 or pid == os.getpid():
-            return None
+        return pid if pid > 0 else None
+
+    def _lock(self) -> Optional[int]:
+        """Open ``batch.lock`` and hold it (an exclusive ``flock``, which the system releases when
+        the holder dies): its descriptor, or None when another holds it. Without ``flock`` (not
+        POSIX) the file's pid decides, as a live process that wrote it."""
         try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None  # a lock left by a process that died
-        except PermissionError:
-            pass
-        return pid
+            import fcntl
+        except ImportError:  # pragma: no cover - not on POSIX
+            pid = self._owner()
+            if pid is not None and pid != os.getpid() and _alive(pid):
+                return None
+            return os.open(self.lock_file, os.O_CREAT | os.O_RDWR, 0o644)
+        while True:
+            fd = os.open(self.lock_file, os.O_CREAT | os.O_RDWR, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                return None
+            try:
+                same = os.fstat(fd).st_ino == os.stat(self.lock_file).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                return fd
+            os.close(fd)  # its holder removed the file as this one opened it: take the new one
+
+    def _refuse(self) -> UsageError:
+        pid = self._owner()
+        return UsageError(f"{self.out} is being run by another process" + (f" (pid {pid})" if pid else "")
+                          + ": wait for it to end, or give another --out")
 
     def _check_lock(self) -> None:
-        pid = self._owner()
-        if pid is not None:
-            raise UsageError(f"{self.out} is being run by another process (pid {pid}): wait for it to end, "
-                             "or give another --out")
+        """Refuse a folder whose batch another command (or another Batch) runs now."""
+        if not self.lock_file.exists():
+            return
+        fd = self._lock()
+        if fd is None:
+            raise self._refuse()
+        os.close(fd)  # a lock left by a process that died: free
 
     def _take_lock(self) -> None:
-        """Hold ``batch.lock`` (this process's pid) while rows run: two commands on one folder
-        would run the same rows twice. A lock whose process is gone is taken over."""
-        self._check_lock()
-        self.lock_file.unlink(missing_ok=True)
-        try:
-            fd = os.open(self.lock_file, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:  # another process took it between the check and now
-            self._check_lock()
-            raise UsageError(f"{self.out} is being run by another process: give another --out") from None
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(str(os.getpid()))
+        """Hold ``batch.lock`` (its content: this process's pid) while rows run: two commands on
+        one folder would run the same rows twice. A lock whose process is gone is taken over."""
+        fd = self._lock()
+        if fd is None:
+            raise self._refuse()
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            self.lock_file.unlink(missing_ok=True)  # while still held: who opens it next makes a new one
+            os.close(fd)
 
     def _check_common(self) -> None:
         """The values for every row (``--input``) are the command's: a name the flow does not
@@ -545,7 +585,7 @@ class Batch:
             try:
                 summary = self.write_summary()
             finally:
-                self.lock_file.unlink(missing_ok=True)
+                self._release_lock()
         return summary
 
     def run(self) -> dict[str, Any]:

@@ -263,17 +263,59 @@ def test_a_flow_without_a_start_url(tmp_path):
 def test_a_folder_another_process_runs_is_refused(tmp_path):
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"quantity": 1}\n')
-    (tmp_path / "b").mkdir()
-    (tmp_path / "b" / "batch.lock").write_text(str(os.getppid()))  # a live process that is not this one
-    with pytest.raises(UsageError) as err:
-        Batch(FLOW, rows, tmp_path / "b")
-    assert str(err.value) == (f"{tmp_path / 'b'} is being run by another process (pid {os.getppid()}): wait for it "
-                              "to end, or give another --out")
+    holder = subprocess.Popen(  # another process that runs the folder's batch (holds its lock) until told
+        [sys.executable, "-c", "import sys; from owrl_sdk.batch import Batch; "
+         f"b = Batch({str(FLOW)!r}, {str(rows)!r}, {str(tmp_path / 'b')!r}); b.out.mkdir(); b._take_lock(); "
+         "print('held', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(UsageError) as err:
+            Batch(FLOW, rows, tmp_path / "b")
+        assert str(err.value) == (f"{tmp_path / 'b'} is being run by another process (pid {holder.pid}): wait for "
+                                  "it to end, or give another --out")
+    finally:
+        holder.kill()  # dies holding it: the file stays, with its pid, and the system frees the lock
+        holder.wait()
+    assert (tmp_path / "b" / "batch.lock").read_text() == str(holder.pid)
     # a lock left by a process that died is taken over, and released at the end
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    (tmp_path / "b" / "batch.lock").write_text(dead.stdout.strip())
     summary = Batch(FLOW, rows, tmp_path / "b", executor=NoBrowser(None, None)).run()  # type: ignore[arg-type]
     assert summary["failed"] == 1 and not (tmp_path / "b" / "batch.lock").exists()
+
+
+def test_of_many_batches_taking_one_folder_at_once_exactly_one_runs(tmp_path):
+    """Two commands that both found the lock free (or left by a dead process) must not both
+    take it: each holds it only if the system's lock on the very file named batch.lock is its."""
+    import threading
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"quantity": 1}\n')
+    (tmp_path / "b").mkdir()
+    for stale in ["", "999999999"]:  # no lock, then one a dead process left
+        if stale:
+            (tmp_path / "b" / "batch.lock").write_text(stale)
+        batches = [Batch(FLOW, rows, tmp_path / "b") for _ in range(8)]  # each checked: free
+        start = threading.Barrier(len(batches))
+        took: list[Batch] = []
+        refused: list[str] = []
+
+        def take(batch: Batch, start: threading.Barrier, took: list, refused: list) -> None:
+            start.wait()
+            try:
+                batch._take_lock()
+                took.append(batch)
+            except UsageError as err:
+                refused.append(str(err))
+
+        threads = [threading.Thread(target=take, args=(b, start, took, refused)) for b in batches]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(took) == 1 and len(refused) == 7, (took, refused)
+        assert all("is being run by another process" in r for r in refused)
+        took[0]._release_lock()
+        assert not (tmp_path / "b" / "batch.lock").exists()
 
 
 def test_a_folder_of_another_flow_is_not_resumed(tmp_path):
