@@ -50,6 +50,7 @@ class ScriptedPolicy(Policy):
     """Plays the turns of a flow in order; stops at the first failed expectation or call."""
 
     name = FLOW_POLICY
+    stops_turn_on_error = True  # the calls after a failed one were planned for a page that is not there
 
     def __init__(self, settings: "Settings", flow: Union[Flow, str, None] = None, **options: Any):
         super().__init__(settings, **options)
@@ -106,6 +107,11 @@ class HealingPolicy(Policy):
         self.script = ScriptedPolicy(settings, flow=flow)
         self.healer = healer
         self.healed_at: Optional[int] = None
+
+    @property
+    def stops_turn_on_error(self) -> bool:  # type: ignore[override]
+        """The flow's rule while it plays, the healer's once it has taken over."""
+        return self.script.stops_turn_on_error if self.healed_at is None else self.healer.stops_turn_on_error
 
     def info(self) -> PolicyInfo:
         inner = self.healer.info()

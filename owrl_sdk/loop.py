@@ -234,6 +234,8 @@ class Episode:
                 continue
             if record.verdict is not None and not record.verdict.ok:
                 stop_reason = f"skipped: the expectation of {call.name} failed"
+            elif record.result is not None and not record.result.ok and self.policy.stops_turn_on_error:
+                stop_reason = f"skipped: {call.name} failed"
         step.feedback = "\n".join(_describe(r) for r in step.calls)
         if stop_reason == "episode ended":
             return final

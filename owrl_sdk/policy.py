@@ -23,6 +23,11 @@ class Policy:
         self.settings = settings
         self.options = options
 
+    #: Whether a call that fails with an error skips the rest of its turn, as a failed
+    #: expectation always does. Off for a model, which reads every call's error and decides
+    #: again; a scripted flow turns it on, so that no call runs after one that failed.
+    stops_turn_on_error: bool = False
+
     #: Lines for the trajectory's warnings (e.g. an interface that is only approximate); a
     #: policy that has some sets its own list.
     warnings: Sequence[str] = ()

@@ -19,12 +19,12 @@ PAGES = {
 }
 
 
-def make_episode(plugins, settings, turns, env=None, limits=None, sinks=()):
+def make_episode(plugins, settings, turns, env=None, limits=None, sinks=(), policy=None):
     task = Task(id="t1", intent="find results", start_url="fake://home")
     env = env or FakeEnv(PAGES)
     memory = plugins.catalogue.get("memories", "default")(settings)
     tools = list(plugins.catalogue.items["tools"].values()) + [Go()]
-    policy = ListPolicy(settings, turns=turns)
+    policy = policy or ListPolicy(settings, turns=turns)
     ep = Episode(
         task=task, env=env, policy=policy, memory=memory, tools=tools,
         hooks=plugins.for_task(task, extra=[StepCallback(s) for s in sinks]), limits=limits or EpisodeLimits(),
@@ -108,6 +108,35 @@ async def test_failed_expectation_ends_the_turn(plugins, settings):
     assert "not run" in first.feedback
     assert env.executed == ["go", "done"]  # the skipped calls never ran
     assert traj.outcome.answer == "after"
+
+
+async def test_a_flow_runs_no_call_after_one_that_failed_where_a_model_reads_on(plugins, settings):
+    """A flow's turn was planned for the page it recorded: after a call fails with an error the
+    rest of the turn is skipped (a model's turn is not: it reads each error, as above). With a
+    healer, the flow's rule holds until the hand-over, the healer's after it."""
+    from owrl_sdk.documents import flow_from_data
+    from owrl_sdk.flowplayer import HealingPolicy, ScriptedPolicy
+
+    flow = flow_from_data({"turns": [
+        {"calls": [{"name": "go", "arguments": {"to": "fake://nope"}}, {"name": "go", "arguments": {"to": "fake://results"}},
+                   {"name": "done", "arguments": {"response": "paid"}}]}]})
+    ep, env, _ = make_episode(plugins, settings, [], policy=ScriptedPolicy(settings, flow=flow))
+    traj = await ep.run()
+    calls = traj.steps[0].calls
+    assert calls[0].result.error == "no page fake://nope"
+    assert [r.skipped for r in calls] == [False, True, True]
+    assert calls[1].skip_reason == "skipped: go failed"
+    assert env.executed == ["go"] and env.page.url == "fake://home"  # neither the second go nor done ran
+    assert traj.outcome.status == "fail" and traj.outcome.failure.kind == "policy.gave_up"
+    assert traj.outcome.failure.detail == "flow stopped: go: no page fake://nope"
+
+    healer = ListPolicy(settings, turns=[Turn(calls=[call("go", to="fake://nope"), call("go", to="fake://results"),
+                                                     call("done", response="3 results")])])
+    ep, env, _ = make_episode(plugins, settings, [], policy=HealingPolicy(settings, flow=flow, healer=healer))
+    traj = await ep.run()
+    assert [r.skipped for r in traj.steps[0].calls] == [False, True, True]  # the flow's turn
+    assert [r.skipped for r in traj.steps[1].calls] == [False, False, False]  # the healer's
+    assert traj.outcome.status == "success" and traj.outcome.answer == "3 results"
 
 
 @pytest.mark.parametrize("stage", ["reset", "observe", "tool"])
