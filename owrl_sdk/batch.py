@@ -380,7 +380,9 @@ class Batch:
     def _names(self) -> tuple[dict[str, Any], set[str]]:
         """The flow's declared inputs and the names its placeholders use (read once)."""
         if self._input_names is None:
-            self._input_names = (_declared(self.flow), set(_inputs_api().placeholders(self.flow)))
+            api = _inputs_api()  # the flow's placeholders and those of the address given for it (--url)
+            self._input_names = (_declared(self.flow),
+                                 set(api.placeholders(self.flow)) | set(api.PLACEHOLDER.findall(self.url or "")))
         return self._input_names
 
     @property
@@ -539,7 +541,7 @@ class Batch:
         except UsageError as err:  # "pass --input NAME=..." is the command line's remedy, not a row's
             why = re.sub(r"pass --input (\w+)=\.\.\.", r"give \1 a value in this row", str(err))
             return self._failed(row, why, inputs=row.values)
-        start = self.url or flow.start_url or ""
+        start = api.fill(self.url, values, url=True) if self.url else (flow.start_url or "")
         resolved = self.plugins.resolve_url(start)
         metadata = {FLOW_METADATA: flow.model_dump(mode="json", by_alias=True, exclude_none=True),
                     "inputs": values, "batch_row": row.number, "batch_key": row.key}

@@ -177,7 +177,8 @@ class Flow(BaseModel):
             raise DocumentError("trajectory has no calls to replay")
         # a plugin scheme (demo:shop) as the user gave it: the resolved address was this run's
         start = traj.task.metadata.get("given_start_url") or traj.task.start_url
-        return cls(task=traj.task.intent, start_url=start, turns=turns)
+        # the outputs the run was checked against stay required of the replay
+        return cls(task=traj.task.intent, start_url=start, output_schema=traj.task.output_schema, turns=turns)
 
 
 def flow_from_data(data: Any, source: str = "flow") -> Flow:

@@ -258,6 +258,35 @@ def test_a_flow_without_a_start_url(tmp_path):
     assert str(err.value) == f"{flow} has no start_url: give one (or --url)"
     batch = Batch(flow, rows, tmp_path / "b", url="http://127.0.0.1:9/")  # --url gives it
     assert batch.prepare(batch.rows[0]).start_url == "http://127.0.0.1:9/"
+    # a placeholder in --url takes each row's value (encoded), and its column is an input
+    filled = Batch(flow, rows, tmp_path / "b", url="http://127.0.0.1:9/search?q={{input:product}}")
+    assert filled.prepare(filled.rows[0]).start_url == "http://127.0.0.1:9/search?q=Wool%20Beanie"
+    only_url = tmp_path / "only-url.csv"
+    only_url.write_text("product,shop\nWool Beanie,127.0.0.1:9\n")
+    both = Batch(flow, only_url, tmp_path / "c", url="http://{{input:shop}}/p/{{input:product}}")
+    assert both.prepare(both.rows[0]).start_url == "http://127.0.0.1:9/p/Wool%20Beanie"
+
+
+def test_a_batch_reads_the_flows_start_url_as_a_single_run_does(tmp_path, capsys, monkeypatch):
+    """A relative file becomes a file:// address (run from the folder it is in), and an address
+    that cannot be one stops the batch before any browser, naming the flow's field."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "page.html").write_text("<title>Local page</title><p>hello</p>")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("{}\n")
+    flow = tmp_path / "local.json"
+    flow.write_text(json.dumps({"start_url": "page.html", "turns": [{"calls": [
+        {"name": "done", "arguments": {"response": "read"}}]}]}))
+    code, out, err = cli(capsys, "run", "--flow", str(flow), "--inputs", str(rows), "--out", "b", "--json")
+    assert code == 0, err
+    (row,) = json.loads(out)["results"]
+    assert row["status"] == "success"
+    traj = json.loads((Path(row["run_dir"]) / "trajectory.json").read_text())
+    assert traj["task"]["start_url"] == (tmp_path / "page.html").as_uri()
+    flow.write_text(json.dumps({"start_url": "http://", "turns": [{"calls": [{"name": "done"}]}]}))
+    code, _, err = cli(capsys, "run", "--flow", str(flow), "--inputs", str(rows), "--out", "c")
+    assert code == 2 and f"{flow}: start_url 'http://' is not a valid address: it names no host" in err, err
+    assert not (tmp_path / "c").exists()
 
 
 def test_a_folder_another_process_runs_is_refused(tmp_path):

@@ -119,6 +119,10 @@ def test_flow_from_trajectory_replays_what_ran():
     flow = Flow.from_trajectory(traj)
     assert [c.name for c in flow.turns[0].calls] == ["click"]
     assert flow.start_url == traj.task.start_url
+    assert flow.output_schema is None
+    schema = {"type": "object", "required": ["price"]}
+    traj.task.output_schema = schema  # a flow's schema travels with its task: the replay keeps it
+    assert Flow.from_trajectory(traj).output_schema == schema
 
 
 def test_element_visible_shorthand():

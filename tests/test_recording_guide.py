@@ -287,6 +287,9 @@ def test_the_guide_runs_as_written(tmp_path):
     healed = result(broken_env + "owrl run --flow add-shirt.json --input qty=1 --out runs --heal-with openwebrl")
     assert healed.returncode == 0, healed.stdout[-3000:] + healed.stderr[-3000:]
     assert "flow repaired: add-shirt.v2.json" in healed.stdout
+    healed_dir = Path(re.search(r"run folder: (\S+)", healed.stdout).group(1))  # type: ignore[union-attr]
+    on_disk = json.loads((tmp_path / healed_dir / "trajectory.json").read_text())
+    assert on_disk["metadata"]["repaired_flow"] == "add-shirt.v2.json"  # the run folder says where it went
     assert len(healer.requests) == 2  # the flow broke once: the healer decided the last two turns
     asked = json.dumps(healer.requests[0][2])  # what the healer was shown: the failure and the page
     assert 'no element matches it' in asked and '"image_url": {"url": "data:image/jpeg;base64,' in asked

@@ -213,6 +213,10 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
         target = next_flow_version(flow_file)
         target.write_text(repaired.to_json(), encoding="utf-8")
         traj.metadata["repaired_flow"] = str(target)
+        if traj.metadata.get("run_dir"):  # the run folder was written before the repair: again, with it
+            from owrl_sdk.documents import save_trajectory
+
+            save_trajectory(traj, Path(traj.metadata["run_dir"]) / "trajectory.json")
         console.print(f"[green]flow repaired:[/green] {escape(str(target))}", highlight=False, soft_wrap=True)
     run_dir = traj.metadata.get("run_dir")
     failure = outcome.failure.model_dump() if outcome.failure else None
@@ -410,7 +414,15 @@ def run_batch(flow_file: Optional[str], inputs_file: Optional[str], workers: Opt
     def note(text: str) -> None:
         console.print(escape(text), highlight=False, soft_wrap=True)
 
-    start = resolve_url(url, note=note, given_as="--url", plugins=plugins) if url else None
+    if url:
+        start: Optional[str] = resolve_url(url, note=note, given_as="--url", plugins=plugins)
+    else:  # the flow's own address, read as a single run reads it (a row's values fill a placeholder in it)
+        from owrl_sdk.documents import load_flow
+        from owrl_sdk.inputs import PLACEHOLDER
+
+        own = load_flow(flow_file).start_url
+        start = None if not own or PLACEHOLDER.search(own) else resolve_url(
+            own, note=note, given_as=f"{flow_file}: start_url", plugins=plugins)
     counts = {"ok": 0, "failed": 0}
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), console=console)
