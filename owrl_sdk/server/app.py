@@ -33,7 +33,7 @@ from ..errors import UsageError
 from ..flowplayer import FLOW_POLICY
 from ..plugins import Plugins
 from .jobs import Job, JobStatus, JobStore
-from .runner import RESERVED_OPTIONS, InputsError, JobEnded, JobNotFound, JobRunner, SpecError, resolve_job_inputs
+from .runner import InputsError, JobEnded, JobNotFound, JobRunner, SpecError, resolve_job_inputs
 
 PUBLIC_PATHS = frozenset({"/health", "/openapi.json"})
 
@@ -262,9 +262,7 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         """Queue a task for a policy. Answers at once; poll the job or stream its steps."""
         policy = body.policy or runner.settings.policy
         runner.check_policy(policy)
-        reserved = [k for k in body.policy_options if k in RESERVED_OPTIONS]
-        if reserved:
-            raise SpecError(("body", "policy_options", reserved[0]), f"'{reserved[0]}' is not a policy option here")
+        runner.check_policy_options(policy, body.policy_options, body.model, ("body", "policy_options"))
         allowed = runner.check_domains(list(body.allowed_domains), ("body", "allowed_domains"))
         runner.check_start_url(body.start_url, allowed, ("body", "start_url"))
         spec = {"task": body.task, "start_url": body.start_url, "policy": policy, "policy_options": body.policy_options,

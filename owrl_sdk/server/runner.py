@@ -48,8 +48,20 @@ HEARTBEAT = 15.0
 CANCEL_WAIT = 20.0
 #: Keys of policy_options that would clash with the Agent's own arguments.
 RESERVED_OPTIONS = ("settings", "plugins", "memory", "env_factory", "flow")
+#: How the operator lets jobs open local files (owrl serve --help says the same).
+LOCAL_FILES_HINT = "OWRL_SERVE_ALLOW_LOCAL_FILES=1"
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def _local_path(text: str) -> bool:
+    """Whether a model given by name is a path on this machine (else an id a hub resolves)."""
+    if text.startswith(("/", ".", "~", "\\")):
+        return True
+    try:
+        return Path(text).expanduser().exists()
+    except (OSError, ValueError):  # a NUL byte, a name too long: no file of this machine
+        return False
 
 
 class SpecError(Exception):
@@ -208,6 +220,37 @@ class JobRunner:
             self.plugins.catalogue.get("policies", name)
         except OwrlError as err:
             raise SpecError(("body", "policy"), str(err)) from None
+
+    def check_policy_options(self, policy: str, options: dict[str, Any], model: Optional[str],
+                             loc: tuple[str, ...]) -> None:
+        """A job's policy options (and ``model``) within what the operator allows: an option that
+        names a file or folder on the server (its field marked ``server_side``: ``file``, or a
+        ``model`` given as a path) only with local files allowed; an endpoint the server would
+        call (``endpoint``) only inside the server's allowed domains. What a job may not set,
+        the operator sets in the server's settings (``[plugins.NAME]``, ``OWRL_*``)."""
+        reserved = [k for k in options if k in RESERVED_OPTIONS]
+        if reserved:
+            raise SpecError(loc + (reserved[0],), f"'{reserved[0]}' is not a policy option here")
+        schema = getattr(self.plugins.catalogue.get("policies", policy), "Options", None)
+        fields = getattr(schema, "model_fields", {}) or {}
+        given = [(loc + (k,), k, v, fields[k].json_schema_extra) for k, v in options.items() if k in fields]
+        if model is not None:
+            given.append((("body", "model"), "model", model, {"server_side": "model"}))
+        for where, key, value, extra in given:
+            kind = extra.get("server_side") if isinstance(extra, dict) else None
+            if kind is None or value is None:
+                continue
+            text = str(value)
+            if kind == "file" or (kind == "model" and _local_path(text)):
+                if not self.allow_local_files:
+                    raise SpecError(where, f"'{key}' names a file or folder on the server, which jobs may not "
+                                           f"open: the operator sets it ([plugins.{policy}] in the server's "
+                                           f"owrl.toml), or allows local files ({LOCAL_FILES_HINT})")
+            elif kind == "endpoint" and self.allowed:
+                reason = DomainPolicy(allowed=self.allowed).refusal(text)
+                if reason:
+                    raise SpecError(where, f"'{key}' is an endpoint the server would call, outside its allowed "
+                                           f"domains: {reason}")
 
     def check_domains(self, domains: list[str], loc: tuple[str, ...]) -> list[str]:
         """The job's allowlist: its own (inside the server's), else the server's."""

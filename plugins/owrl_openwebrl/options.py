@@ -3,6 +3,11 @@
 ``[plugins.openwebrl-judge]`` are typed and converted where settings load; other keys are
 kept as they are (``extra="allow"``), as they always were, for the profile and the backend.
 
+A field marked ``json_schema_extra={"server_side": ...}`` names something on the side of the
+process that runs the policy: ``file`` a file or folder, ``model`` a model id or folder,
+``endpoint`` a server it calls; ``owrl serve`` lets a job set one only within what the
+operator allows (local files, the allowed domains).
+
 A key left unset keeps its default where it is used (the profile's, the checkpoint's), so
 :func:`read` returns only the keys that were given."""
 
@@ -23,14 +28,16 @@ class SamplingOptions(BaseModel):
     seed: Optional[int] = Field(default=None, description="seed of the sampling")
     profile: Optional[str] = Field(default=None, description="interface profile: openwebrl or owrl "
                                    "(else the profile setting, else by checkpoint)")
-    model: Optional[str] = Field(default=None, description="model id or path (the model setting wins)")
+    model: Optional[str] = Field(default=None, description="model id or path (the model setting wins)",
+                                 json_schema_extra={"server_side": "model"})
 
 
 class ModelPolicyOptions(SamplingOptions):
     """``[plugins.openwebrl]``: the Qwen-VL policy's options."""
 
     quantize: Optional[str] = Field(default=None, description="auto, 4bit or none (auto: 4bit on CUDA)")
-    adapter: Optional[str] = Field(default=None, description="a LoRA adapter folder to load on the model")
+    adapter: Optional[str] = Field(default=None, description="a LoRA adapter folder to load on the model",
+                                   json_schema_extra={"server_side": "file"})
     text_mode: Optional[bool] = Field(default=None, description="read the accessibility tree, no screenshot "
                                       "(owrl profile only)")
     max_batch: Optional[int] = Field(default=None, ge=1, description="requests merged into one generation (16)")
@@ -38,8 +45,10 @@ class ModelPolicyOptions(SamplingOptions):
                                                          "profile asks for dialogs to be handled (accept)")
     settle: Optional[dict[str, Union[int, float]]] = Field(default=None, description="network_idle_ms and after_ms waited "
                                                "after each action (openwebrl profile)")
-    system_prompt_file: Optional[str] = Field(default=None, description="the official system prompt")
-    tool_list_file: Optional[str] = Field(default=None, description="the official tool list")
+    system_prompt_file: Optional[str] = Field(default=None, description="the official system prompt",
+                                              json_schema_extra={"server_side": "file"})
+    tool_list_file: Optional[str] = Field(default=None, description="the official tool list",
+                                          json_schema_extra={"server_side": "file"})
     screenshots: Optional[int] = Field(default=None, ge=0, description="screenshots per turn (openwebrl profile)")
 
 
@@ -56,7 +65,8 @@ class TextPolicyOptions(ModelPolicyOptions):
 class OpenAIPolicyOptions(ModelPolicyOptions):
     """``[plugins.openai]``: the OpenAI-compatible policy's options."""
 
-    base_url: Optional[str] = Field(default=None, description="the server (else OWRL_OPENAI_BASE_URL)")
+    base_url: Optional[str] = Field(default=None, description="the server (else OWRL_OPENAI_BASE_URL)",
+                                    json_schema_extra={"server_side": "endpoint"})
     api_key: Optional[str] = Field(default=None, description="its key (else OWRL_OPENAI_API_KEY)")
     timeout: Optional[float] = Field(default=None, gt=0, description="seconds per request (120)")
     retries: Optional[int] = Field(default=None, ge=0, description="retries of a failed request (4)")
@@ -68,11 +78,13 @@ class JudgeOptions(SamplingOptions):
 
     backend: Optional[str] = Field(default=None, description="transformers or openai")
     quantize: Optional[str] = Field(default=None, description="auto, 4bit or none")
-    base_url: Optional[str] = Field(default=None, description="the server, with backend = openai")
+    base_url: Optional[str] = Field(default=None, description="the server, with backend = openai",
+                                    json_schema_extra={"server_side": "endpoint"})
     layout: Optional[str] = Field(default=None, description="action_history or result_only (openwebrl profile)")
     screenshots: Optional[int] = Field(default=None, ge=0, description="screenshots shown (3)")
     feedback_chars: Optional[int] = Field(default=None, ge=0, description="longest feedback shown (300)")
-    judge_prompt_file: Optional[str] = Field(default=None, description="the official judge prompts")
+    judge_prompt_file: Optional[str] = Field(default=None, description="the official judge prompts",
+                                             json_schema_extra={"server_side": "file"})
 
 
 def read(settings: Any, name: str, model: type[BaseModel], options: dict[str, Any]) -> dict[str, Any]:

@@ -417,6 +417,9 @@ def test_the_servers_allowlist_confines_every_job(sites, serve):
         "a flow job whose own list widens the server's":
             ("/v1/jobs/flow?allowed_domains=localhost", {"schema": "owrl.flow/1", "task": "t", "start_url": site + "/",
                                                          "turns": [{"calls": [{"name": "done"}]}]}),
+        "a task whose policy would call an endpoint outside the server's list":
+            ("/v1/jobs/task", {"task": "t", "start_url": site + "/", "policy": "openai",
+                               "policy_options": {"base_url": away + "/v1", "retries": 0}}),
         "a flow whose start URL is outside the server's list":
             ("/v1/jobs/flow", {"schema": "owrl.flow/1", "task": "t", "start_url": away + "/",
                                "turns": [{"calls": [{"name": "done"}]}]}),

@@ -150,6 +150,13 @@ def test_bad_input_gets_a_clear_4xx(server, owrl_page_server):
     assert "available:" in detail(server.request("POST", "/v1/jobs/task", {**task, "policy": "no-such-policy"}), 422)[0]["msg"]
     assert "/v1/jobs/flow" in detail(server.request("POST", "/v1/jobs/task", {**task, "policy": "scripted"}), 422)[0]["msg"]
     detail(server.request("POST", "/v1/jobs/task", {**task, "policy_options": {"memory": "x"}}), 422)
+    # options that name a file or folder on the server are the operator's (local files are off)
+    for options, extra in [({"system_prompt_file": "/etc/passwd"}, {}), ({"adapter": "/tmp"}, {}),
+                           ({"model": "./weights"}, {}), ({}, {"model": "/etc"})]:
+        (error,) = detail(server.request("POST", "/v1/jobs/task", {**task, "policy": "openai",
+                                                                   "policy_options": options, **extra}), 422)
+        assert "names a file or folder on the server, which jobs may not open" in error["msg"], error
+        assert error["loc"][-1] == next(iter(options or extra)), error
     detail(server.request("POST", "/v1/jobs/task", {**task, "surprise": 1}), 422)
     detail(server.request("POST", "/v1/jobs/task", {**task, "allowed_domains": ["not a host"]}), 422)
     detail(server.request("POST", "/v1/jobs/task", {"task": "x"}), 422)
