@@ -115,15 +115,17 @@ class Settings(BaseModel):
         """The ``[plugins.NAME]`` table, with ``given`` options (not None) on top, validated
         as ``schema`` (a pydantic model or a dataclass): values converted, a bad or unknown
         key a :class:`ConfigError` naming it. Where there is no such table but one under a
-        name in ``schema.renamed_from``, that one is read (and a deprecation warning given)."""
-        table = self.plugin(name)
+        name in ``schema.renamed_from``, that one is read (and a deprecation warning given);
+        where both are, the new table wins key by key."""
+        table: dict[str, Any] = {}
         where = f"[plugins.{name}]"
-        if name not in self.plugins:
-            for old in renamed_from(schema):
-                if old in self.plugins:
-                    warn_renamed(old, name)
-                    table, where = self.plugin(old), f"[plugins.{old}]"
-                    break
+        for old in reversed(renamed_from(schema)):
+            if old in self.plugins:
+                warn_renamed(old, name)
+                table.update(self.plugin(old))
+                if name not in self.plugins:
+                    where = f"[plugins.{old}]"
+        table.update(self.plugin(name))
         table.update({k: v for k, v in given.items() if v is not None})
         return validate_table(schema, table, where, "settings")
 

@@ -118,6 +118,16 @@ def test_a_table_under_its_old_name_still_works_with_a_warning(project, old, new
         Settings(plugins={new: {value[0]: value[1]}}).options(new, _models()[new])
 
 
+
+def test_where_the_old_and_the_new_table_both_are_the_new_one_wins_key_by_key():
+    """configuration.md: also when read straight from Settings (the Python API), not only
+    through load_settings with the option models."""
+    both = Settings(plugins={"memory": {"screenshots": 3, "reasoning": "full"}, "default": {"reasoning": "action-only"}})
+    with pytest.warns(FutureWarning, match=r"rename it \[plugins\.default\]"):
+        options = both.options("default", _models()["default"])
+    assert (options.screenshots, options.reasoning) == (3, "action-only")
+
+
 def test_the_old_memory_table_still_sets_both_memories():
     from owrl_memory import CropMemory, FullHistoryMemory
 

@@ -94,7 +94,7 @@ def record_command(url: str, out: Path, task: Optional[str], input_fields: str, 
     Ctrl-C or by closing the browser; replay with `owrl run --flow OUT`."""
     from owrl_sdk.commands.inspect import _check_url
     from owrl_sdk.commands.run import plugin_scheme, resolve_url
-    from owrl_sdk.config import load_settings
+    from owrl_sdk.config import load_checked_settings
     from owrl_sdk.errors import UsageError
     from owrl_sdk.plugins import Plugins
     from owrl_sdk.recorder import Recorder
@@ -105,7 +105,7 @@ def record_command(url: str, out: Path, task: Optional[str], input_fields: str, 
             raise UsageError("no display to show the browser in (DISPLAY is unset and Xvfb is not installed); "
                              "record without a window with --headless")
     plugins = Plugins()
-    settings = load_settings({"headless": headless})
+    settings = load_checked_settings({"headless": headless})
     given = str(Path(url).expanduser()) if url.startswith("~") else url
     plugin_url = plugin_scheme(given, plugins)
     start_url = given if plugin_url or "://" in given else resolve_url(given, plugins=plugins)

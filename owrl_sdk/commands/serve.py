@@ -49,12 +49,14 @@ def serve_command(host: str, port: int, data_dir: str, max_concurrent: int, no_a
         raise UsageError(f"owrl serve needs FastAPI, uvicorn and python-multipart ({err.name} is missing): "
                          f"{INSTALL_HINT}") from None
 
+    from owrl_sdk.config import load_checked_settings
     from owrl_sdk.server.app import create_app
     from owrl_sdk.server.jobs import lock_data_dir
 
+    settings = load_checked_settings()  # a bad [plugins.NAME] option stops the server now, not each job
     folder = Path(data_dir)
     lock = lock_data_dir(folder)
-    app = create_app(folder, token, max_concurrent=max_concurrent)
+    app = create_app(folder, token, max_concurrent=max_concurrent, settings=settings)
     auth = "bearer token" if token else "none (--no-auth)"
     click.echo(f"owrl serve: http://{host}:{port}  data: {folder.resolve()}  auth: {auth}  "
                f"jobs at a time: {max_concurrent}", err=True)

@@ -21,6 +21,17 @@ def test_no_auth_is_refused_on_any_address_but_127_0_0_1():
         assert "--no-auth" in result.stderr and "127.0.0.1" in result.stderr
 
 
+def test_a_bad_plugin_option_stops_the_server_before_it_serves(tmp_path):
+    """configuration.md: the commands check every [plugins.NAME] table before anything starts;
+    a served job would otherwise fail on it, one after another."""
+    (tmp_path / "owrl.toml").write_text('[plugins.openwebrl]\ntemperature = "hot"\n')
+    result = owrl("serve", "--port", "1", "--data-dir", str(tmp_path / "data"), cwd=tmp_path,
+                  env={"OWRL_SERVE_TOKEN": "a-long-enough-token"}, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "temperature" in result.stderr and "[plugins.openwebrl]" in result.stderr, result.stderr
+    assert not (tmp_path / "data").exists()  # refused before the data dir was made
+
+
 def test_a_missing_fastapi_names_the_extra_to_install(tmp_path):
     # the import machinery is made to fail for fastapi, as on a machine without it
     code = ("import sys; sys.modules['fastapi'] = None\n"
