@@ -383,6 +383,9 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         try:
             (folder / "rows.csv").write_bytes(data)
             pending = check_batch(staging, spec, ("body", "rows"))
+            if pending["rows"] > MAX_ROWS:  # as many as a JSON batch may have
+                raise SpecError(("body", "rows"), f"the CSV file has {pending['rows']} rows; a batch takes at most "
+                                                  f"{MAX_ROWS}: split it into several batches")
             job = runner.submit("batch", spec)  # its task starts at the next await: the folder is in place
             folder.rename(runner.batch_dir(job.id))
         finally:
