@@ -390,7 +390,7 @@ class Batch:
         return self.out / "batch.lock"
 
     def _owner(self) -> Optional[int]:
-        """The pid written in ``batch.lock``, if any (whether it still runs: :meth:`_held`)."""
+        """The pid written in ``batch.lock``, if any (for the refusal; :meth:`_lock` decides who holds it)."""
         try:
             pid = int(self.lock_file.read_text(encoding="utf-8").strip() or 0)
         except (OSError, ValueError):
