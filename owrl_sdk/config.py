@@ -35,6 +35,15 @@ else:  # pragma: no cover
 ENV_PREFIX = "OWRL_"
 CONFIG_NAME = "owrl.toml"
 
+#: ``OWRL_*`` variables owrl reads that are not settings, and the families it reads by prefix
+#: (secrets, the OpenAI-compatible server). A plugin may read variables of its own besides.
+OTHER_VARIABLES = frozenset({
+    "OWRL_LOAD_PLUGINS", "OWRL_DISABLE_PLUGINS", "OWRL_TRACE_PLUGINS", "OWRL_CACHE_DIR",
+    "OWRL_STATE_DIR", "OWRL_SERVE_TOKEN", "OWRL_SERVE_ALLOW_LOCAL_FILES", "OWRL_OFFLINE",
+    "OWRL_OPENWEBRL_SOURCE", "OWRL_DEBUG",
+})
+OTHER_PREFIXES = ("OWRL_SECRET_", "OWRL_OPENAI_")
+
 
 class OpenAIEndpoint(BaseModel):
     """An OpenAI-compatible server as the environment names it (``OWRL_OPENAI_BASE_URL``,
@@ -196,7 +205,21 @@ def _from_env(environ: Mapping[str, str], names: Optional[dict[str, str]] = None
                 out[name] = value
             if names is not None:
                 names[name] = key
+        elif key not in OTHER_VARIABLES and not key.startswith(OTHER_PREFIXES):
+            _refuse_near_miss(key, known)
     return out
+
+
+def _refuse_near_miss(key: str, known: set[str]) -> None:
+    """A variable one typo away from a setting's (``OWRL_ALLOWED_DOMAIN``) is a :class:`ConfigError`:
+    read as nothing, it would leave the setting at its default (no allowlist at all) without a word.
+    Variables far from every setting are left to the plugins that may read them."""
+    name = key[len(ENV_PREFIX):].lower()
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
+    if close:
+        meant = ENV_PREFIX + close[0].upper()
+        raise ConfigError(f"environment variable {key} is not a setting; did you mean {meant}? "
+                          f"(rename it, or unset it)")
 
 
 def _suggestion(key: str) -> str:

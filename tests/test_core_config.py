@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from owrl_cli import owrl
 
 from owrl_sdk.config import load_settings
 from owrl_sdk.errors import ConfigError
@@ -161,3 +162,24 @@ def test_a_renamed_table_is_read_under_its_new_name_and_the_new_one_wins(tmp_pat
     (tmp_path / "owrl.toml").write_text("[plugins.old-name]\na = \"x\"\n")
     with pytest.warns(FutureWarning), pytest.raises(ConfigError, match=r"\[plugins\.old-name\] \(now \[plugins\.new-name\]\)"):
         load_settings(environ={}, cwd=tmp_path, option_models={"new-name": Opts})
+
+
+def test_a_variable_one_typo_from_a_setting_is_refused(tmp_path, monkeypatch):
+    """OWRL_ALLOWED_DOMAIN (no S) read as nothing would leave the allowlist empty, so any host."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "none"))
+    for wrong, meant in [("OWRL_ALLOWED_DOMAIN", "OWRL_ALLOWED_DOMAINS"), ("OWRL_BLOCKED_DOMAIN", "OWRL_BLOCKED_DOMAINS"),
+                         ("OWRL_ALLOWEDDOMAINS", "OWRL_ALLOWED_DOMAINS"), ("OWRL_MAX_STEP", "OWRL_MAX_STEPS")]:
+        with pytest.raises(ConfigError, match=f"environment variable {wrong} is not a setting; did you mean {meant}\\?"):
+            load_settings(environ={wrong: "shop.test"}, cwd=tmp_path)
+    # what owrl reads besides the settings, secrets, and variables far from every setting (a plugin's) pass
+    fine = {"OWRL_SERVE_TOKEN": "t", "OWRL_CACHE_DIR": "/c", "OWRL_STATE_DIR": "/s", "OWRL_SECRET_ALLOWED_DOMAIN": "x",
+            "OWRL_OPENAI_MODEL": "m", "OWRL_DEMO_SHOP_ADAPTER_ENABLED": "1", "OWRL_ALLOWED_DOMAINS": "shop.test"}
+    assert load_settings(environ=fine, cwd=tmp_path).allowed_domains == ["shop.test"]
+
+
+def test_owrl_run_stops_on_a_misspelt_allowlist_before_any_browser(tmp_path):
+    done = owrl("run", "--task", "open it", "--url", "http://127.0.0.1:9/", cwd=tmp_path,
+                env={"OWRL_ALLOWED_DOMAIN": "shop.test", "XDG_CONFIG_HOME": str(tmp_path)}, timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "did you mean OWRL_ALLOWED_DOMAINS?" in done.stderr
+    assert not (tmp_path / "runs").exists()
