@@ -70,6 +70,9 @@ INPUTS_FLOW_EXAMPLE: dict[str, Any] = {
 #: Most rows a batch job takes, and the largest CSV upload (bytes).
 MAX_ROWS = 10_000
 MAX_CSV_BYTES = 5_000_000
+#: The largest request body (bytes): room for a CSV upload's two files, or a JSON batch of
+#: MAX_ROWS rows; a bigger one is a 413, read no further than the limit.
+MAX_BODY_BYTES = 16 * 1024 * 1024
 
 InputValue = Union[str, int, float, bool, None]
 
@@ -154,6 +157,7 @@ class ErrorDetail(BaseModel):
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorDetail, "description": "missing or wrong bearer token"},
     404: {"model": ErrorDetail, "description": "no such job (or no such file yet)"},
+    413: {"model": ErrorDetail, "description": "a request body over MAX_BODY_BYTES (16 MiB)"},
     422: {"model": ErrorDetail, "description": "a value that does not validate"},
 }
 
@@ -195,6 +199,44 @@ class BearerAuth:
         scheme, _, credentials = given.partition(b" ")
         # compare_digest takes as long whatever the token's content: nothing to learn by timing
         return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), self.token)
+
+
+class BodyLimit:
+    """ASGI middleware: a request whose body is over ``max_bytes`` gets a 413. A declared
+    ``Content-Length`` over it is answered before the body is read; a body sent in chunks is
+    counted as it arrives and the request stops where it passes the limit."""
+
+    def __init__(self, app: Any, max_bytes: int = MAX_BODY_BYTES):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", [])).get(b"content-length", b"0")
+        if not declared.isdigit() or int(declared) > self.max_bytes:
+            body = json.dumps({"detail": self.message}).encode()
+            await send({"type": "http.response.start", "status": 413,
+                        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                    (b"connection", b"close")]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        received = 0
+
+        async def counted() -> dict[str, Any]:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.max_bytes:  # an HTTPException: FastAPI passes it on as it is, not as a 400
+                raise HTTPException(413, self.message)
+            return message
+
+        await self.app(scope, counted, send)
+
+    @property
+    def message(self) -> str:
+        return f"the request body is over {self.max_bytes} bytes, the most this server reads"
 
 
 # ---------------------------------------------------------------------------- app
@@ -241,6 +283,11 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, err: StarletteHTTPException) -> Response:
+        multipart = request.headers.get("content-type", "").lower().startswith("multipart/")
+        if err.status_code == 400 and multipart:  # the form itself could not be read (a field over 1 MiB, ...)
+            return JSONResponse({"detail": [{"loc": ["body"], "msg": f"the form could not be read: {err.detail} "
+                                             "(send a flow over 1 MiB as a file: -F flow=@flow.json)",
+                                             "type": "value_error"}]}, status_code=422)
         if err.status_code == 400:  # a body FastAPI could not even decode: as bad as invalid JSON
             return JSONResponse({"detail": [{"loc": ["body"], "msg": "the body is not JSON in UTF-8",
                                              "type": "json_invalid"}]}, status_code=422)
@@ -458,6 +505,7 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         return JSONResponse({"detail": err.errors}, status_code=422)
 
     app.include_router(v1)
-    if token:
+    app.add_middleware(BodyLimit)
+    if token:  # added last, so outermost: a request without the token is refused before its body is read
         app.add_middleware(BearerAuth, token=token)
     return app

@@ -5,14 +5,16 @@ a page that echoes a secret into what ``extract`` saves never gets it into the j
 
 from __future__ import annotations
 
+import http.client
 import json
 import signal
 import time
 import uuid
 import urllib.request
+from typing import Any
 
 import pytest
-from serve_support import Reply, Served, wait_calls
+from serve_support import Reply, Served, done, flow, wait_calls
 
 SECRET = "pw-Inputs-7Hq2-never-shown"
 
@@ -271,3 +273,58 @@ def test_a_job_store_an_older_server_made_gains_the_batch_column_and_its_jobs_re
     assert (job.inputs, job.outputs, job.batch) == ({}, {}, None)
     store.close()
     assert JobStore(path).get("old") == job  # opened again: the column is not added twice
+
+
+def _raw_post(server: Served, path: str, headers: dict[str, str], chunks: list[bytes]) -> tuple[int, Any]:
+    """A POST whose headers and body are sent as given (a Content-Length that lies, a chunked
+    body); the server may stop reading, so a send that fails is no error here: the reply is."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    conn.putrequest("POST", path)
+    for name, value in {"Authorization": f"Bearer {server.token}", **headers}.items():
+        conn.putheader(name, value)
+    conn.endheaders()
+    try:
+        for chunk in chunks:
+            conn.send(chunk)
+    except OSError:
+        pass
+    reply = conn.getresponse()
+    status, body = reply.status, json.loads(reply.read())
+    conn.close()
+    return status, body
+
+
+def test_a_body_over_the_limit_is_a_413_and_is_not_read(server, owrl_page_server):
+    from owrl_sdk.server.app import MAX_BODY_BYTES
+
+    before = len(server.request("GET", "/v1/jobs?limit=1000").json()["jobs"])
+    # declared too big: answered from the headers, the body never sent
+    status, body = _raw_post(server, "/v1/jobs/task", {"Content-Type": "application/json",
+                                                       "Content-Length": str(MAX_BODY_BYTES + 1)}, [])
+    assert status == 413 and f"over {MAX_BODY_BYTES} bytes" in body["detail"]
+    # chunked (no length): counted as it arrives; a batch whose rows pass the limit is refused
+    row = json.dumps({"category": "x" * 1000}).encode()
+    rows = b",".join([row] * (MAX_BODY_BYTES // len(row) + 10))
+    payload = b'{"flow": ' + json.dumps(flow(owrl_page_server(PAGES), done("x"))).encode() + b', "rows": [' + rows + b"]}"
+    pieces = [payload[i:i + 65536] for i in range(0, len(payload), 65536)]
+    chunks = [b"%x\r\n%s\r\n" % (len(p), p) for p in pieces] + [b"0\r\n\r\n"]
+    status, body = _raw_post(server, "/v1/jobs/batch", {"Content-Type": "application/json",
+                                                        "Transfer-Encoding": "chunked"}, chunks)
+    assert status == 413 and f"over {MAX_BODY_BYTES} bytes" in body["detail"], body
+    assert len(server.request("GET", "/v1/jobs?limit=1000").json()["jobs"]) == before  # nothing queued
+    # a body under the limit, chunked, is read whole as before
+    small = json.dumps(flow(owrl_page_server(PAGES), done("fine"))).encode()
+    status, body = _raw_post(server, "/v1/jobs/flow", {"Content-Type": "application/json",
+                                                       "Transfer-Encoding": "chunked"},
+                             [b"%x\r\n%s\r\n0\r\n\r\n" % (len(small), small)])
+    assert status == 201, body
+    server.wait(body["id"])
+
+
+def test_a_flow_field_over_a_mib_is_told_to_come_as_a_file_not_called_bad_json(server, owrl_page_server):
+    big = flow(owrl_page_server(PAGES), done("x"), task="y" * (1024 * 1024 + 10))
+    reply = upload(server, "/v1/jobs/batch/csv", {"flow": json.dumps(big)},
+                   {"rows": ("rows.csv", b"category\nshirts\n", "text/csv")})
+    assert reply.status == 422, reply.body
+    (error,) = reply.json()["detail"]
+    assert error["msg"].startswith("the form could not be read") and "-F flow=@flow.json" in error["msg"], error
