@@ -342,9 +342,12 @@ def test_the_policy_refuses_local_schemes_when_told_to():
     assert p.active and not p.routes
     for url in ("file:///etc/passwd", "FILE:///etc/passwd", "view-source:file:///etc/passwd",
                 "view-source:http://127.0.0.1/", "chrome://settings", "devtools://devtools/bundled/inspector.html",
-                "chrome-extension://abc/x.html", "filesystem:http://127.0.0.1/temporary/x"):
+                "chrome-extension://abc/x.html", "filesystem:http://127.0.0.1/temporary/x",
+                "chrome-untrusted://print/", "Chrome-Untrusted://print/", "chrome-search://local-ntp/",
+                "about:version", "ABOUT:Version", "about:blank?x", "about:settings"):
         assert "refused" in (p.refusal(url) or ""), url
-    for url in ("http://example.com/", "https://example.com/", "about:blank", "data:text/html,hi"):
+    for url in ("http://example.com/", "https://example.com/", "about:blank", "about:blank#top", "about:srcdoc",
+                "data:text/html,hi"):
         assert p.refusal(url) is None, url
     # a file: start page does not reopen local files when they are denied
     assert DomainPolicy.for_task([], start_url="file:///tmp/x.html", deny_local=True).refusal("file:///etc/passwd")
@@ -383,6 +386,8 @@ def test_a_serve_job_cannot_read_local_files(sites, serve, tmp_path):
         ("goto_url view-source:file:", [goto("view-source:" + marker.as_uri())], "local-file-marker-7d41"),
         ("new_tab on a local file", [{"name": "new_tab", "arguments": {"url": marker.as_uri()}}],
          "local-file-marker-7d41"),
+        ("goto_url about:version (the browser's command line and paths)", [goto("about:version")], "Command Line"),
+        ("goto_url chrome-untrusted:", [goto("chrome-untrusted://print/")], '"observation": {"url": "chrome-untrusted:'),
     ]
     for what, calls, content in attempts:
         with attack("serve", f"flow job with no allowlist: {what}",

@@ -194,3 +194,28 @@ def test_cancelling_a_running_job_aborts_its_episode_and_a_queued_one_never_runs
 
     assert server.request("POST", f"/v1/jobs/{running[1]['id']}/cancel").json()["status"] == "cancelled"
     assert server.wait(queued["id"])["status"] == "cancelled"  # still not run
+
+
+def test_queued_jobs_run_in_the_order_they_came_and_a_quiet_stream_sends_heartbeats(serve, owrl_page_server):
+    """One slot: a long job holds it, three more wait. The stream of a waiting job says it is
+    alive (a heartbeat after 15 s of quiet); once the slot frees, the three run first come, first served."""
+    from owrl_sdk.server.runner import HEARTBEAT
+
+    server = serve("--max-concurrent", "1")
+    url = owrl_page_server(PAGES)
+    holder = server.submit_flow(flow(url, wait_calls(30), wait_calls(30), task="Hold the slot"))
+    server.wait(holder["id"], until=("running",))
+    queued = [server.submit_flow(flow(url, done(str(i)), task=f"queued {i}")) for i in range(3)]
+    began = time.monotonic()
+    first = next(iter(server.stream(f"/v1/jobs/{queued[-1]['id']}/steps/stream", timeout=HEARTBEAT + 15)))
+    assert first == {"event": "heartbeat"}, first
+    assert HEARTBEAT - 1 <= time.monotonic() - began < HEARTBEAT + 10
+    assert all(server.job(j["id"])["status"] == "queued" for j in queued)  # the slot is still held
+
+    assert server.request("POST", f"/v1/jobs/{holder['id']}/cancel").json()["status"] == "cancelled"
+    ended = [server.wait(j["id"]) for j in queued]
+    assert [j["status"] for j in ended] == ["finished"] * 3, ended
+    starts = [j["started_at"] for j in ended]
+    assert starts == sorted(starts) and len(set(starts)) == 3, starts
+    # one slot: each started after the one before it ended
+    assert all(ended[i]["ended_at"] <= ended[i + 1]["started_at"] for i in range(2)), ended
