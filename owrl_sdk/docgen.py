@@ -39,6 +39,10 @@ def hooks_markdown() -> str:
              "Every hook an owrl plugin can implement, generated from `owrl_sdk/hookspecs.py`",
              "(`python -m owrl_sdk.docgen`). Implement one with `@owrl_sdk.hookimpl` on a function of",
              "the same name, declaring only the arguments you use.", ""]
+    # the module's own account of async hooks, failures, order and per-episode plugins
+    lines += ["## How hooks are called", ""]
+    for para in (hookspecs.__doc__ or "").strip().split("\n\n")[1:]:
+        lines += [para, ""]
     for name in hook_names():
         fn = getattr(hookspecs, name)
         opts = fn.owrl_spec

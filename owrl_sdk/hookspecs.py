@@ -3,7 +3,9 @@
 pluggy project and entry-point group: ``owrl``. Implement a hook with
 ``@owrl_sdk.hookimpl`` on a function of the same name; declare only the arguments you
 use. Hooks marked *async-capable* may return an awaitable (an ``async def`` hookimpl):
-owrl awaits it before going on.
+owrl awaits it before going on; the others are called synchronously. An exception in an
+episode's hook ends the episode as ``infra_error`` (stage ``hook``), except in
+``episode_end`` (a trajectory warning) and ``classify_failure`` (owrl's own kind is used).
 
 Catalogue hooks run once when the catalogue is built and hand the plugin a ``register``
 callback; registration checks the type and refuses a name that is already taken.
@@ -205,7 +207,9 @@ def observation(observation: "Observation", env: Any, task: "Task") -> Optional[
 def before_tool_call(call: "ToolCall", env: Any, task: "Task") -> Optional[Any]:
     """Inspect a call before it runs; veto it by returning a ToolResult.
 
-    Called for each call of a turn, just before its tool runs. Async-capable.
+    Called for each call of a turn whose tool exists and whose arguments validated, just
+    before its tool runs (once: not again for the retry after ``dismiss_overlays``; not for a
+    call skipped after an earlier one failed). Async-capable.
     Return None to let the call run, or a :class:`ToolResult` (usually an error) that is
     used instead of running it. Stops at the first non-None result.
     """
@@ -226,8 +230,9 @@ def dismiss_overlays(env: Any, task: "Task") -> Optional[Any]:
 def after_tool_call(call: "ToolCall", result: "ToolResult", env: Any, task: "Task") -> Optional[Any]:
     """See a call's result; may add to its feedback by mutating ``result.feedback``.
 
-    Called after each call ran (or was vetoed), before its expectation is checked.
-    Async-capable. Returns nothing.
+    Called after each call ran, was vetoed, or was refused by the loop (an unknown tool,
+    bad arguments: ``result.error_kind`` says which), before its expectation is checked; not
+    for a call skipped after an earlier one failed. Async-capable. Returns nothing.
     """
 
 
@@ -235,9 +240,10 @@ def after_tool_call(call: "ToolCall", result: "ToolResult", env: Any, task: "Tas
 def step_end(step: "Step", task: "Task", trajectory: "Trajectory") -> None:
     """See a finished step (observation, turn, call records with verdicts).
 
-    Called once per step, after memory recorded it and the step was appended to
-    ``trajectory`` (the episode's trajectory so far, outcome not yet set), before the next
-    observation. Like every hook, an implementation takes only the arguments it names: the
+    Called once per step, after the step was appended to ``trajectory`` (the episode's
+    trajectory so far, outcome not yet set) and the memory recorded it, before the next
+    observation. Called synchronously (an ``async def`` implementation is never awaited);
+    an exception ends the episode as ``infra_error`` (stage ``hook``). Like every hook, an implementation takes only the arguments it names: the
     run store takes ``step`` and ``trajectory`` (it writes the step's screenshot, then
     rewrites ``trajectory.json``). Returns nothing.
     """
@@ -248,7 +254,7 @@ def classify_failure(error: BaseException, stage: str, task: "Task") -> Optional
     """Say what kind of failure an exception is.
 
     Called when an exception escapes a stage of the episode (``stage`` is one of
-    ``reset``, ``observe``, ``policy``, ``tool``, ``verify``, ``hook``).
+    ``reset``, ``observe``, ``policy``, ``memory``, ``tool``, ``verify``, ``hook``).
     Return a :class:`Failure` or None; stops at the first non-None result. owrl's own
     classifier (``owrl_sdk.failures``, a ``trylast`` default plugin) answers when no other
     plugin does: network, page, policy and infra kinds, and a ``SiteFault`` carries its own.

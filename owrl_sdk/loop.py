@@ -139,25 +139,25 @@ class Episode:
     # ------------------------------------------------------------------ steps
 
     async def _steps(self) -> Outcome:
-        wanted = self.policy.environment()
+        wanted = self._plain("policy", self.policy.environment)
         configure = getattr(self.env, "configure", None)
         if wanted and configure is not None:
-            configure(**wanted)
+            self._plain("reset", configure, **wanted)
         await self._stage("reset", self.env.reset(self.task))
-        self.memory.reset(self.task)
+        self._plain("memory", self.memory.reset, self.task)
         await self._stage("hook", self.hooks.episode_start(self.env))
-        self.tool_index.update({t.name: t for t in self.hooks.tools()})
+        self.tool_index.update({t.name: t for t in self._plain("hook", self.hooks.tools)})
         parse_errors = 0
         max_steps = self.task.max_steps or self.limits.max_steps
         for index in range(max_steps):
             if time.monotonic() >= self._deadline:
                 return self._over_time()
-            step_started = time.perf_counter()
+            step_started, started_at = time.perf_counter(), utc_now()
             obs = await self._stage("observe", self.env.observe())
             await self._stage("hook", self.hooks.observation(obs, self.env))
             observed = time.perf_counter()
-            tools = [t for t in self.tool_index.values() if t.available(self.env)]
-            context = self.memory.context(self.task, obs, tools)
+            tools = [t for t in self.tool_index.values() if self._plain("tool", t.available, self.env)]
+            context = self._plain("memory", self.memory.context, self.task, obs, tools)
             try:
                 turn = await self._stage(
                     "policy", asyncio.wait_for(self.policy.act(context), timeout=self.limits.step_timeout)
@@ -165,15 +165,15 @@ class Episode:
             except asyncio.TimeoutError:
                 return _infra("step_timeout", f"policy took over {self.limits.step_timeout:g} s")
             decided = time.perf_counter()
-            step = Step(index=index, observation=obs, turn=turn)
+            step = Step(index=index, started_at=started_at, observation=obs, turn=turn)
             left = max(self.limits.step_timeout - (decided - observed), 0.001)
             try:
                 outcome = await asyncio.wait_for(self._turn(step, turn), timeout=left)
             except asyncio.TimeoutError:
-                self._remember(step)
+                self._remember(step, quiet=True)
                 return _infra("step_timeout", f"step {index} took over {self.limits.step_timeout:g} s")
             except _Stage:
-                self._remember(step)  # the calls that ran before the failure stay on disk
+                self._remember(step, quiet=True)  # the calls that ran before the failure stay on disk
                 raise
             step.timings = {
                 "observe_ms": (observed - step_started) * 1000,
@@ -199,10 +199,29 @@ class Episode:
     def _over_time(self) -> Outcome:
         return _infra("episode_timeout", f"episode exceeded {self.limits.episode_timeout:g} s")
 
-    def _remember(self, step: Step) -> None:
-        self.memory.record(step)
+    def _remember(self, step: Step, quiet: bool = False) -> None:
+        """The step into the trajectory, the memory and the ``step_end`` hooks. A memory or hook
+        that fails ends the episode as ``infra_error`` (stage ``memory`` or ``hook``); with
+        ``quiet`` (the episode is already ending for another reason) it is only a warning."""
         self.trajectory.steps.append(step)
-        self.hooks.step_end(step, self.trajectory)
+        for stage, fn, args in (("memory", self.memory.record, (step,)),
+                                ("hook", self.hooks.step_end, (step, self.trajectory))):
+            try:
+                self._plain(stage, fn, *args)
+            except _Stage as s:
+                if not quiet:
+                    raise
+                self.trajectory.warnings.append(f"{stage} failed at step {step.index}: {type(s.error).__name__}: {s.error}")
+
+    def _plain(self, stage: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)``, a plain call of a plugin (the memory, a tool's ``available``,
+        a synchronous hook); an exception is the stage's, as in :meth:`_stage`."""
+        try:
+            return fn(*args, **kwargs)
+        except (asyncio.CancelledError, _Stage):
+            raise
+        except Exception as err:
+            raise _Stage(stage, err) from err
 
     async def _turn(self, step: Step, turn: Turn) -> Optional[Outcome]:
         if turn.truncated:

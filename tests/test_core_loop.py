@@ -265,3 +265,72 @@ async def test_action_only_memory_drops_thoughts(plugins, settings):
     assert [s.turn.thought for s in last.history] == ["", ""]
     assert [c.call.name for s in last.history for c in s.calls] == ["wait", "wait"]
     assert len(last.screenshots) == 2
+
+
+def _raise(message):
+    def fail(*args, **kwargs):
+        raise RuntimeError(message)
+    return fail
+
+
+@pytest.mark.parametrize("where, stage", [("memory.context", "memory"), ("memory.record", "memory"),
+                                          ("memory.reset", "memory"), ("tool.available", "tool"),
+                                          ("step_end", "hook")])
+async def test_a_plugin_that_raises_outside_a_stage_still_ends_the_episode_with_an_outcome(
+        plugins, settings, register_plugin, where, stage):
+    """The memory, a tool's ``available`` and a ``step_end`` hook are plugins' code too: an error
+    there is the episode's infra_error, with episode_end run and the steps so far kept."""
+    ended = []
+
+    class Watcher:
+        @hookimpl
+        def step_end(self, step, trajectory):
+            if where == "step_end":
+                raise RuntimeError("step_end broke")
+
+        @hookimpl
+        async def episode_end(self, trajectory):
+            ended.append(trajectory.outcome)
+
+    register_plugin(Watcher())
+    turns = [Turn(calls=[call("wait", seconds=0)]), Turn(calls=[call("done", response="x")])]
+    ep, _, _ = make_episode(plugins, settings, turns)
+    if where.startswith("memory."):
+        setattr(ep.memory, where.split(".")[1], _raise(f"{where} broke"))
+    elif where == "tool.available":
+        ep.tool_index["wait"].available = _raise("available broke")
+    traj = await asyncio.wait_for(ep.run(), 30)
+    assert traj.outcome.status == "infra_error", traj.outcome
+    assert traj.outcome.failure.detail.startswith(f"{stage}: ") and "broke" in traj.outcome.failure.detail
+    assert ended == [traj.outcome]  # episode_end ran, once
+    if where in ("memory.record", "step_end"):
+        assert len(traj.steps) == 1  # the step that was taken is kept
+
+
+async def test_a_failing_step_end_while_the_episode_already_fails_is_a_warning(plugins, settings, register_plugin):
+    class Broken:
+        @hookimpl
+        def step_end(self, step, trajectory):
+            raise RuntimeError("step_end broke")
+
+    register_plugin(Broken())
+    ep, _, _ = make_episode(plugins, settings, [Turn(calls=[call("go", to="fake://results")])],
+                            env=FakeEnv(PAGES, fail_on="tool"))
+    traj = await ep.run()
+    assert traj.outcome.failure.detail.startswith("tool")  # the first failure is the one reported
+    assert any("hook failed at step 0: RuntimeError: step_end broke" in w for w in traj.warnings), traj.warnings
+
+
+async def test_a_steps_start_time_is_before_its_observation_and_policy(plugins, settings):
+    class SlowPolicy(ListPolicy):
+        async def act(self, context):
+            await asyncio.sleep(0.3)
+            return await super().act(context)
+
+    turns = [Turn(calls=[call("done", response="x")])]
+    ep, _, _ = make_episode(plugins, settings, turns, policy=SlowPolicy(settings, turns=turns))
+    traj = await ep.run()
+    from datetime import datetime
+
+    started, ended = (datetime.fromisoformat(t) for t in (traj.steps[0].started_at, traj.ended_at))
+    assert (ended - started).total_seconds() >= 0.3  # the policy's time is inside the step

@@ -106,7 +106,7 @@ def _is_playwright(error: BaseException) -> bool:
 def classify(error: BaseException, stage: str = "") -> Failure:
     """The kind of failure ``error`` is, escaping stage ``stage`` of an episode.
 
-    ``stage`` is one of ``reset``, ``observe``, ``policy``, ``tool``, ``verify``, ``hook``
+    ``stage`` is one of ``reset``, ``observe``, ``policy``, ``memory``, ``tool``, ``verify``, ``hook``
     (or empty when unknown). Always returns a Failure; what it does not recognise is
     ``infra.<exception name>`` (``infra.<code>`` for an InfraError), as the loop would say.
     """
