@@ -159,8 +159,9 @@ def browser_launch_options(options: dict[str, Any]) -> Optional[dict[str, Any]]:
 def resolve_url(url: str) -> Optional[str]:
     """Turn a start URL of a plugin's own scheme (``demo:shop``) into a real one.
 
-    Called by ``owrl run`` and the Agent for every start URL before the episode, so a
-    plugin may start a server it owns (in process, for the life of the process).
+    Called for every start URL before its episode (``owrl run``, ``owrl eval`` and
+    training, a batch, ``owrl serve``, ``owrl record``, the Agent), in the process that runs
+    the episode, so a plugin may start a server it owns (in process, for the life of the process).
     Return the resolved URL, or None when the URL is not yours. Stops at the first
     non-None result.
     """

@@ -52,6 +52,19 @@ def test_miniwob_oracle_and_random(tmp_path):
     assert random_["success_rate"] < oracle["success_rate"] - 0.5
 
 
+def test_a_task_file_may_start_on_a_plugins_scheme_as_owrl_run_does(tmp_path):
+    """A task file's start_url demo:shop/ is resolved by the plugin (it failed as a network error)."""
+    (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "home", "intent": "Look at the shop",
+                                                      "start_url": "demo:shop/", "max_steps": 1}) + "\n")
+    out = owrl("eval", "--suite", "tasks.jsonl", "--policy", "random", "--out", "ev", "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout)["infra_errors"] == 0
+    (run,) = (tmp_path / "ev" / "runs").iterdir()
+    traj = json.loads((run / "trajectory.json").read_text())
+    assert traj["task"]["metadata"]["given_start_url"] == "demo:shop/"
+    assert traj["steps"][0]["observation"]["title"].endswith("Demo Shop"), traj["steps"][0]["observation"]
+
+
 def test_bad_suite_and_tasks_are_usage_errors(tmp_path):
     out = owrl("eval", "--suite", "nope", "--policy", "oracle", cwd=tmp_path)
     assert out.returncode == 2 and "no task suite named 'nope'" in out.stderr
