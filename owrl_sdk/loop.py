@@ -155,6 +155,7 @@ class Episode:
             step_started, started_at = time.perf_counter(), utc_now()
             obs = await self._stage("observe", self.env.observe())
             await self._stage("hook", self.hooks.observation(obs, self.env))
+            obs = scrub(obs)  # what the hooks added (extras) is read by the policy too
             observed = time.perf_counter()
             tools = [t for t in self.tool_index.values() if self._plain("tool", t.available, self.env)]
             context = self._plain("memory", self.memory.context, self.task, obs, tools)
@@ -309,6 +310,10 @@ class Episode:
                     record.result = await self._stage("tool", self.env.execute(tool, args, call))
                     record.result = await self._retry_if_covered(tool, args, call, record.result)
         await self._stage("hook", self.hooks.after_tool_call(call, record.result, self.env))
+        # a veto's result and what after_tool_call added are read by the policy too; the
+        # answer is the policy's own, scrubbed with the outcome
+        answer, record.result = record.result.answer, scrub(record.result)
+        record.result.answer = answer
         record.result.feedback = record.result.feedback[: self.limits.feedback_chars]
         if call.expect is not None and record.result.ok:
             record.verdict = await self._stage("verify", self.env.verify(call.expect))

@@ -284,10 +284,12 @@ def reset_plugin_manager(pm: Optional[OwrlPluginManager] = None) -> None:
 
 
 def _enable_trace(pm: OwrlPluginManager) -> None:
+    from .secrets import redact  # a hook's arguments and results may quote a page that shows a secret
+
     def before(hook_name: str, impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, Any]) -> None:
         names = ", ".join(i.plugin_name for i in impls)
         args = ", ".join(f"{k}={_short(v)}" for k, v in kwargs.items())
-        print(f"[owrl trace] {hook_name}({args}) -> [{names}]", file=sys.stderr)
+        print(redact(f"[owrl trace] {hook_name}({args}) -> [{names}]"), file=sys.stderr)
 
     def after(outcome: pluggy.Result[Any], hook_name: str, impls: Sequence[pluggy.HookImpl],
               kwargs: Mapping[str, Any]) -> None:
@@ -296,7 +298,11 @@ def _enable_trace(pm: OwrlPluginManager) -> None:
             result = outcome.get_result()
         except BaseException as err:  # noqa: BLE001 - tracing only reports it
             result = f"raised {type(err).__name__}: {err}"
-        print(f"[owrl trace] {hook_name} returned {_short(result)}", file=sys.stderr)
+        if hook_name == "resolve_secret" and isinstance(result, str):
+            shown = f"a value of {len(result)} characters (not shown)"  # not yet known to redact()
+        else:
+            shown = _short(result)
+        print(redact(f"[owrl trace] {hook_name} returned {shown}"), file=sys.stderr)
 
     pm.add_hookcall_monitoring(before, after)
 

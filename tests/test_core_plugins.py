@@ -326,3 +326,23 @@ def test_resolve_url_first_answer_wins(plugins, register_plugin):
     assert plugins.resolve_url("https://example.org/") == "https://example.org/"
     served = plugins.resolve_url("demo:shop/search")  # the demo plugin serves its shop in process
     assert served.startswith("http://127.0.0.1:") and served.endswith("/search")
+
+
+def test_trace_never_prints_a_secret_a_store_returns_or_a_hook_is_given(capsys, monkeypatch):
+    from owrl_sdk import hookimpl, secrets
+
+    class Vault:
+        @hookimpl
+        def resolve_secret(self, name):
+            return "vault-value-93kq" if name == "VAULT" else None
+
+    monkeypatch.setenv("OWRL_SECRET_SHOP_PW", "env-value-51zt")
+    pm = build_plugin_manager(environ={"OWRL_TRACE_PLUGINS": "1"})
+    pm.register(Vault(), name="vault")
+    plugins = Plugins(pm)
+    assert secrets.resolve("{{secret:VAULT}}", plugins.resolve_secret) == "vault-value-93kq"
+    plugins.resolve_url("https://shop.test/?pw=env-value-51zt")  # a hook's argument that quotes one
+    err = capsys.readouterr().err
+    assert "resolve_secret returned a value of 16 characters (not shown)" in err
+    assert "resolve_url(url='https://shop.test/?pw={{secret:SHOP_PW}}')" in err, err
+    assert "vault-value-93kq" not in err and "env-value-51zt" not in err

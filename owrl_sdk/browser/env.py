@@ -440,7 +440,8 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         assert dialog is not None
         from .picture import draw_dialog
 
-        shot = draw_dialog(self._last_screenshot, dialog.type, dialog.message, self.viewport, self.settings.screenshot_quality)
+        message = secrets.redact(dialog.message) or ""  # drawn into the picture: no scrub reaches it there
+        shot = draw_dialog(self._last_screenshot, dialog.type, message, self.viewport, self.settings.screenshot_quality)
         return secrets.scrub(Observation(
             url=page.url,
             title=self._titles.get(id(page), ""),
@@ -453,7 +454,8 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
     # ================================================================== downloads and background tasks
 
     def _on_download(self, download: "Download") -> None:
-        name = download.suggested_filename
+        # the page chooses the name (a.download = value + ".txt"): the file is saved under it redacted
+        name = (secrets.redact(download.suggested_filename) or "download").replace("/", "_")
         if self.run_dir is not None:
             target = self.run_dir / "downloads" / name
             target.parent.mkdir(parents=True, exist_ok=True)

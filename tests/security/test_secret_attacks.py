@@ -560,3 +560,73 @@ def test_policy_options_never_show_even_when_the_endpoint_quotes_them(owrl_page_
         leaking = {str(p): leaks_in_bytes(p.read_bytes(), API_KEY, URL_PASSWORD) for p in runs}
         assert not {k: v for k, v in leaking.items() if v}, leaking
     assert not failures, "\n".join(failures)
+
+
+# ---------------------------------------------------------------------------- what owrl draws, names and lets hooks add
+
+LEAKY_PAGES = {
+    "/": """<html><head><title>Leaky</title></head><body>
+<label>Code <input id="code"></label>
+<button onclick="alert('Your code is ' + document.getElementById('code').value)">Show</button>
+<button onclick="const a = document.createElement('a'); a.href = '/report';
+  a.download = document.getElementById('code').value + '.txt'; document.body.appendChild(a); a.click()">Save</button>
+</body></html>""",
+    "/report": "<p>a report</p>",
+}
+
+
+async def test_a_dialog_picture_a_download_name_and_hook_additions_hold_no_secret(
+        secret_env, owrl_page_server, tmp_path, monkeypatch):
+    """The page shows the typed value in an alert (owrl draws it into the screenshot) and names a
+    download after it; a site plugin copies page text into the observation's extras and a call's
+    feedback. None of these went through the scrub the environment applies."""
+    from owrl_sdk import hookimpl
+    from owrl_sdk.browser import picture
+
+    drawn: list[str] = []
+    real_draw = picture.draw_dialog
+
+    def spy(shot, kind, message, *rest):  # the real drawing, with what it was given kept
+        drawn.append(message)
+        return real_draw(shot, kind, message, *rest)
+
+    monkeypatch.setattr(picture, "draw_dialog", spy)
+
+    class CopiesPageText:
+        @hookimpl
+        def observation(self, observation, env):
+            observation.extras["account"] = f"signed in with {PLAIN}"
+
+        @hookimpl
+        def after_tool_call(self, call, result, env):
+            result.feedback += f" (the field now says {PLAIN})"
+
+    url = owrl_page_server(LEAKY_PAGES)
+    flow = Flow.model_validate(_flow(
+        url, [write("#code", "ATTACK_PLAIN"), click("Show")],
+        [{"name": "handle_dialog", "arguments": {"accept": True}}, click("Save"),
+         {"name": "wait", "arguments": {"seconds": 1}}], DONE))
+    s = Settings(runs_dir=str(tmp_path / "runs"))
+    async with Agent(policy="scripted", flow=flow, settings=s) as agent:
+        traj = await agent.run(Task(intent="attack", start_url=url, allowed_domains=["127.0.0.1"]),
+                               hooks=[CopiesPageText()])
+    assert traj.outcome.status == "success", traj.outcome
+    run_dir = Path(traj.metadata["run_dir"])
+    failures: list[str] = []
+    with tried(failures, "alert(value) drawn into the observation's screenshot",
+               "the dialog's message is redacted before it is drawn"):
+        assert drawn and all("{{secret:ATTACK_PLAIN}}" in m for m in drawn), drawn
+        assert not leaks(" ".join(drawn), PLAIN)
+    with tried(failures, "a download named after the typed value", "the saved file's name is redacted"):
+        names = [p.name for p in (run_dir / "downloads").iterdir()]
+        assert names and not leaks(" ".join(names), PLAIN), names
+        assert not leaks(json.dumps([c.result.feedback for st in traj.steps for c in st.calls if c.result]), PLAIN)
+    with tried(failures, "an observation hook copying page text into extras",
+               "what the hooks add is scrubbed before the policy reads it"):
+        assert traj.steps[0].observation.extras["account"] == "signed in with {{secret:ATTACK_PLAIN}}"
+        assert not leaks(json.dumps([st.observation.extras for st in traj.steps]), PLAIN)
+    with tried(failures, "an after_tool_call hook adding page text to a call's feedback",
+               "a call's result is scrubbed after the hooks"):
+        feedback = traj.steps[0].calls[0].result.feedback
+        assert "{{secret:ATTACK_PLAIN}}" in feedback and not leaks(feedback, PLAIN), feedback
+    assert not failures, "\n".join(failures)
