@@ -35,7 +35,7 @@ from .loop import Episode, EpisodeLimits
 from .memory import Memory
 from .plugins import Plugins
 from .policy import Policy
-from .runstore import RunStore
+from .runstore import RunDir, RunStore
 from .tools import Tool
 from .types import Step, Task, Trajectory
 
@@ -127,6 +127,12 @@ async def run_episode(
             await before_close(env, trajectory)
     finally:
         await asyncio.shield(env.close())
+        # a trace is written as the context closes, after episode_end saved the run folder: its
+        # run folder checks it again here, also when the episode was cancelled (nothing after would)
+        if episode.trajectory.outcome is not None:
+            for hook in options.get("extra_hooks") or ():
+                if isinstance(hook, RunDir):
+                    hook.save(episode.trajectory)
     return trajectory
 
 

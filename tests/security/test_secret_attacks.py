@@ -9,6 +9,7 @@ output, ``owrl serve``'s API and job store.
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import re
@@ -630,3 +631,24 @@ async def test_a_dialog_picture_a_download_name_and_hook_additions_hold_no_secre
         feedback = traj.steps[0].calls[0].result.feedback
         assert "{{secret:ATTACK_PLAIN}}" in feedback and not leaks(feedback, PLAIN), feedback
     assert not failures, "\n".join(failures)
+
+
+async def test_a_trace_of_a_cancelled_episode_that_typed_a_secret_is_not_kept(secret_env, owrl_page_server, tmp_path):
+    """The trace is written as the browser context closes, after the aborted trajectory was saved;
+    a cancelled episode is checked again then (it was not: the trace stayed, the secret in it)."""
+    url = owrl_page_server(PAGES)
+    flow = Flow.model_validate(_flow(url, [write("#long", "ATTACK"), {"name": "wait", "arguments": {"seconds": 30}}],
+                                     DONE))
+    s = Settings(runs_dir=str(tmp_path / "runs"))
+    with attack("secrets", "Agent.run(trace=True) cancelled (a time-out, Ctrl-C) after a secret was typed",
+                "the run folder checks the trace again once the context closed"):
+        async with Agent(policy="scripted", flow=flow, settings=s) as agent:
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(agent.run(Task(intent="trace", start_url=url, allowed_domains=["127.0.0.1"]),
+                                                 trace=True), 8)
+        (run_dir,) = (tmp_path / "runs").iterdir()
+        assert not list(run_dir.glob("trace*.zip")), list(run_dir.iterdir())
+        saved = json.loads((run_dir / "trajectory.json").read_text())
+        assert saved["outcome"]["status"] == "aborted"
+        assert any("trace" in w and "deleted" in w for w in saved["warnings"]), saved["warnings"]
+        assert not files_leaking(run_dir, SECRET)
