@@ -69,6 +69,28 @@ def test_stable_url_part_keeps_what_a_replay_sees_again():
     assert stable_url_part("https://other.example/docs", "http://127.0.0.1:1/") == "other.example/docs"
 
 
+def test_a_navigation_recorded_as_goto_url_keeps_no_credential_in_its_query():
+    """A GET log-in form whose answer comes after the 3 s cause window is recorded as goto_url of
+    the URL it reached: the password in its query stayed in the flow."""
+    from owrl_sdk.recorder.flowbuild import FlowBuilder, without_secret_params
+    from owrl_sdk.recorder.session import Recorder
+
+    assert without_secret_params("http://h/session?user=ann&password=hunter2&next=%2Fhome") == \
+        "http://h/session?user=ann&next=%2Fhome"
+    assert without_secret_params("http://h/a?q=shoes") == "http://h/a?q=shoes"
+    recording = Recorder.__new__(Recorder)  # the navigation handling alone, on a stand-in page
+    page = object()
+    recording._ready, recording._opened_by_action, recording._last, recording._closed_tab = True, set(), None, None
+    recording.builder = FlowBuilder("http://h/")
+    recording._on_navigated(page, "http://h/session?user=ann&pwd=hunter2")
+    (call,) = recording.builder.calls
+    assert call.arguments["url"] == "http://h/session?user=ann" and "hunter2" not in call.note
+    recording._last = (0.0, page, call)  # a redirect long after: the same goto_url takes its URL
+    recording._on_navigated(page, "http://h/session?user=ann&pwd=hunter2&auth_token=abc123")
+    (call,) = recording.builder.calls
+    assert call.arguments["url"] == "http://h/session?user=ann" and "hunter2" not in call.note
+
+
 def test_choose_text_prefers_status_regions_and_words_without_numbers():
     texts = [{"text": "Classic shirt", "live": False, "distance": 10},
              {"text": "Order 1042 placed", "live": True, "distance": 500}]

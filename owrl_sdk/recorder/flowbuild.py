@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from owrl_sdk.documents import FLOW_SCHEMA, Flow, flow_from_data
 
@@ -72,6 +72,17 @@ def stable_url_part(url: str, start_url: str = "") -> Optional[str]:
     if parts.netloc and start_host and parts.netloc != start_host and not start_url.startswith(("demo:",)):
         return parts.netloc + path
     return None if path == "/" else path
+
+
+def without_secret_params(url: str) -> str:
+    """``url`` without the query parameters whose names look like credentials (``password``,
+    ``token``, ...): a navigation recorded as ``goto_url`` is written into the flow as it is."""
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    kept = [(k, v) for k, v in pairs if not _SECRET_PARAMS.search(k)]
+    if len(kept) == len(pairs):
+        return url
+    return urlunsplit(parts._replace(query=urlencode(kept)))
 
 
 def _cut_text(text: str) -> str:

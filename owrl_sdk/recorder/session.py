@@ -31,7 +31,7 @@ from typing import Any, Optional, Union
 
 from owrl_sdk.documents import Flow
 
-from .flowbuild import Call, FlowBuilder, choose_text, short_name, upper_snake
+from .flowbuild import Call, FlowBuilder, choose_text, short_name, upper_snake, without_secret_params
 
 #: Seconds after an action within which a navigation or a new tab is counted as its effect.
 CAUSE_WINDOW = 3.0
@@ -265,8 +265,9 @@ class Recorder:
             last[2].expect.pop("text_visible", None)
             self._keep(asyncio.ensure_future(self._landing(page, last[2])))
         elif last is not None and last[2].name == "goto_url" and last[1] is page:
-            last[2].arguments["url"] = url
+            last[2].arguments["url"] = without_secret_params(url)
         else:
+            url = without_secret_params(url)  # a slow GET log-in form's password stays out of the flow
             self._add(Call("goto_url", {"url": url}, f"Open {url}."), page)
 
     def _keep(self, task: "asyncio.Future[Any]") -> None:
