@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Optional, Union
+from urllib.parse import urlsplit
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -10,6 +11,7 @@ from owrl_sdk import secrets
 from owrl_sdk.browser.env import BrowserEnv
 from owrl_sdk.browser.errors import ActionError
 from owrl_sdk.browser.feedback import short
+from owrl_sdk.domains import DomainPolicy
 from owrl_sdk.tools import TargetArgs
 from owrl_sdk.types import ToolResult
 
@@ -59,16 +61,15 @@ class Write(BrowserTool):
     Args = WriteArgs
 
     async def run(self, env: BrowserEnv, args: WriteArgs) -> ToolResult:
-        if secrets.has_placeholder(args.message):
-            # the value exists only here, for the keystrokes; everything else sees the placeholder
-            try:
-                args = args.model_copy(update={"message": secrets.resolve(args.message, env.secret_lookup)})
-            except secrets.SecretMissing as err:
-                return ToolResult.failure(str(err), kind="action.failed")
         page = env.page
         target = args.target
         if target is not None and target.point_2d is None:
             locator = env.locate(target).locator
+            if secrets.has_placeholder(args.message):
+                where = await locator.evaluate("e => e.ownerDocument.location.href")
+                args, refused = _with_secrets(env, args, [page.url, where])
+                if refused is not None:
+                    return refused
             if args.clear:
                 try:
                     await locator.fill(args.message)
@@ -87,6 +88,10 @@ class Write(BrowserTool):
             return ToolResult(feedback=_held_feedback(args, held))
         if target is not None:
             await page.mouse.click(*env.to_pixels(target.point_2d))
+        if secrets.has_placeholder(args.message):
+            args, refused = _with_secrets(env, args, [page.url, *await _focused_documents(page)])
+            if refused is not None:
+                return refused
         element = await describe_element(env, None)
         focused = await page.evaluate(_FOCUSED, args.clear)
         if args.clear and focused["editable"]:
@@ -102,6 +107,42 @@ class Write(BrowserTool):
         after = await page.evaluate(_FOCUSED, False)
         return ToolResult(feedback=_held_feedback(args, after["value"]),
                           data={"element": element, "value": after["value"]})
+
+
+def _with_secrets(env: BrowserEnv, args: WriteArgs, documents: list[str]) -> tuple[WriteArgs, Optional[ToolResult]]:
+    """``args`` with its placeholders resolved, just before the keys are sent: the value exists
+    only here, for the keystrokes; everything else sees the placeholder. A secret bound to hosts
+    (the ``secrets_allowed_on`` setting) is refused when the page or the document the keys go to
+    (a frame) is elsewhere; a secret that is not set is refused too."""
+    bound = getattr(getattr(env, "settings", None), "secrets_allowed_on", None) or {}
+    for name in dict.fromkeys(m.group(1) for m in secrets.PLACEHOLDER.finditer(args.message)):
+        hosts = bound.get(name)
+        if hosts is None:
+            continue
+        policy = DomainPolicy(allowed=list(hosts))
+        for url in documents:
+            if not url.startswith(("http:", "https:")) or policy.refusal(url):
+                host = urlsplit(url).hostname or url[:40]
+                return args, ToolResult.failure(
+                    f"secret {name} may be typed only on {', '.join(hosts)}; the field is on {host}, "
+                    "so nothing was typed", kind="action.failed")
+    try:
+        return args.model_copy(update={"message": secrets.resolve(args.message, env.secret_lookup)}), None
+    except secrets.SecretMissing as err:
+        return args, ToolResult.failure(str(err), kind="action.failed")
+
+
+async def _focused_documents(page) -> list[str]:  # type: ignore[no-untyped-def]
+    """The addresses of the documents that hold the focus (the page, and each frame down to the
+    one whose field the keys reach): keys typed at a point go to the focused element, maybe in a frame."""
+    found = []
+    for frame in page.frames:
+        try:
+            if await frame.evaluate("() => document.hasFocus() && document.activeElement !== null"):
+                found.append(frame.url)
+        except Exception:  # noqa: BLE001 - a frame that went away: not where the keys go
+            continue
+    return found
 
 
 def _held_feedback(args: WriteArgs, held: Optional[str]) -> str:

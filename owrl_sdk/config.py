@@ -104,6 +104,10 @@ class Settings(BaseModel):
     action_timeout: float = Field(5.0, gt=0)
     allowed_domains: list[str] = Field(default_factory=list, description="hosts an episode may visit (empty: any)")
     blocked_domains: list[str] = Field(default_factory=list, description="hosts an episode may never visit")
+    secrets_allowed_on: dict[str, list[str]] = Field(
+        default_factory=dict, description="per secret NAME, the hosts whose pages it may be typed into (a host "
+        "also covers its subdomains); variable: NAME=a.test,b.test;OTHER=c.test. A secret not named here may be "
+        "typed on any page")
     runs_dir: str = "runs"
     plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
@@ -199,8 +203,12 @@ def _from_env(environ: Mapping[str, str], names: Optional[dict[str, str]] = None
         name = key[len(ENV_PREFIX):].lower()
         if name in known:
             field = Settings.model_fields[name]
-            if getattr(field.annotation, "__origin__", None) is list:
+            origin = getattr(field.annotation, "__origin__", None)
+            if origin is list:
                 out[name] = [v.strip() for v in value.split(",") if v.strip()]
+            elif origin is dict:  # NAME=a,b;OTHER=c
+                out[name] = {k.strip(): [v.strip() for v in vs.split(",") if v.strip()]
+                             for k, _, vs in (part.partition("=") for part in value.split(";") if part.strip())}
             else:
                 out[name] = value
             if names is not None:

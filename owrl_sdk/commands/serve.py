@@ -60,6 +60,11 @@ def serve_command(host: str, port: int, data_dir: str, max_concurrent: int, no_a
     auth = "bearer token" if token else "none (--no-auth)"
     click.echo(f"owrl serve: http://{host}:{port}  data: {folder.resolve()}  auth: {auth}  "
                f"jobs at a time: {max_concurrent}", err=True)
+    loose = sorted(k[len("OWRL_SECRET_"):] for k in os.environ if k.startswith("OWRL_SECRET_")
+                   and k[len("OWRL_SECRET_"):] not in settings.secrets_allowed_on)
+    if loose and not settings.allowed_domains:
+        click.echo(f"owrl serve: warning: secrets {', '.join(loose)} may be typed on any page a job opens "
+                   "(no allowed_domains): bind each to its hosts with secrets_allowed_on (docs/serve.md)", err=True)
     config: Any = uvicorn.Config(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=3)
     try:
         uvicorn.Server(config).run()

@@ -652,3 +652,44 @@ async def test_a_trace_of_a_cancelled_episode_that_typed_a_secret_is_not_kept(se
         assert saved["outcome"]["status"] == "aborted"
         assert any("trace" in w and "deleted" in w for w in saved["warnings"]), saved["warnings"]
         assert not files_leaking(run_dir, SECRET)
+
+
+# ---------------------------------------------------------------------------- secrets bound to hosts
+
+BOUND_PAGES = {
+    "/": """<html><head><title>Bank</title></head><body style="margin:0">
+<label>Code <input id="code"></label>
+<iframe id="ad" style="position:fixed; left:0; top:40px; width:1000px; height:500px; border:0"></iframe>
+<script>document.getElementById('ad').src = location.href.replace('127.0.0.1', 'localhost') + 'inner'</script>
+</body></html>""",
+    "/inner": """<html><body style="margin:0"><input id="grab" style="width:100%; height:400px">
+<script>document.getElementById('grab').addEventListener('input', e => { parent.postMessage('got', '*') })</script>
+</body></html>""",
+}
+
+
+@pytest.mark.parametrize("how", ["selector", "point"])
+async def test_a_secret_bound_to_a_host_is_typed_nowhere_else_not_even_in_a_frame(secret_env, owrl_page_server, tmp_path, how):
+    """secrets_allowed_on: ATTACK_PLAIN may be typed on 127.0.0.1 only. The page embeds a frame
+    from another host (localhost) with a field that covers the page: a prompt-injected model
+    typing the placeholder there, by selector or by point, types nothing."""
+    url = owrl_page_server(BOUND_PAGES)
+    into_frame = ({"selector": "#ad >>> #grab"} if how == "selector" else {"point_2d": [300, 300]})
+    flow = Flow.model_validate(_flow(
+        url, [write("#code", "ATTACK_PLAIN")],
+        [{"name": "write", "arguments": {**into_frame, "message": "{{secret:ATTACK_PLAIN}}"}}], DONE))
+    s = Settings(runs_dir=str(tmp_path / "runs"), secrets_allowed_on={"ATTACK_PLAIN": ["127.0.0.1"]})
+    with attack("secrets", f"a secret bound to its host, typed into another host's frame ({how})",
+                "the write tool checks the page and the document the keys reach before it resolves"):
+        async with Agent(policy="scripted", flow=flow, settings=s) as agent:
+            traj = await agent.run(Task(intent="bound", start_url=url))
+        first, second = traj.steps[0].calls[0].result, traj.steps[1].calls[0].result
+        assert first.ok, first  # on its own host it is typed
+        assert not second.ok and "secret ATTACK_PLAIN may be typed only on 127.0.0.1; the field is on localhost" \
+            in second.error, second
+        assert "localhost" not in str(traj.steps[0].observation.url)
+    # with the frame's host bound too, the same call types it
+    s = Settings(runs_dir=str(tmp_path / "runs2"), secrets_allowed_on={"ATTACK_PLAIN": ["127.0.0.1", "localhost"]})
+    async with Agent(policy="scripted", flow=flow, settings=s) as agent:
+        traj = await agent.run(Task(intent="bound", start_url=url))
+    assert traj.steps[1].calls[0].result.ok, traj.steps[1].calls[0].result

@@ -55,3 +55,13 @@ def test_no_auth_on_loopback_serves_without_a_token(serve):
     server = serve("--no-auth", token=None)
     assert server.request("GET", "/v1/jobs", token=None).status == 200
     assert "securitySchemes" not in server.request("GET", "/openapi.json", token=None).json().get("components", {})
+
+
+def test_it_warns_about_secrets_that_any_page_could_have_typed_into_it(serve, tmp_path):
+    loose = serve(data_dir=tmp_path / "a", env={"OWRL_SECRET_SHOP_PW": "pw-123456", "OWRL_SECRET_API": "tok-123456",
+                                                "OWRL_SECRETS_ALLOWED_ON": "API=api.test"})
+    assert "warning: secrets SHOP_PW may be typed on any page a job opens" in loose.log.read_text()
+    bound = serve(data_dir=tmp_path / "b", env={"OWRL_SECRET_SHOP_PW": "pw-123456",
+                                                "OWRL_SECRETS_ALLOWED_ON": "SHOP_PW=shop.test"})
+    fenced = serve(data_dir=tmp_path / "c", env={"OWRL_SECRET_SHOP_PW": "pw-123456", "OWRL_ALLOWED_DOMAINS": "shop.test"})
+    assert "warning" not in bound.log.read_text() and "warning" not in fenced.log.read_text()
