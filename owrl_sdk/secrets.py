@@ -139,6 +139,10 @@ def _char(c: str) -> str:
     escaped = json.dumps(c, ensure_ascii=True)[1:-1]
     if escaped.startswith("\\u"):
         forms.append((escaped, True))
+    elif c.isascii() and not c.isalnum() and not c.isspace():
+        forms.append((f"\\u{ord(c):04x}", True))  # HTML-safe JSON writes & < > ' = as \u0026 ...
+    if c == "'":
+        forms.append(("''", False))  # a YAML single-quoted string (aria snapshots) doubles it
     if c in "/'\"":
         forms.append(("\\" + c, False))  # JSON's \/, a JavaScript string's \' and \"
     forms.append((f"&#{ord(c)};", False))
