@@ -161,6 +161,11 @@ _SPACE = (r"(?:\s|\+|(?i:%(?:25)?(?:20|09|0a|0d|c2%(?:25)?a0))|\\[ntr]|(?i:\\u00
           r"|(?i:&nbsp;)|&#0*(?:32|160|9|10|13);|(?i:&#x0*(?:20|a0|9|a|d);))+")
 
 
+#: Where a short value may begin: not after a letter or digit, unless that ends an escape
+#: (%3D, \u003d, \n) that stands for what came before it.
+_ALONE = r"(?:(?<![0-9A-Za-z])|(?<=%[0-9A-Fa-f]{2})|(?<=\\u[0-9A-Fa-f]{4})|(?<=\\[nrtbf]))"
+
+
 @lru_cache(maxsize=512)
 def _matcher(value: str) -> tuple[re.Pattern[str], tuple[re.Pattern[str], ...]]:
     """The head (the first MIN_PREFIX characters, or the whole of a shorter value) as one
@@ -172,8 +177,10 @@ def _matcher(value: str) -> tuple[re.Pattern[str], tuple[re.Pattern[str], ...]]:
     while head < len(units) and covered < MIN_PREFIX:
         covered += units[head][0]
         head += 1
-    return (re.compile("".join(p for _, p in units[:head])),
-            tuple(re.compile(p) for _, p in units[head:]))
+    pattern = "".join(p for _, p in units[:head])
+    if len(value) < MIN_PREFIX:  # a PIN, a code: only on its own, not inside a longer number or word
+        pattern = f"{_ALONE}{pattern}(?![0-9A-Za-z])"
+    return (re.compile(pattern), tuple(re.compile(p) for _, p in units[head:]))
 
 
 def _spans(text: str, value: str) -> list[tuple[int, int]]:

@@ -702,3 +702,16 @@ async def test_a_secret_bound_to_a_host_is_typed_nowhere_else_not_even_in_a_fram
     async with Agent(policy="scripted", flow=flow, settings=s) as agent:
         traj = await agent.run(Task(intent="bound", start_url=url))
     assert traj.steps[1].calls[0].result.ok, traj.steps[1].calls[0].result
+
+
+def test_a_short_secret_is_redacted_on_its_own_and_not_inside_other_numbers(monkeypatch):
+    """Matched inside any number, a PIN gave itself away: '© 2024 Acme, call 020241' became
+    '© {{secret:PIN}} Acme, call 0{{secret:PIN}}1'. On its own (escapes and encodings around it
+    included) it is still redacted."""
+    from owrl_sdk.secrets import redact
+
+    monkeypatch.setenv("OWRL_SECRET_PIN", "2024")
+    assert redact("© 2024 Acme, call 020241") == "© {{secret:PIN}} Acme, call 020241"
+    for around in ("PIN: {}", '"{}"', "pin={}&x", "next=%2Fx%3Fpin%3D{}", "a\\n{}", "x\\u003d{}", "{}****"):
+        assert redact(around.format("2024")) == around.format("{{secret:PIN}}"), around
+    assert redact("%32%30%32%34") == "{{secret:PIN}}"
