@@ -36,6 +36,7 @@ from .memory import Memory
 from .plugins import Plugins
 from .policy import Policy
 from .runstore import RunDir, RunStore
+from .secrets import scrub
 from .tools import Tool
 from .types import Step, Task, Trajectory
 
@@ -232,7 +233,8 @@ class JudgedEpisodes:
 
         traj = await run_episode(task, env, policy, self.settings, self.plugins, before_close=check,
                                  extra_hooks=[run, self.suite])
-        traj.judgements.append(await self.judge.judge(traj))
+        # the judge reads what the run folder will hold: a model judge may be a remote endpoint
+        traj.judgements.append(await self.judge.judge(scrub(traj)))
         traj.metadata["run_dir"] = str(run.path)
         failure = traj.outcome.failure if traj.outcome else None
         if failure is not None and failure.category == "network" and self.blocklist is not None:

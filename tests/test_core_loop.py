@@ -334,3 +334,30 @@ async def test_a_steps_start_time_is_before_its_observation_and_policy(plugins, 
 
     started, ended = (datetime.fromisoformat(t) for t in (traj.steps[0].started_at, traj.ended_at))
     assert (ended - started).total_seconds() >= 0.3  # the policy's time is inside the step
+
+
+async def test_the_judge_reads_the_episode_as_the_run_folder_holds_it_scrubbed(plugins, settings, tmp_path, monkeypatch):
+    """A model judge may be a remote endpoint: an answer holding a secret reached it in clear."""
+    from owrl_sdk.evaluation import TaskFileSuite
+    from owrl_sdk.runner import JudgedEpisodes
+    from owrl_sdk.types import Judgement
+
+    monkeypatch.setenv("OWRL_SECRET_CODE", "hunter2Pass")
+    seen = []
+
+    class SpyJudge:
+        async def judge(self, trajectory):
+            seen.append(trajectory.outcome.answer)
+            return Judgement(judge="spy", score=1.0, success=True)
+
+    class Host:
+        async def new_env(self, run_dir=None, trace=False):
+            return FakeEnv(PAGES)
+
+    task = Task(id="t1", intent="read the code", start_url="fake://home")
+    episodes = JudgedEpisodes(settings, plugins, TaskFileSuite(settings, [task]), SpyJudge(), tmp_path,
+                              record_blocklist=False)
+    policy = ListPolicy(settings, turns=[Turn(calls=[call("done", response="the code is hunter2Pass")])])
+    record, traj = await episodes.run(Host(), policy, task, 0)
+    assert seen == ["the code is {{secret:CODE}}"]
+    assert record.success

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any, Optional
 
@@ -30,6 +29,7 @@ def judge_command(path: str, judge_name: str, model: Optional[str], profile: Opt
     from owrl_sdk.config import load_checked_settings as load_settings
     from owrl_sdk.documents import load_trajectory, save_trajectory
     from owrl_sdk.plugins import Plugins
+    from owrl_sdk.secrets import dumps, redact
 
     settings = load_settings({"profile": profile})
     cls = Plugins().catalogue.get("judges", judge_name)
@@ -43,11 +43,11 @@ def judge_command(path: str, judge_name: str, model: Optional[str], profile: Opt
         traj.judgements.append(judgement)
         save_trajectory(traj, traj_file)
     if as_json:
-        click.echo(json.dumps({"path": str(traj_file), **judgement.model_dump(exclude={"details"}),
-                               "details": {k: v for k, v in judgement.details.items() if k != "raw"}}))
+        click.echo(dumps({"path": str(traj_file), **judgement.model_dump(exclude={"details"}),
+                          "details": {k: v for k, v in judgement.details.items() if k != "raw"}}))
     else:
         label = {True: "success", False: "failure", None: "no label"}[judgement.success]
-        click.echo(f"{judge_name}: {label}, score {judgement.score:.2f} — {judgement.reason}")
+        click.echo(redact(f"{judge_name}: {label}, score {judgement.score:.2f} — {judgement.reason}"))
         for warning in judgement.details.get("warnings") or []:
             click.echo(f"warning: {warning}", err=True)
 
