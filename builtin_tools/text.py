@@ -66,8 +66,7 @@ class Write(BrowserTool):
         if target is not None and target.point_2d is None:
             locator = env.locate(target).locator
             if secrets.has_placeholder(args.message):
-                where = await locator.evaluate("e => e.ownerDocument.location.href")
-                args, refused = _with_secrets(env, args, [page.url, where])
+                args, refused = _with_secrets(env, args, [page.url, *await _frames_of(locator)])
                 if refused is not None:
                     return refused
             if args.clear:
@@ -119,12 +118,16 @@ def _with_secrets(env: BrowserEnv, args: WriteArgs, documents: list[str]) -> tup
         hosts = bound.get(name)
         if hosts is None:
             continue
+        if not hosts:
+            return args, ToolResult.failure(f"secret {name} may be typed on no page (secrets_allowed_on lists no "
+                                            "host for it), so nothing was typed", kind="action.failed")
         policy = DomainPolicy(allowed=list(hosts))
         for url in documents:
             if not url.startswith(("http:", "https:")) or policy.refusal(url):
-                host = urlsplit(url).hostname or url[:40]
+                where = ("in a frame that hides where it is" if url == _HIDDEN
+                         else f"on {urlsplit(url).hostname or url[:40]}")
                 return args, ToolResult.failure(
-                    f"secret {name} may be typed only on {', '.join(hosts)}; the field is on {host}, "
+                    f"secret {name} may be typed only on {', '.join(hosts)}; the field is {where}, "
                     "so nothing was typed", kind="action.failed")
     try:
         return args.model_copy(update={"message": secrets.resolve(args.message, env.secret_lookup)}), None
@@ -132,16 +135,39 @@ def _with_secrets(env: BrowserEnv, args: WriteArgs, documents: list[str]) -> tup
         return args, ToolResult.failure(str(err), kind="action.failed")
 
 
+_HIDDEN = "about:hidden-frame"
+
+
+async def _frames_of(locator) -> list[str]:  # type: ignore[no-untyped-def]
+    """The addresses of the frame that holds the element and of each frame around it, as the
+    browser reports them (Playwright's frames, which a page's scripts cannot rewrite)."""
+    handle = await locator.element_handle()
+    frame, found = await handle.owner_frame(), []
+    if frame is None:  # a frame that tampers with its own DOM can hide where it is: count it as nowhere
+        return [_HIDDEN]
+    while frame is not None:
+        found.append(frame.url)
+        frame = frame.parent_frame
+    return found
+
+
+_ACTIVE = """() => { let e = document.activeElement;
+  while (e && e.shadowRoot && e.shadowRoot.activeElement) e = e.shadowRoot.activeElement; return e; }"""
+
+
 async def _focused_documents(page) -> list[str]:  # type: ignore[no-untyped-def]
-    """The addresses of the documents that hold the focus (the page, and each frame down to the
-    one whose field the keys reach): keys typed at a point go to the focused element, maybe in a frame."""
-    found = []
-    for frame in page.frames:
-        try:
-            if await frame.evaluate("() => document.hasFocus() && document.activeElement !== null"):
-                found.append(frame.url)
-        except Exception:  # noqa: BLE001 - a frame that went away: not where the keys go
-            continue
+    """The addresses of the frames the keys go down through, from the page to the frame whose
+    element has the focus: keys typed after a click at a point go to the focused element, maybe
+    in a frame. Each frame is the browser's; a frame's own scripts could only hide frames inside
+    it, and it is counted already."""
+    found, frame = [], page.main_frame
+    for _ in range(16):
+        element = (await frame.evaluate_handle(_ACTIVE)).as_element()
+        inner = await element.content_frame() if element is not None else None
+        if inner is None:
+            break
+        found.append(inner.url)
+        frame = inner
     return found
 
 

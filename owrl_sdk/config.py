@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -110,6 +111,15 @@ class Settings(BaseModel):
         "typed on any page")
     runs_dir: str = "runs"
     plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("secrets_allowed_on")
+    @classmethod
+    def _secret_names(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for name in value:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"'{name}' is not a secret's NAME (as in {{{{secret:NAME}}}}); write "
+                                 "NAME=host,host;OTHER=host")
+        return value
 
     @field_validator("browser_endpoint", "cdp_endpoint", "remote_chromium")
     @classmethod
@@ -213,6 +223,11 @@ def _from_env(environ: Mapping[str, str], names: Optional[dict[str, str]] = None
                 out[name] = value
             if names is not None:
                 names[name] = key
+        elif key.startswith("OWRL_SECRET_") and difflib.get_close_matches(
+                key[len("OWRL_SECRET_"):].lower(), ["allowed_on"], cutoff=0.85):
+            # OWRL_SECRET_ALLOWED_ON would be a secret named ALLOWED_ON, and no secret bound
+            raise ConfigError(f"environment variable {key} is not a setting; did you mean OWRL_SECRETS_ALLOWED_ON? "
+                              "(rename it, or unset it)")
         elif key not in OTHER_VARIABLES and not key.startswith(OTHER_PREFIXES):
             _refuse_near_miss(key, known)
     return out
@@ -247,6 +262,8 @@ def _build(layers: list[tuple[dict[str, Any], str]], env_names: Optional[Mapping
                 plugins = merged.setdefault("plugins", {})
                 for name, table in value.items():
                     plugins.setdefault(name, {}).update(table if isinstance(table, dict) else {"": table})
+            elif key == "secrets_allowed_on" and isinstance(value, dict) and isinstance(merged.get(key), dict):
+                merged[key] = {**merged[key], **value}  # a project's file binds its secrets, the user's stay
             else:
                 merged[key] = value
             origin[key] = (env_names or {}).get(key, source) if source == "environment" else source

@@ -205,14 +205,17 @@ class Episode:
         that fails ends the episode as ``infra_error`` (stage ``memory`` or ``hook``); with
         ``quiet`` (the episode is already ending for another reason) it is only a warning."""
         self.trajectory.steps.append(step)
+        failed: list[_Stage] = []
         for stage, fn, args in (("memory", self.memory.record, (step,)),
                                 ("hook", self.hooks.step_end, (step, self.trajectory))):
-            try:
+            try:  # both run whatever the other did: the run store's step_end writes the step
                 self._plain(stage, fn, *args)
             except _Stage as s:
-                if not quiet:
-                    raise
-                self.trajectory.warnings.append(f"{stage} failed at step {step.index}: {type(s.error).__name__}: {s.error}")
+                failed.append(s)
+        if failed and not quiet:
+            raise failed[0]
+        for s in failed:
+            self.trajectory.warnings.append(f"{s.stage} failed at step {step.index}: {type(s.error).__name__}: {s.error}")
 
     def _plain(self, stage: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)``, a plain call of a plugin (the memory, a tool's ``available``,

@@ -133,7 +133,11 @@ async def run_episode(
         if episode.trajectory.outcome is not None:
             for hook in options.get("extra_hooks") or ():
                 if isinstance(hook, RunDir):
-                    hook.save(episode.trajectory)
+                    try:
+                        hook.save(episode.trajectory)
+                    except Exception as err:  # noqa: BLE001 - must not replace the episode's own exception
+                        episode.trajectory.warnings.append(f"saving the run after the browser closed failed: "
+                                                           f"{type(err).__name__}: {err}")
     return trajectory
 
 

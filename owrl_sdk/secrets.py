@@ -163,7 +163,7 @@ _SPACE = (r"(?:\s|\+|(?i:%(?:25)?(?:20|09|0a|0d|c2%(?:25)?a0))|\\[ntr]|(?i:\\u00
 
 #: Where a short value may begin: not after a letter or digit, unless that ends an escape
 #: (%3D, \u003d, \n) that stands for what came before it.
-_ALONE = r"(?:(?<![0-9A-Za-z])|(?<=%[0-9A-Fa-f]{2})|(?<=\\u[0-9A-Fa-f]{4})|(?<=\\[nrtbf]))"
+_ALONE = r"(?:(?<![0-9A-Za-z])|(?<=%[0-9A-Fa-f]{2})|(?<=%25[0-9A-Fa-f]{2})|(?<=\\u[0-9A-Fa-f]{4})|(?<=\\[nrtbf]))"
 
 
 @lru_cache(maxsize=512)

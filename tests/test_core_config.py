@@ -183,3 +183,16 @@ def test_owrl_run_stops_on_a_misspelt_allowlist_before_any_browser(tmp_path):
     assert done.returncode == 2, done.stdout + done.stderr
     assert "did you mean OWRL_ALLOWED_DOMAINS?" in done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_secret_bindings_merge_across_files_and_a_misspelt_one_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    (tmp_path / "cfg" / "owrl").mkdir(parents=True)
+    (tmp_path / "cfg" / "owrl" / "owrl.toml").write_text('[secrets_allowed_on]\nBANK_PW = ["bank.test"]\n')
+    (tmp_path / "owrl.toml").write_text('[secrets_allowed_on]\nSHOP_PW = ["shop.test"]\n')
+    s = load_settings(environ={"OWRL_SECRETS_ALLOWED_ON": "API=api.test,api2.test;SHOP_PW"}, cwd=tmp_path)
+    assert s.secrets_allowed_on == {"BANK_PW": ["bank.test"], "SHOP_PW": [], "API": ["api.test", "api2.test"]}
+    with pytest.raises(ConfigError, match="did you mean OWRL_SECRETS_ALLOWED_ON"):
+        load_settings(environ={"OWRL_SECRET_ALLOWED_ON": "SHOP_PW=shop.test"}, cwd=tmp_path)
+    with pytest.raises(ConfigError, match="'SHOP_PW:shop.test' is not a secret's NAME"):
+        load_settings(environ={"OWRL_SECRETS_ALLOWED_ON": "SHOP_PW:shop.test"}, cwd=tmp_path)

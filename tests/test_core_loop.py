@@ -280,11 +280,12 @@ async def test_a_plugin_that_raises_outside_a_stage_still_ends_the_episode_with_
         plugins, settings, register_plugin, where, stage):
     """The memory, a tool's ``available`` and a ``step_end`` hook are plugins' code too: an error
     there is the episode's infra_error, with episode_end run and the steps so far kept."""
-    ended = []
+    ended, step_ends = [], []
 
     class Watcher:
         @hookimpl
         def step_end(self, step, trajectory):
+            step_ends.append(step.index)
             if where == "step_end":
                 raise RuntimeError("step_end broke")
 
@@ -305,6 +306,13 @@ async def test_a_plugin_that_raises_outside_a_stage_still_ends_the_episode_with_
     assert ended == [traj.outcome]  # episode_end ran, once
     if where in ("memory.record", "step_end"):
         assert len(traj.steps) == 1  # the step that was taken is kept
+        assert step_ends == [0]  # and the step_end hooks saw it (the run store writes it there)
+
+
+def test_a_memory_that_loses_its_store_is_not_called_a_lost_browser():
+    from owrl_sdk.failures import classify
+
+    assert classify(ConnectionRefusedError(111, "Connection refused"), "memory").kind == "infra.memory_unreachable"
 
 
 async def test_a_failing_step_end_while_the_episode_already_fails_is_a_warning(plugins, settings, register_plugin):

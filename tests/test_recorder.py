@@ -78,6 +78,11 @@ def test_a_navigation_recorded_as_goto_url_keeps_no_credential_in_its_query():
     assert without_secret_params("http://h/session?user=ann&password=hunter2&next=%2Fhome") == \
         "http://h/session?user=ann&next=%2Fhome"
     assert without_secret_params("http://h/a?q=shoes") == "http://h/a?q=shoes"
+    # only credential names, matched whole; what is kept stays as written
+    kept = "http://h/search?keyword=red%20shoes&passengers=2&author=Tolkien&flag"
+    assert without_secret_params(kept) == kept
+    assert without_secret_params("http://h/cb?state=x%20y&access_token=abc#id_token=j&scope=a") == \
+        "http://h/cb?state=x%20y#scope=a"
     recording = Recorder.__new__(Recorder)  # the navigation handling alone, on a stand-in page
     page = object()
     recording._ready, recording._opened_by_action, recording._last, recording._closed_tab = True, set(), None, None

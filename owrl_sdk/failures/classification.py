@@ -143,6 +143,8 @@ def classify(error: BaseException, stage: str = "") -> Failure:
             return _failure("network", code, stage, f"{type(err).__name__}: {_message(err)}")
         if stage == "policy":
             return _failure("infra", "policy_unreachable", stage, f"{type(err).__name__}: {_message(err)}")
+        if stage == "memory":  # a memory that keeps its store elsewhere lost it: not the browser
+            return _failure("infra", "memory_unreachable", stage, f"{type(err).__name__}: {_message(err)}")
         # reset / observe / verify: the environment's own link to its browser broke
         return _failure("infra", "browser_disconnected", stage, f"{type(err).__name__}: {_message(err)}")
 

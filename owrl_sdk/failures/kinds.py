@@ -76,6 +76,7 @@ KINDS: dict[str, str] = {
     "infra.step_timeout": "a step ran over its time limit",
     "infra.timeout": "an operation of the machinery timed out",
     "infra.policy_unreachable": "the policy's model server could not be reached",
+    "infra.memory_unreachable": "the memory could not reach the store it keeps its steps in",
     "infra.endpoint_error": "the model server answered with an error",
     "infra.endpoint_unreachable": "the model server could not be reached",
     "infra.cancelled": "the episode was cancelled",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote_plus, urlsplit, urlunsplit
 
 from owrl_sdk.documents import FLOW_SCHEMA, Flow, flow_from_data
 
@@ -74,15 +74,28 @@ def stable_url_part(url: str, start_url: str = "") -> Optional[str]:
     return None if path == "/" else path
 
 
+#: Query (or fragment) parameter names that carry a credential, matched whole (``keyword`` and
+#: ``passengers`` are not credentials): ``password``, ``pwd``, ``access_token``, ``api_key``, ...
+_CREDENTIAL_NAME = re.compile(r"(?:\w*[-_])?(?:pass(?:word|wd|code|phrase)?|pwd|pin|otp|secret|token|auth"
+                              r"|api[-_]?key|apikey|key|session(?:id)?|sid)", re.I)
+
+
 def without_secret_params(url: str) -> str:
-    """``url`` without the query parameters whose names look like credentials (``password``,
-    ``token``, ...): a navigation recorded as ``goto_url`` is written into the flow as it is."""
+    """``url`` without the query and fragment parameters named like credentials (``password``,
+    ``access_token``, ...); the rest kept as written. A navigation recorded as ``goto_url`` goes
+    into the flow as it is."""
     parts = urlsplit(url)
-    pairs = parse_qsl(parts.query, keep_blank_values=True)
-    kept = [(k, v) for k, v in pairs if not _SECRET_PARAMS.search(k)]
-    if len(kept) == len(pairs):
+
+    def keep(text: str) -> str:
+        pieces = text.split("&")
+        kept = [p for p in pieces if not _CREDENTIAL_NAME.fullmatch(unquote_plus(p.split("=", 1)[0]))]
+        return "&".join(kept) if len(kept) < len(pieces) else text
+
+    query = keep(parts.query)
+    fragment = keep(parts.fragment) if "=" in parts.fragment else parts.fragment
+    if (query, fragment) == (parts.query, parts.fragment):
         return url
-    return urlunsplit(parts._replace(query=urlencode(kept)))
+    return urlunsplit(parts._replace(query=query, fragment=fragment))
 
 
 def _cut_text(text: str) -> str:

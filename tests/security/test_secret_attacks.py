@@ -669,34 +669,48 @@ BOUND_PAGES = {
     "/": """<html><head><title>Bank</title></head><body style="margin:0">
 <label>Code <input id="code"></label>
 <iframe id="ad" style="position:fixed; left:0; top:40px; width:1000px; height:500px; border:0"></iframe>
-<script>document.getElementById('ad').src = location.href.replace('127.0.0.1', 'localhost') + 'inner'</script>
+<script>document.getElementById('ad').src = location.origin.replace('127.0.0.1', 'localhost') + '/inner' + location.search</script>
 </body></html>""",
     "/inner": """<html><body style="margin:0"><input id="grab" style="width:100%; height:400px">
-<script>document.getElementById('grab').addEventListener('input', e => { parent.postMessage('got', '*') })</script>
+<script>if (location.search.includes('lie')) {
+  // the frame lies about where it is and whether it has the focus, to whoever asks from inside it
+  const honest = location.href.replace('localhost', '127.0.0.1');
+  Object.defineProperty(Node.prototype, 'ownerDocument', {get: () => ({location: {href: honest}})});
+  Document.prototype.hasFocus = () => false;
+}</script>
 </body></html>""",
 }
 
 
 @pytest.mark.parametrize("how", ["selector", "point"])
-async def test_a_secret_bound_to_a_host_is_typed_nowhere_else_not_even_in_a_frame(secret_env, owrl_page_server, tmp_path, how):
+@pytest.mark.parametrize("frame", ["honest", "lie"])
+async def test_a_secret_bound_to_a_host_is_typed_nowhere_else_not_even_in_a_frame(
+        secret_env, owrl_page_server, tmp_path, how, frame):
     """secrets_allowed_on: ATTACK_PLAIN may be typed on 127.0.0.1 only. The page embeds a frame
     from another host (localhost) with a field that covers the page: a prompt-injected model
     typing the placeholder there, by selector or by point, types nothing."""
-    url = owrl_page_server(BOUND_PAGES)
+    url = owrl_page_server(BOUND_PAGES) + ("?lie" if frame == "lie" else "")
     into_frame = ({"selector": "#ad >>> #grab"} if how == "selector" else {"point_2d": [300, 300]})
     flow = Flow.model_validate(_flow(
         url, [write("#code", "ATTACK_PLAIN")],
         [{"name": "write", "arguments": {**into_frame, "message": "{{secret:ATTACK_PLAIN}}"}}], DONE))
     s = Settings(runs_dir=str(tmp_path / "runs"), secrets_allowed_on={"ATTACK_PLAIN": ["127.0.0.1"]})
-    with attack("secrets", f"a secret bound to its host, typed into another host's frame ({how})",
+    with attack("secrets", f"a secret bound to its host, typed into another host's frame ({how}, {frame})",
                 "the write tool checks the page and the document the keys reach before it resolves"):
         async with Agent(policy="scripted", flow=flow, settings=s) as agent:
             traj = await agent.run(Task(intent="bound", start_url=url))
         first, second = traj.steps[0].calls[0].result, traj.steps[1].calls[0].result
         assert first.ok, first  # on its own host it is typed
-        assert not second.ok and "secret ATTACK_PLAIN may be typed only on 127.0.0.1; the field is on localhost" \
-            in second.error, second
+        assert not second.ok and "secret ATTACK_PLAIN may be typed only on 127.0.0.1; the field is " in second.error \
+            and ("on localhost" in second.error or "in a frame that hides where it is" in second.error), second
         assert "localhost" not in str(traj.steps[0].observation.url)
+    if frame == "lie":
+        return
+    # a binding that lists no host types it nowhere, not even on its own page
+    s = Settings(runs_dir=str(tmp_path / "runs0"), secrets_allowed_on={"ATTACK_PLAIN": []})
+    async with Agent(policy="scripted", flow=flow, settings=s) as agent:
+        traj = await agent.run(Task(intent="bound", start_url=url))
+    assert "may be typed on no page" in traj.steps[0].calls[0].result.error
     # with the frame's host bound too, the same call types it
     s = Settings(runs_dir=str(tmp_path / "runs2"), secrets_allowed_on={"ATTACK_PLAIN": ["127.0.0.1", "localhost"]})
     async with Agent(policy="scripted", flow=flow, settings=s) as agent:
