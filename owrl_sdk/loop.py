@@ -210,12 +210,12 @@ class Episode:
                                 ("hook", self.hooks.step_end, (step, self.trajectory))):
             try:  # both run whatever the other did: the run store's step_end writes the step
                 self._plain(stage, fn, *args)
-            except _Stage as s:
-                failed.append(s)
+            except _Stage as err:
+                failed.append(err)
         if failed and not quiet:
             raise failed[0]
-        for s in failed:
-            self.trajectory.warnings.append(f"{s.stage} failed at step {step.index}: {type(s.error).__name__}: {s.error}")
+        for f in failed:
+            self.trajectory.warnings.append(f"{f.stage} failed at step {step.index}: {type(f.error).__name__}: {f.error}")
 
     def _plain(self, stage: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)``, a plain call of a plugin (the memory, a tool's ``available``,

@@ -226,7 +226,7 @@ class BodyLimit:
 
         async def counted() -> dict[str, Any]:
             nonlocal received
-            message = await receive()
+            message: dict[str, Any] = await receive()
             received += len(message.get("body", b""))
             if received > self.max_bytes:  # an HTTPException: FastAPI passes it on as it is, not as a 400
                 raise HTTPException(413, self.message)
