@@ -71,11 +71,7 @@ class Agent:
 
     def make_task(self, task: Union[Task, str], url: Optional[str] = None) -> Task:
         if isinstance(task, Task):
-            resolved = self.plugins.resolve_url(task.start_url)
-            if resolved == task.start_url:
-                return task
-            return task.model_copy(update={"start_url": resolved,
-                                           "metadata": {**task.metadata, "given_start_url": task.start_url}})
+            return self.plugins.resolve_task(task)
         if not url:
             from .errors import UsageError
 

@@ -23,12 +23,15 @@ import threading
 import weakref
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import pluggy
 
 from . import hookspecs
 from .errors import PluginError
+
+if TYPE_CHECKING:  # pragma: no cover - names for annotations only
+    from .types import Task
 
 PROJECT = "owrl"
 hookimpl = pluggy.HookimplMarker(PROJECT)
@@ -516,6 +519,15 @@ class Plugins:
     def resolve_secret(self, name: str) -> Optional[str]:
         value: Optional[str] = self.pm.hook.resolve_secret(name=name)
         return value
+
+    def resolve_task(self, task: "Task") -> "Task":
+        """``task`` with its start URL resolved (:meth:`resolve_url`); the URL as given is kept in
+        ``metadata["given_start_url"]`` when a plugin changed it."""
+        resolved = self.resolve_url(task.start_url)
+        if resolved == task.start_url:
+            return task
+        return task.model_copy(update={"start_url": resolved,
+                                       "metadata": {**task.metadata, "given_start_url": task.start_url}})
 
     def resolve_url(self, url: str) -> str:
         """A plugin's own URL scheme resolved (``demo:shop`` -> the served shop), else ``url``."""

@@ -215,11 +215,8 @@ class JudgedEpisodes:
 
     async def run(self, host: Any, policy: Policy, task: Task, n: int) -> tuple[EpisodeRecord, Trajectory]:
         """One judged episode of ``task`` (seed ``n``) in a fresh context of ``host``."""
-        metadata = {**task.metadata, "seed": n, "episode": n}
-        resolved = self.plugins.resolve_url(task.start_url)  # a plugin's scheme (demo:shop/), as owrl run reads it
-        if resolved != task.start_url:
-            metadata["given_start_url"] = task.start_url
-        task = task.model_copy(deep=True, update={"start_url": resolved, "metadata": metadata})
+        task = task.model_copy(deep=True, update={"metadata": {**task.metadata, "seed": n, "episode": n}})
+        task = self.plugins.resolve_task(task)  # a plugin's scheme (demo:shop/), as owrl run reads it
         run = self.store.new_run(f"{task.id}-{n}")
         started = time.perf_counter()
         env = await host.new_env(run_dir=run.path)
