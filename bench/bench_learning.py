@@ -130,7 +130,7 @@ class SeededRollouts:
 
     async def collect(self, policy: Any, items: list, max_steps: int, out: Path) -> list:
         done = await self.inner.collect(policy, [(g, t, self.seed(g)) for g, t, _ in items], max_steps, out)
-        if out.name == "rescue":  # a second chance for failed groups: not the policy's own rollouts
+        if out.name in ("rescue", "probe"):  # a second chance or the greedy probe: not the policy's own rollouts
             return done
         self.last = {}
         for t in done:
@@ -206,6 +206,17 @@ def main() -> None:
                          "turns only cost time)")
     ap.add_argument("--sft-lr", type=float, default=1e-3)
     ap.add_argument("--rl-lr", type=float, default=2e-4)
+    ap.add_argument("--rl-seed", type=int, help="the RL stage's seed (default: --seed): several RL seeds from one "
+                    "SFT adapter (--from-sft) play other task draws, other episode seeds and other samples")
+    ap.add_argument("--trainer", choices=["new", "old"], default="new",
+                    help="new: the trainer's defaults (KL to the SFT adapter, target_kl, episode-mean weighting, "
+                         "shuffled turns in accumulated steps, unreadable turns trained apart, practice on solved "
+                         "families); old: the settings before them (no anchor, token-mean, a step per minibatch "
+                         "in trajectory order, an unreadable turn fails its episode and is not trained)")
+    ap.add_argument("--optimizer-steps", type=int, default=4, help="optimizer steps per RL iteration (new trainer)")
+    ap.add_argument("--kl-coef", type=float, default=0.05, help="KL to the SFT adapter (new trainer)")
+    ap.add_argument("--target-kl", type=float, default=0.01, help="early stop of an iteration's updates (new trainer)")
+    ap.add_argument("--probe-every", type=int, default=4, help="a greedy probe every N RL iterations (0: none)")
     ap.add_argument("--rl-temperature", type=float, default=0.8, help="sampling temperature of the RL rollouts")
     ap.add_argument("--rescue", choices=["none", "hot", "demo"], default="demo",
                     help="a group where every episode failed: nothing (none), played again hotter (hot), "
@@ -390,15 +401,24 @@ def main() -> None:
         return
 
     # ---------------------------------------------------------------- online MM-GRPO
+    rl_seed = args.seed if args.rl_seed is None else args.rl_seed
+    if args.trainer == "old":  # the settings of the runs before the anchor (docs/benchmarks.md)
+        trainer = dict(kl_coef=0.0, target_kl=0.0, loss_type="token-mean", optimizer_steps=0, shuffle=False,
+                       unreadable="episode", truncated="train", dual_clip=0.0, practice_share=0.0)
+    else:
+        trainer = dict(kl_coef=args.kl_coef, target_kl=args.target_kl, optimizer_steps=args.optimizer_steps)
     rl_cfg = RLConfig(model=str(model_path), out=out / "rl", suite="miniwob", iterations=sizes["iterations"],
                       tasks_per_iteration=sizes["tasks_per_iteration"], group_size=sizes["group_size"],
                       workers=args.workers, lr=args.rl_lr, lora_r=args.lora_r, minibatch=args.minibatch,
-                      kl_coef=0.0, sampler=args.sampler, judge="composite", reward=MiniWoBReward.name,
+                      sampler=args.sampler, judge="composite", reward=MiniWoBReward.name,
                       curriculum=[{"max_steps": args.max_steps}], rescue=args.rescue,
                       rescue_temperature=args.rescue_temperature,
-                      sampling={"temperature": args.rl_temperature, "top_p": 1.0, "top_k": 0, "seed": args.seed},
-                      policy_options=policy_options, seed=args.seed, autocast=args.autocast)
-    seeded = SeededRollouts(rollouts, RL_SEED0)
+                      sampling={"temperature": args.rl_temperature, "top_p": 1.0, "top_k": 0, "seed": rl_seed},
+                      policy_options=policy_options, seed=rl_seed, autocast=args.autocast,
+                      probe_every=args.probe_every, probe_tasks=families, probe_episodes=1,
+                      keep_rollouts=False, **trainer)
+    # another RL seed plays other episode seeds; the default keeps the episodes of earlier runs
+    seeded = SeededRollouts(rollouts, RL_SEED0 + (0 if args.rl_seed is None else 7_919 * (args.rl_seed + 1)))
     rl = RLRun(rl_cfg, seeded, settings=settings, plugins=plugins, tasks=[tasks[f] for f in families], model=model,
                demonstrator=oracle if args.rescue == "demo" else None)
     curve: list[dict[str, Any]] = results["rl"]
@@ -408,10 +428,15 @@ def main() -> None:
         curve.append({"iteration": r.iteration + 1, **m, "families": seeded.last})
         checkpoint()
         played = " ".join(f"{f} {sum(v)}/{len(v)}" for f, v in sorted(seeded.last.items()))
+        probe = f"probe {m['probe_success']:.0%} " if "probe_success" in m else ""
         print(f"   iteration {r.iteration + 1}/{rl_cfg.iterations}: success {m['success_rate']:.0%} "
               f"reward {m['reward_mean']:+.2f} valid groups {m['valid_group_fraction']:.0%} "
-              f"rescued {m.get('rescued_groups', 0):.0f} "
+              f"rescued {m.get('rescued_groups', 0):.0f} {probe}unreadable {m['parse_error_rate']:.0%} "
+              f"kl {m.get('kl', 0):.4f} kl-step {m.get('kl_old_new', 0):.4f} steps {m.get('optimizer_steps', 0):.0f} "
+              f"entropy {m.get('entropy', 0):.3f} drift {m['adapter_drift']:.3f} "
               f"rollout {m['time_rollout_s']:.0f}s update {m['time_update_s']:.0f}s ({played})", flush=True)
+        for line in r.alarms:
+            print(f"   alarm: {line}", flush=True)
 
     phases.run("RL", run, rl.run(on_iteration=show))
     results["stages"]["rl"] = phases.run("RL eval", evaluate, "rl")

@@ -87,12 +87,18 @@ class CompositeOptions(BaseModel):
 
     inner: str = Field("benchmark", description="the judge that decides once the rule judge passed the format")
     penalty: float = Field(0.0, description="score of a format failure")
+    judge_format_failures: bool = Field(True, description="on a format failure, still ask the inner judge and keep "
+                                        "its verdict in details.inner (the score stays the penalty): a trainer that "
+                                        "trains unreadable turns on their own reads the episode's outcome there; "
+                                        "false saves the inner judge's call")
 
 
 class CompositeJudge(Judge):
     """Gates like OpenWebRL: a format failure scores the penalty, otherwise the inner judge decides.
 
-    Options (``[plugins.composite]``): ``inner`` (default ``benchmark``), ``penalty`` (default 0.0).
+    Options (``[plugins.composite]``): ``inner`` (default ``benchmark``), ``penalty`` (default 0.0),
+    ``judge_format_failures`` (default true: a format failure's judgement keeps the inner
+    judge's verdict in ``details.inner``, which RL reads to train unreadable turns apart).
     """
 
     name = "composite"
@@ -102,6 +108,7 @@ class CompositeJudge(Judge):
         super().__init__(settings, **options)
         conf: CompositeOptions = settings.options(self.name, CompositeOptions, **options)
         self.penalty = conf.penalty
+        self.judge_format_failures = conf.judge_format_failures
         self.inner = inner or BenchmarkJudge(settings)
         if inner is None and conf.inner != "benchmark":
             from owrl_sdk.plugins import Plugins
@@ -114,8 +121,11 @@ class CompositeJudge(Judge):
         if rule.details.get("site_problem"):
             return rule.model_copy(update={"judge": self.name})
         if not rule.details["format_ok"]:
+            details: dict[str, Any] = {"rule": rule.model_dump()}
+            if self.judge_format_failures:
+                details["inner"] = (await self.inner.judge(trajectory)).model_dump()
             return Judgement(judge=self.name, score=self.penalty, success=False, reason="format failure",
-                             details={"rule": rule.model_dump()})
+                             details=details)
         inner = await self.inner.judge(trajectory)
         return Judgement(judge=self.name, score=inner.score, success=inner.success, reason=inner.reason,
                          details={"rule": rule.model_dump(), "inner": inner.model_dump()})

@@ -292,7 +292,8 @@ class VLBackend:
             text = text.replace(self.tokenizer.eos_token or "", "").replace(self.tokenizer.pad_token or "", "")
             for token in CONTROL_TOKENS:  # they would be read as real markers in the next prompt
                 text = text.replace(token, "")
+            # the sampled ids (an ended answer's EOS included): a trainer scores these, not a re-tokenised text
             results.append(Generation(text=text, prompt_tokens=int(batch["attention_mask"][i].sum()),
                                       completion_tokens=n, seconds=seconds, image_tokens=int(image_tokens[i]),
-                                      finish_reason=finish))
+                                      finish_reason=finish, extra={"token_ids": new[:n].tolist()}))
         return results

@@ -175,7 +175,11 @@ class _ModelPolicy(Policy):
     async def act(self, context: Context) -> Turn:
         gen = await self.batcher.generate(self.prompt(context), self.sampling)
         usage = {"prompt_tokens": gen.prompt_tokens, "completion_tokens": gen.completion_tokens,
-                 "image_tokens": gen.image_tokens, "seconds": round(gen.seconds, 4)}
+                 "image_tokens": gen.image_tokens, "seconds": round(gen.seconds, 4),
+                 "finish_reason": getattr(gen, "finish_reason", "stop")}
+        ids = (getattr(gen, "extra", None) or {}).get("token_ids")
+        if ids is not None:  # what was sampled, for a trainer's gradient (owrl_train.data)
+            usage["completion_ids"] = list(ids)
         if getattr(gen, "finish_reason", "stop") == "length" and self.profile.name == "openwebrl":
             # the released models' runs end on a cut answer; the owrl profile reads what it holds
             return Turn(raw=gen.text, truncated=True, usage=usage)

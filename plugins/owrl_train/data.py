@@ -53,29 +53,41 @@ def _screenshot(step: Any, run_dir: Optional[Path]) -> Optional[bytes]:
 
 def trajectory_samples(traj: Trajectory, run_dir: Optional[Path] = None, *, tools: Optional[list[Any]] = None,
                        tools_in_system: bool = True, text_mode: bool = False, advantage: float = 0.0,
-                       only_success: bool = False,
+                       only_success: bool = False, unreadable: bool = False,
                        render: Optional[Callable[[Context], Prompt]] = None) -> list[Sample]:
-    """One sample per turn that produced calls (unreadable turns teach nothing).
+    """One sample per turn that produced calls; with ``unreadable`` also one per unreadable
+    turn that kept its text (``meta["unreadable"]``: RL trains it with an advantage of its
+    own, SFT never sees one).
 
     ``render`` builds the prompt from the turn's context; pass the policy's own
     (``policy.prompt``) so that training sees exactly what the policy saw. Without it the
-    OpenWebRL prompt is built with ``text_mode`` and ``tools_in_system``."""
+    OpenWebRL prompt is built with ``text_mode`` and ``tools_in_system``.
+
+    Each sample's ``meta`` names its ``episode`` (the trajectory's id) and ``step``, and
+    carries what the rollout sampled: ``token_ids`` (the turn's ``usage.completion_ids``,
+    when the policy kept them) and ``truncated`` (the answer was cut at the token limit)."""
     if only_success and not (traj.outcome and traj.outcome.status == "success"):
         return []
     tools = tools if tools is not None else _tools()
     samples = []
     for i, step in enumerate(traj.steps):
-        if step.turn.parse_error or not step.turn.calls:
+        turn = step.turn
+        bad = bool(turn.parse_error or not turn.calls)
+        if bad and not (unreadable and turn.raw):
             continue
         shot = _screenshot(step, run_dir)
         ctx = Context(task=traj.task, observation=step.observation, tools=tools, history=traj.steps[:i],
                       screenshots=[shot] if shot else [])
         prompt = render(ctx) if render else peer_policy().build_prompt(ctx, text_mode=text_mode,
                                                                        tools_in_system=tools_in_system)
-        target = step.turn.raw if step.turn.raw is not None else peer_policy().render_turn(step.turn.thought,
-                                                                                            step.turn.calls)
-        samples.append(Sample(prompt=prompt, target=target, advantage=advantage,
-                              meta={"trajectory": traj.id, "task": traj.task.id, "step": i}))
+        target = turn.raw if turn.raw is not None else peer_policy().render_turn(turn.thought, turn.calls)
+        meta: dict[str, Any] = {"trajectory": traj.id, "episode": traj.id, "task": traj.task.id, "step": i,
+                                "truncated": bool(turn.truncated or turn.usage.get("finish_reason") == "length")}
+        if turn.raw is not None and turn.usage.get("completion_ids"):
+            meta["token_ids"] = list(turn.usage["completion_ids"])
+        if bad:
+            meta["unreadable"] = True
+        samples.append(Sample(prompt=prompt, target=target, advantage=advantage, meta=meta))
     return samples
 
 

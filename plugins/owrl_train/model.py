@@ -3,8 +3,11 @@
 The checkpoint is a Qwen-VL model or a text-only causal LM (the backend's ``kind``); for
 a text model the adapter goes on every attention and MLP projection.
 
-The reference model for the KL term is the same weights with the adapter disabled
-(``reference()``), so no second copy is held in memory. The model stays in train mode
+The reference model for the KL term is the policy training started from: a frozen copy of
+the adapter's weights taken by :meth:`TrainableVL.freeze_reference` (RL takes it at its
+first iteration: the SFT adapter), swapped in for the duration of ``reference()``. Only
+the adapter is copied (a few MB); the base weights are shared. Before a copy is taken the
+reference is the base model, the adapter disabled. The model stays in train mode
 with LoRA dropout 0, so sampling and scoring see the same function (and 4-bit layers
 avoid the eval-then-train in-place error of bitsandbytes).
 """
@@ -44,6 +47,18 @@ def adapter_base(path: str) -> Optional[str]:
     return None
 
 
+def target_ids(tokenizer: Any, sample: Sample) -> list[int]:
+    """The token ids a sample trains on: the ids its rollout sampled when it kept them
+    (``meta["token_ids"]``: an ended answer's EOS included, a cut one's not), else the
+    target text tokenised, with EOS appended unless the answer was cut at the token limit
+    (``meta["truncated"]``): the model never ended it, so it is not taught to have."""
+    ids = sample.meta.get("token_ids")
+    if ids:
+        return [int(i) for i in ids]
+    eos = "" if sample.meta.get("truncated") else (tokenizer.eos_token or "")
+    return list(tokenizer(sample.target + eos, add_special_tokens=False)["input_ids"])
+
+
 class TrainableVL:
     def __init__(self, model_id: str, *, lora_r: int = 16, lora_alpha: Optional[int] = None, four_bit: bool = False,
                  adapter: Optional[str] = None, device: Optional[str] = None, seed: int = 0,
@@ -80,13 +95,12 @@ class TrainableVL:
         import torch
 
         tok = self.tokenizer
-        eos = tok.eos_token or ""
         texts = [self.backend.render(s.prompt) for s in samples]
         prompts = self.backend.encode(texts, [s.prompt.images() for s in samples])
         rows, masks = [], []
         for i, s in enumerate(samples):
             p_ids = prompts["input_ids"][i][prompts["attention_mask"][i].bool()].tolist()
-            t_ids = tok(s.target + eos, add_special_tokens=False)["input_ids"]
+            t_ids = target_ids(tok, s)
             rows.append(p_ids + t_ids)
             masks.append([0] * len(p_ids) + [1] * len(t_ids))
         width = max(len(r) for r in rows)
@@ -102,9 +116,14 @@ class TrainableVL:
             batch["mm_token_type_ids"] = self.backend.mm_token_types(input_ids)
         return batch
 
-    def token_logprobs(self, batch: dict[str, Any], with_entropy: bool = False) -> tuple[Any, Any, Any]:
+    def token_logprobs(self, batch: dict[str, Any], with_entropy: bool = False,
+                       temperature: Any = 1.0) -> tuple[Any, Any, Any]:
         """Log-probabilities of each token given the ones before, aligned so that column t
         scores token t + 1; the mask marks target tokens. Returns (logp, mask, entropy).
+
+        ``temperature`` (a number, or one per row) divides the logits first: the
+        distribution a rollout sampled from at that temperature, so that the ratios of
+        PPO start at 1 and the entropy is the sampler's.
 
         Only the positions that predict a target token in some row are projected onto the
         vocabulary (the head over every prompt token would cost a fifth of the forward pass
@@ -118,6 +137,12 @@ class TrainableVL:
         keep = (next_is_target.sum(0) > 0).nonzero().squeeze(-1)
         with getattr(self.backend, "compute", contextlib.nullcontext)():
             logits = self.model(**inputs, logits_to_keep=keep).logits.float()
+        if isinstance(temperature, (list, tuple)):
+            temps = torch.tensor([t if t and t > 0 else 1.0 for t in temperature], dtype=logits.dtype,
+                                 device=logits.device).view(-1, 1, 1)
+            logits = logits / temps
+        elif temperature and temperature != 1.0:  # greedy (0) is scored as temperature 1
+            logits = logits / float(temperature)
         targets = inputs["input_ids"][:, 1:][:, keep]
         logsm = torch.log_softmax(logits, dim=-1)
         logp = logsm.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
@@ -125,11 +150,74 @@ class TrainableVL:
         entropy = -(logsm.exp() * logsm).sum(-1) if with_entropy else None
         return logp, mask, entropy
 
+    # ------------------------------------------------------------------ the reference
+
+    def freeze_reference(self, weights: Optional[dict[str, Any]] = None) -> None:
+        """Keep the adapter's weights as they are now (or ``weights``, a saved copy) as the
+        reference that :meth:`reference` scores with."""
+        names = dict(self._trainable())
+        source = weights if weights is not None else {n: p for n, p in names.items()}
+        missing = sorted(set(names) - set(source))
+        if missing:
+            raise ValueError(f"the reference has no weights for {missing[0]} (and {len(missing) - 1} more)")
+        self._reference = {n: source[n].detach().clone().to(p.device, p.dtype) for n, p in names.items()}
+
+    @property
+    def reference_weights(self) -> Optional[dict[str, Any]]:
+        return getattr(self, "_reference", None)
+
+    def save_reference(self, path: Path) -> None:
+        from safetensors.torch import save_file
+
+        if self.reference_weights is None:
+            raise ValueError("no reference frozen")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        save_file({n: t.contiguous().cpu() for n, t in self.reference_weights.items()}, str(tmp))
+        tmp.replace(path)
+
+    def load_reference(self, path: Path) -> None:
+        from safetensors.torch import load_file
+
+        self.freeze_reference(load_file(str(path)))
+
+    def adapter_drift(self) -> float:
+        """The L2 norm of (adapter now - reference): how far training has moved the adapter."""
+        import torch
+
+        if self.reference_weights is None:
+            return 0.0
+        total = torch.zeros(())
+        with torch.no_grad():
+            for n, p in self._trainable():
+                total = total + ((p.detach().float() - self.reference_weights[n].float()) ** 2).sum().cpu()
+        return float(total.sqrt())
+
+    def _trainable(self) -> list[tuple[str, Any]]:
+        return [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+
     @contextlib.contextmanager
     def reference(self) -> Iterator[None]:
-        """The base model: the adapter disabled for the duration."""
-        with self.model.disable_adapter():
+        """The reference policy for the duration: the frozen adapter when one was taken
+        (:meth:`freeze_reference`), else the base model (the adapter disabled)."""
+        import torch
+
+        ref = self.reference_weights
+        if ref is None:
+            with self.model.disable_adapter():
+                yield
+            return
+        params = self._trainable()
+        saved = [p.detach().clone() for _, p in params]
+        with torch.no_grad():
+            for n, p in params:
+                p.copy_(ref[n])
+        try:
             yield
+        finally:
+            with torch.no_grad():
+                for (_, p), keep in zip(params, saved):
+                    p.copy_(keep)
 
     def trainable_parameters(self) -> list[Any]:
         return [p for p in self.model.parameters() if p.requires_grad]

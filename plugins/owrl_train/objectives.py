@@ -1,4 +1,5 @@
-"""The arithmetic of MM-GRPO: group-relative advantages, token-level PPO-clip, k3 KL.
+"""The arithmetic of MM-GRPO: group-relative advantages, token-level PPO-clip, k3 KL, and how
+turns are weighed.
 
 Pure functions over tensors and lists, so each can be checked against a hand computation.
 """
@@ -54,42 +55,107 @@ def group_advantages(groups: Sequence[str], rewards: Sequence[Optional[float]],
     return out, GroupStats(groups=len(by_group), kept_groups=kept, dropped_zero_variance=zero, dropped_infra=infra)
 
 
+#: How a batch's per-token losses become one number (``RLConfig.loss_type``): the weight
+#: each turn's token-mean loss gets (the weights of one optimizer step summed to 1).
+#: ``episode-mean``: each episode weighs the same, its turns share its weight;
+#: ``seq-mean-token-mean``: each turn weighs the same; ``token-mean``: each token does.
+LOSS_TYPES = ("episode-mean", "seq-mean-token-mean", "token-mean")
+
+
+def turn_weights(loss_type: str, episodes: Sequence[str], tokens: Sequence[int]) -> list[float]:
+    """The weight of each turn's token-mean loss under ``loss_type``, summing to 1.
+
+    ``episodes[i]`` names the episode turn i belongs to, ``tokens[i]`` its target tokens."""
+    if loss_type not in LOSS_TYPES:
+        raise ValueError(f"loss_type must be one of {', '.join(LOSS_TYPES)}, not {loss_type!r}")
+    if not episodes:
+        return []
+    if loss_type == "token-mean":
+        raw = [float(max(n, 1)) for n in tokens]
+    elif loss_type == "seq-mean-token-mean":
+        raw = [1.0] * len(episodes)
+    else:
+        turns: dict[str, int] = {}
+        for e in episodes:
+            turns[e] = turns.get(e, 0) + 1
+        raw = [1.0 / turns[e] for e in episodes]
+    total = sum(raw)
+    return [w / total for w in raw]
+
+
+def _row_mean(values: Any, mask: Any) -> Any:
+    """Per row: the mean of ``values`` over its target tokens (0 for a row without one)."""
+    return (values * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+
+
 def ppo_clip_loss(logp: Any, old_logp: Any, advantages: Any, mask: Any, *, clip_low: float = 0.2,
                   clip_high: float = 0.28, ref_logp: Any = None, kl_coef: float = 0.0,
-                  entropy: Any = None, entropy_coef: float = 0.0) -> tuple[Any, dict[str, float]]:
-    """Token-level PPO-clip with asymmetric clipping, optional k3 KL and entropy bonus.
+                  entropy: Any = None, entropy_coef: float = 0.0, weights: Any = None,
+                  dual_clip: float = 0.0, kl_clamp: float = 10.0) -> tuple[Any, dict[str, float]]:
+    """Token-level PPO-clip with asymmetric clipping, optional dual clip, k3 KL and entropy.
 
     All tensors are [batch, tokens]; ``advantages`` is broadcast per token already; ``mask``
-    is 1 on the target tokens. The loss is the sum over target tokens divided by their
-    count (every token weighs the same, whatever its sequence's length).
+    is 1 on the target tokens. Without ``weights`` the loss is the sum over target tokens
+    divided by their count (every token weighs the same). With ``weights`` (one per row,
+    see :func:`turn_weights`) it is the weighted sum of each row's token-mean: rows of a
+    long episode then share their episode's weight instead of outweighing a short one.
+
+    ``dual_clip`` (c > 1, 0 off) bounds a negative advantage's loss at ``c * |A|``: a token
+    whose ratio has grown far while its advantage is negative cannot dominate the step.
+    The k3 KL is clamped to ``kl_clamp`` per token, so one outlier cannot blow it up.
     """
     import torch
 
     mask = mask.to(logp.dtype)
     n = mask.sum().clamp(min=1.0)
-    ratio = torch.exp(logp - old_logp)
+
+    def reduce(values: Any) -> Any:
+        if weights is None:
+            return (values * mask).sum() / n
+        return (_row_mean(values, mask) * weights.to(values.dtype)).sum()
+
+    log_ratio = logp - old_logp
+    ratio = torch.exp(log_ratio)
     unclipped = ratio * advantages
     clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * advantages
     surrogate = torch.minimum(unclipped, clipped)
-    loss = -(surrogate * mask).sum() / n
+    dual = None
+    if dual_clip:
+        dual = (advantages < 0) & (surrogate < dual_clip * advantages)
+        surrogate = torch.where(advantages < 0, torch.maximum(surrogate, dual_clip * advantages), surrogate)
+    loss = -reduce(surrogate)
     metrics: dict[str, float] = {}
     with torch.no_grad():
         was_clipped = ((ratio < 1.0 - clip_low) & (advantages < 0)) | ((ratio > 1.0 + clip_high) & (advantages > 0))
         metrics["clip_fraction"] = float((was_clipped.to(mask.dtype) * mask).sum() / n)
+        if dual is not None:
+            metrics["dual_clip_fraction"] = float((dual.to(mask.dtype) * mask).sum() / n)
         metrics["ratio_mean"] = float((ratio * mask).sum() / n)
+        # KL(old || new) by the k3 estimator on the sampled tokens: how far the update has moved
+        metrics["kl_old_new"] = float((k3_kl(logp, old_logp) * mask).sum() / n)
     if ref_logp is not None:
-        kl = k3_kl(logp, ref_logp)
-        kl_mean = (kl * mask).sum() / n
-        metrics["kl"] = float(kl_mean.detach())
+        kl = k3_kl(logp, ref_logp).clamp(max=kl_clamp)
+        kl_term = reduce(kl)
+        metrics["kl"] = float(((kl * mask).sum() / n).detach())
         if kl_coef:
-            loss = loss + kl_coef * kl_mean
+            loss = loss + kl_coef * kl_term
     if entropy is not None:
-        ent = (entropy * mask).sum() / n
-        metrics["entropy"] = float(ent.detach())
+        ent = reduce(entropy)
+        metrics["entropy"] = float(((entropy * mask).sum() / n).detach())
         if entropy_coef:
             loss = loss - entropy_coef * ent
     metrics["loss"] = float(loss.detach())
     return loss, metrics
+
+
+def demonstration_loss(logp: Any, mask: Any, weights: Any = None) -> Any:
+    """The SFT term for demonstrations: the mean negative log-likelihood of each row's
+    target tokens, averaged over rows (or weighted by ``weights``, summing to 1)."""
+    mask = mask.to(logp.dtype)
+    nll = -_row_mean(logp, mask)
+    if weights is None:
+        return nll.mean()
+    return (nll * weights.to(nll.dtype)).sum()
 
 
 def k3_kl(logp: Any, ref_logp: Any) -> Any:

@@ -76,3 +76,20 @@ class ExpectationReward(JudgedReward):
         if value is None:
             return None
         return with_expectations(value, trajectory, self.conf.weight)
+
+
+def ungated(trajectory: Trajectory) -> Trajectory:
+    """``trajectory`` as its task's own verdict sees it: when the last judgement is a format
+    failure (the composite judge's penalty for an unreadable turn) that kept the inner
+    judge's verdict (``details.inner``), a copy whose last judgement is that verdict;
+    otherwise ``trajectory`` itself. RL trains unreadable turns apart, with an advantage of
+    their own, so that one unreadable turn does not make a later success a failure."""
+    from owrl_sdk.types import Judgement
+
+    if not trajectory.judgements:
+        return trajectory
+    last = trajectory.judgements[-1]
+    inner = last.details.get("inner") if last.reason == "format failure" else None
+    if not isinstance(inner, dict):
+        return trajectory
+    return trajectory.model_copy(update={"judgements": [*trajectory.judgements[:-1], Judgement(**inner)]})

@@ -1,13 +1,29 @@
 """Online multi-turn MM-GRPO: sample tasks, roll out groups, judge, reward, update, repeat.
 
 One iteration:
-1. the sampler picks ``tasks_per_iteration`` tasks from the pool;
+1. the sampler picks ``tasks_per_iteration`` tasks from the pool (``practice_share`` of
+   them from tasks the policy already solves); with ``dynamic_sampling_groups`` it draws
+   more until that many groups have reward variance (at most ``dynamic_sampling_draws``
+   more draws);
 2. ``group_size`` episodes per task run on the rollout machinery with the current policy
    (the horizon from the curriculum); every episode is judged and rewarded;
 3. group-relative advantages; infrastructure errors and zero-variance groups dropped;
-4. the optimizer (``mm-grpo`` by default) updates the LoRA adapter on every turn of the
-   kept trajectories, the trajectory's advantage broadcast to each of its tokens;
-5. a checkpoint (adapter, optimizer, RNG, sampler history, iteration) is written.
+   an unreadable turn gets ``unreadable_advantage`` of its own and does not make its
+   episode a failure (``unreadable = "turn"``); a rescue demonstration stays out of the
+   groups and trains through a small SFT term (``demo_coef``);
+4. the optimizer (``mm-grpo`` by default) updates the LoRA adapter: turns shuffled across
+   groups, ``optimizer_steps`` accumulated steps per epoch, each turn weighed by
+   ``loss_type`` (default: every episode weighs the same), PPO-clip (dual-clip) on
+   log-probabilities at the sampling temperature, a k3 KL to the policy RL started from
+   (a frozen copy of the starting adapter), and an early stop once the policy has moved
+   ``target_kl`` from the one that sampled;
+5. diagnostics (``metrics.jsonl``, TensorBoard): KL to the reference and old to new,
+   entropy, clipping, gradient norm, steps taken, unreadable and cut answers, advantage
+   mass, all-fail and all-success groups, the adapter's drift, per-task success and a
+   greedy probe every ``probe_every`` iterations; ``alarms`` thresholds warn, roll back to
+   the last good checkpoint or stop (``on_alarm``);
+6. a checkpoint (adapter, optimizer, RNG, sampler history, iteration) is written, and the
+   iteration's rollouts are summarised in ``rollouts/iter-N/summary.jsonl``.
 
 The rollouts of an iteration are cached on disk before the update, so a crash loses at
 most the iteration in flight; re-running the same command resumes from the last
@@ -32,11 +48,52 @@ from owrl_sdk.types import Task, Trajectory
 from .checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
 from .data import trajectory_samples
 from .logging import Scalars
-from .objectives import group_advantages, ppo_clip_loss
+from .objectives import LOSS_TYPES, demonstration_loss, group_advantages, ppo_clip_loss, turn_weights
+from .rewards import ungated
 
 
 #: The ways :class:`RLConfig` ``rescue`` can find a signal in a group where every episode failed.
 RESCUES = ("none", "hot", "demo")
+#: What an unreadable turn does (:class:`RLConfig` ``unreadable``).
+UNREADABLE = ("turn", "episode")
+#: What a turn cut at the token limit does (:class:`RLConfig` ``truncated``).
+TRUNCATED = ("penalize", "mask", "train")
+ON_ALARM = ("warn", "rollback", "stop")
+#: The alarms :class:`RLConfig` ``alarms`` may set, with what each watches.
+ALARMS = {
+    "kl": "KL to the reference above this",
+    "parse_error_rise": "the share of unreadable turns risen this much above the first iteration's",
+    "probe_drop": "the greedy probe's success fallen this much below its first measurement",
+    "drift": "the adapter's L2 distance from the reference above this",
+}
+#: TRL's GRPOConfig names, accepted for ours (``max_completion_length`` sets sampling.max_new_tokens).
+TRL_ALIASES = {"beta": "kl_coef", "epsilon": "clip_low", "epsilon_high": "clip_high", "num_generations": "group_size",
+               "num_iterations": "ppo_epochs", "learning_rate": "lr", "loss_type": "loss_type",
+               "max_completion_length": "sampling.max_new_tokens"}
+
+
+def resolve_aliases(data: dict[str, Any], where: str = "the training config") -> dict[str, Any]:
+    """``data`` with TRL's names (:data:`TRL_ALIASES`) turned into ours; a key given under
+    both names is refused."""
+    out = dict(data)
+    for alias, ours in TRL_ALIASES.items():
+        if alias not in out or alias == ours:
+            continue
+        value = out.pop(alias)
+        if value is None:
+            continue
+        if ours.startswith("sampling."):
+            key = ours.split(".", 1)[1]
+            sampling = dict(out.get("sampling") or RLConfig.__dataclass_fields__["sampling"].default_factory())  # type: ignore[misc]
+            if key in (data.get("sampling") or {}):
+                raise ConfigError(f"{where}: {alias} and sampling.{key} are the same setting: give one")
+            sampling[key] = value
+            out["sampling"] = sampling
+            continue
+        if data.get(ours) is not None:
+            raise ConfigError(f"{where}: {alias} is TRL's name for {ours}: give one of them")
+        out[ours] = value
+    return out
 
 
 @dataclass
@@ -54,17 +111,46 @@ class RLConfig:
     four_bit: bool = False
     autocast: str = "none"
     ppo_epochs: int = 1
+    #: Turns per forward pass (memory); ``optimizer_steps`` sets how many steps an epoch takes.
     minibatch: int = 8
+    #: Optimizer steps per epoch over an iteration's turns (gradients accumulate between them);
+    #: 0: one step per minibatch.
+    optimizer_steps: int = 2
+    #: Shuffle the iteration's turns across groups before they are cut into steps.
+    shuffle: bool = True
+    #: How turns weigh in the loss: episode-mean, seq-mean-token-mean or token-mean.
+    loss_type: str = "episode-mean"
     clip_low: float = 0.2
     clip_high: float = 0.28
-    kl_coef: float = 0.0
+    #: Dual-clip bound c for negative advantages (0: off).
+    dual_clip: float = 3.0
+    #: Weight of the k3 KL to the reference (the adapter RL started from); the KL is logged even at 0.
+    kl_coef: float = 0.05
+    kl_clamp: float = 10.0
+    #: Stop an iteration's updates once KL(old || new) on the sampled tokens passes this (0: never).
+    target_kl: float = 0.01
     entropy_coef: float = 0.0
     max_grad_norm: float = 1.0
     optimizer: str = "mm-grpo"
     sampler: str = "failure-weighted"
     sampler_options: dict[str, Any] = field(default_factory=dict)
+    #: Share of each iteration's tasks drawn from tasks already solved (>= 80% success), so they do not erode.
+    practice_share: float = 0.25
+    #: Keep drawing groups until this many have reward variance (0: one draw).
+    dynamic_sampling_groups: int = 0
+    #: At most this many extra draws per iteration.
+    dynamic_sampling_draws: int = 2
     reward: str = "judged"
     judge: str = "composite"
+    #: "turn": an unreadable answer trains with ``unreadable_advantage`` and leaves its episode's
+    #: reward to the task's verdict; "episode": it is not trained and fails its episode (as before).
+    unreadable: str = "turn"
+    unreadable_advantage: float = -1.0
+    #: An answer cut at the token limit: "penalize" (trained with ``unreadable_advantage``), "mask"
+    #: (not trained) or "train" (trained like the others); never with an end-of-text token appended.
+    truncated: str = "penalize"
+    #: Weight of the SFT term a rescue demonstration trains through (outside the group statistics).
+    demo_coef: float = 0.1
     text_mode: bool = False
     #: Options of the rollout policy (``openwebrl``, or ``owrl-text`` for a text-only model).
     policy_options: dict[str, Any] = field(default_factory=dict)
@@ -73,6 +159,16 @@ class RLConfig:
     sampling: dict[str, Any] = field(default_factory=lambda: {"temperature": 1.0, "top_p": 1.0, "top_k": 0,
                                                               "max_new_tokens": 256})
     seed: int = 0
+    #: Every this many iterations, play ``probe_tasks`` greedily before the rollouts (0: never).
+    probe_every: int = 0
+    #: The probe's task ids (default: the first four of the pool) and episodes per task.
+    probe_tasks: Optional[list[str]] = None
+    probe_episodes: int = 2
+    #: Thresholds (names in ALARMS) and what crossing one does: warn, rollback or stop.
+    alarms: dict[str, float] = field(default_factory=lambda: {"kl": 1.0, "parse_error_rise": 0.3})
+    on_alarm: str = "warn"
+    #: Keep every rollout's run folder (screenshots, trajectories), not only the iteration's summary.
+    keep_rollouts: bool = False
     #: Where rollouts run: "local" (W contexts of one browser here) or "ray" (Ray actors, each
     #: owning a browser; needs serve_base_url, since actors cannot share the in-process model).
     rollout_backend: str = "local"
@@ -86,10 +182,43 @@ class RLConfig:
     #: What to do for a group whose episodes all failed (no reward variance: nothing to learn):
     #: "none"; "hot": play the group again at ``rescue_temperature`` and keep it if any episode
     #: succeeded; "demo": play the run's demonstrator (RLRun(demonstrator=...)) once on the
-    #: group's task and, if it succeeded, put its episode in place of the group's last one
-    #: (an off-policy sample: the update scores it with the current model).
+    #: group's task and, if it succeeded, train on its episode through the SFT term
+    #: (``demo_coef``), outside the group's statistics (the group itself stays dropped).
     rescue: str = "none"
     rescue_temperature: float = 1.3
+
+    def __post_init__(self) -> None:
+        self.check("RLConfig")
+
+    def check(self, where: str) -> None:
+        """Refuse values no run can use, naming ``where`` they came from."""
+        choices = {"rollout_backend": ("local", "ray"), "rescue": RESCUES, "autocast": ("none", "bf16"),
+                   "loss_type": LOSS_TYPES, "unreadable": UNREADABLE, "truncated": TRUNCATED, "on_alarm": ON_ALARM}
+        for key, allowed in choices.items():
+            if getattr(self, key) not in allowed:
+                raise ConfigError(f"{where}: {key} must be one of {', '.join(allowed)}, not {getattr(self, key)!r}")
+        unknown = sorted(set(self.alarms) - set(ALARMS))
+        if unknown:
+            raise ConfigError(f"{where}: unknown alarm(s) {', '.join(unknown)}; known: {', '.join(ALARMS)}")
+        if int(self.optimizer_steps) < 0:
+            raise ConfigError(f"{where}: optimizer_steps must be 0 (a step per minibatch) or more, not {self.optimizer_steps!r}")
+        for key in ("minibatch", "ppo_epochs", "group_size"):
+            if int(getattr(self, key)) < 1:
+                raise ConfigError(f"{where}: {key} must be at least 1, not {getattr(self, key)!r}")
+        if not 0.0 <= self.practice_share <= 1.0:
+            raise ConfigError(f"{where}: practice_share must be between 0 and 1, not {self.practice_share!r}")
+        if self.dual_clip and self.dual_clip <= 1.0:
+            raise ConfigError(f"{where}: dual_clip must be above 1 (or 0 for off), not {self.dual_clip!r}")
+
+    @classmethod
+    def from_options(cls, **options: Any) -> "RLConfig":
+        """A config from keyword options, TRL's names (:data:`TRL_ALIASES`) accepted."""
+        return cls(**resolve_aliases(options, "RLConfig"))
+
+    @property
+    def temperature(self) -> float:
+        """The rollouts' sampling temperature: the one the update scores log-probabilities at."""
+        return float(self.sampling.get("temperature", 1.0) or 1.0)
 
     @classmethod
     def from_toml(cls, path: Path, **overrides: Any) -> "RLConfig":
@@ -97,7 +226,12 @@ class RLConfig:
         from owrl_sdk.config import read_toml, validate_table
 
         data = read_toml(path)  # read as owrl.toml is: missing, non-UTF-8 and invalid files named
-        data.update({k: v for k, v in overrides.items() if v is not None})
+        data = resolve_aliases(data, str(path))
+        for key, value in resolve_aliases({k: v for k, v in overrides.items() if v is not None}, "the command line").items():
+            if key == "sampling":
+                data["sampling"] = {**dict(data.get("sampling") or {}), **value}
+            else:
+                data[key] = value
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - known)
         if unknown:
@@ -108,13 +242,10 @@ class RLConfig:
         # like every other owrl path
         out = Path(data.pop("out", path.with_suffix("").name + "-out"))
         # types checked and converted as settings are: a bad value names its key and the file
-        cfg = validate_table(cls, {"out": out, **data}, "the training config", str(path))
-        if cfg.rollout_backend not in ("local", "ray"):
-            raise ConfigError(f"{path}: rollout_backend must be 'local' or 'ray', not {cfg.rollout_backend!r}")
-        if cfg.rescue not in RESCUES:
-            raise ConfigError(f"{path}: rescue must be one of {', '.join(RESCUES)}, not {cfg.rescue!r}")
-        if cfg.autocast not in ("none", "bf16"):
-            raise ConfigError(f"{path}: autocast must be 'none' or 'bf16', not {cfg.autocast!r}")
+        try:
+            cfg = validate_table(cls, {"out": out, **data}, "the training config", str(path))
+        except ConfigError as e:
+            raise ConfigError(str(e).replace("RLConfig:", f"{path}:")) from None
         if cfg.rollout_backend == "ray" and not cfg.serve_base_url:
             raise ConfigError(f"{path}: rollout_backend = 'ray' needs serve_base_url (an inference server the "
                               "Ray workers share; they cannot use the trainer's in-process model)")
@@ -138,7 +269,9 @@ class Rollouts(Protocol):
 
 
 class MMGRPO(Optimizer):
-    """Token-level PPO-clip on group-relative advantages (asymmetric clip, k3 KL, entropy).
+    """Token-level PPO-clip on group-relative advantages (asymmetric and dual clip, k3 KL to
+    the starting adapter, entropy), turns weighed by ``loss_type``, an early stop at
+    ``target_kl``, and a demonstration SFT term.
 
     Subclass and override :meth:`loss` to change the objective."""
 
@@ -153,59 +286,125 @@ class MMGRPO(Optimizer):
         self.cfg = config
         self.torch_optimizer = optimizer or torch.optim.AdamW(model.trainable_parameters(), lr=config.lr)
 
-    def loss(self, logp: Any, old_logp: Any, adv: Any, mask: Any, ref_logp: Any, entropy: Any) -> tuple[Any, dict]:
+    def loss(self, logp: Any, old_logp: Any, adv: Any, mask: Any, ref_logp: Any, entropy: Any,
+             weights: Any = None) -> tuple[Any, dict]:
         c = self.cfg
         return ppo_clip_loss(logp, old_logp, adv, mask, clip_low=c.clip_low, clip_high=c.clip_high,
-                             ref_logp=ref_logp, kl_coef=c.kl_coef, entropy=entropy, entropy_coef=c.entropy_coef)
+                             ref_logp=ref_logp, kl_coef=c.kl_coef, entropy=entropy, entropy_coef=c.entropy_coef,
+                             weights=weights, dual_clip=c.dual_clip, kl_clamp=c.kl_clamp)
 
-    def optimize(self, samples: list[Any]) -> dict[str, Any]:
+    def optimize(self, samples: list[Any], iteration: int = 0) -> dict[str, Any]:
         """One MM-GRPO update (:meth:`update`) on samples with their advantages."""
-        return self.update(samples)
+        return self.update(samples, iteration=iteration)
 
-    def update(self, samples: list[Any]) -> dict[str, float]:
+    def plan(self, samples: list[Any], iteration: int = 0) -> list[list[list[Any]]]:
+        """The iteration's turns as optimizer steps, each a list of minibatches: shuffled
+        across groups (seeded by the run's seed and the iteration), then cut into
+        ``optimizer_steps`` steps of near-equal size, each into minibatches of ``minibatch``."""
+        c = self.cfg
+        order = list(samples)
+        if c.shuffle:
+            random.Random(c.seed * 1_000_003 + iteration).shuffle(order)
+        if not c.optimizer_steps:  # one step per minibatch (the trainer's behaviour before accumulation)
+            return [[order[j:j + c.minibatch]] for j in range(0, len(order), c.minibatch)]
+        n = max(1, min(int(c.optimizer_steps), len(order)))
+        bounds = [round(i * len(order) / n) for i in range(n + 1)]
+        steps = [order[bounds[i]:bounds[i + 1]] for i in range(n)]
+        return [[step[j:j + c.minibatch] for j in range(0, len(step), c.minibatch)] for step in steps if step]
+
+    def update(self, samples: list[Any], iteration: int = 0) -> dict[str, float]:
+        import math
+
         import torch
 
         if not samples:
             return {}
         c = self.cfg
         model = self.model
-        batches = [samples[i:i + c.minibatch] for i in range(0, len(samples), c.minibatch)]
-        encoded = [model.encode(b) for b in batches]
-        olds, refs = [], []
+        plan = self.plan(samples, iteration)
+        default_t = c.temperature
+        prepared = []  # per step: per minibatch (samples, encoding, old, ref, temps)
         with torch.no_grad():
-            for enc in encoded:
-                old, _, _ = model.token_logprobs(enc)
-                olds.append(old)
-                ref = None
-                if c.kl_coef:  # the reference pass costs a forward per sample; without a KL term it is skipped
-                    with model.reference():
-                        ref, _, _ = model.token_logprobs(enc)
-                refs.append(ref)
+            for step in plan:
+                rows = []
+                for b in step:
+                    enc = model.encode(b)
+                    temps = [float(s.meta.get("temperature", default_t)) for s in b]
+                    old, mask, _ = model.token_logprobs(enc, temperature=temps)
+                    with model.reference():  # KL to the start: logged even when kl_coef is 0
+                        ref, _, _ = model.token_logprobs(enc, temperature=temps)
+                    rows.append((b, enc, old, ref, temps, mask.sum(-1).tolist()))
+                prepared.append(rows)
         totals: dict[str, float] = {}
         count = 0
-        tokens = seen = 0
+        tokens = seen = steps_taken = 0
+        stopped = 0.0
+        grad_norms: list[float] = []
+        last_kl = 0.0
         started = time.perf_counter()
         for _ in range(c.ppo_epochs):
-            for b, enc, old, ref in zip(batches, encoded, olds, refs):
-                logp, mask, entropy = model.token_logprobs(enc, with_entropy=True)
-                adv = torch.tensor([s.advantage for s in b], dtype=logp.dtype, device=logp.device)
-                adv = adv.unsqueeze(1).expand_as(logp)
-                loss, metrics = self.loss(logp, old, adv, mask, ref, entropy)
+            for rows in prepared:
+                pg = [(i, j) for i, (b, *_r) in enumerate(rows) for j, s in enumerate(b) if not s.meta.get("demo")]
+                demo = [(i, j) for i, (b, *_r) in enumerate(rows) for j, s in enumerate(b) if s.meta.get("demo")]
+                w = turn_weights(c.loss_type, [rows[i][0][j].meta.get("episode", f"{i}.{j}") for i, j in pg],
+                                 [int(rows[i][5][j]) for i, j in pg])
+                weight = {key: v for key, v in zip(pg, w)}
                 self.torch_optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                metrics["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.trainable_parameters(), c.max_grad_norm))
+                step_kl, step_tokens = 0.0, 0
+                for i, (b, enc, old, ref, temps, _n) in enumerate(rows):
+                    logp, mask, entropy = model.token_logprobs(enc, with_entropy=True, temperature=temps)
+                    is_demo = torch.tensor([bool(s.meta.get("demo")) for s in b], device=logp.device)
+                    pg_mask = mask * (~is_demo).to(mask.dtype).unsqueeze(1)
+                    adv = torch.tensor([0.0 if s.meta.get("demo") else s.advantage for s in b], dtype=logp.dtype,
+                                       device=logp.device).unsqueeze(1).expand_as(logp)
+                    wt = torch.tensor([weight.get((i, j), 0.0) for j in range(len(b))], dtype=logp.dtype,
+                                      device=logp.device)
+                    loss = logp.sum() * 0.0
+                    metrics: dict[str, float] = {}
+                    if float(pg_mask.sum()) > 0:
+                        loss, metrics = self.loss(logp, old, adv, pg_mask, ref, entropy, weights=wt)
+                        n_pg = int(pg_mask.sum())
+                        step_kl += metrics.get("kl_old_new", 0.0) * n_pg
+                        step_tokens += n_pg
+                    if demo and bool(is_demo.any()):
+                        d_mask = mask * is_demo.to(mask.dtype).unsqueeze(1)
+                        d_w = is_demo.to(logp.dtype) / len(demo)
+                        d_loss = demonstration_loss(logp, d_mask, weights=d_w)
+                        loss = loss + c.demo_coef * d_loss
+                        metrics["demo_nll"] = float(d_loss.detach()) * len(demo) / max(1, int(is_demo.sum()))
+                    loss.backward()
+                    tokens += int(mask.sum())
+                    seen += int(enc["attention_mask"].sum())
+                    for k, v in metrics.items():
+                        totals[k] = totals.get(k, 0.0) + v
+                    count += 1
+                last_kl = step_kl / step_tokens if step_tokens else 0.0
+                if c.target_kl and steps_taken and last_kl > c.target_kl:
+                    # the policy has moved far enough from the one that sampled: this step is not taken
+                    self.torch_optimizer.zero_grad(set_to_none=True)
+                    stopped = 1.0
+                    break
+                norm = float(torch.nn.utils.clip_grad_norm_(model.trainable_parameters(), c.max_grad_norm))
+                grad_norms.append(norm)
+                if not math.isfinite(norm):  # a step on a non-finite gradient would ruin the adapter
+                    self.torch_optimizer.zero_grad(set_to_none=True)
+                    continue
                 self.torch_optimizer.step()
-                tokens += int(mask.sum())
-                seen += int(enc["attention_mask"].sum())
-                for k, v in metrics.items():
-                    totals[k] = totals.get(k, 0.0) + v
-                count += 1
+                steps_taken += 1
+            if stopped:
+                break
         seconds = time.perf_counter() - started
-        out = {k: v / count for k, v in totals.items()}
+        out = {k: v / count for k, v in totals.items()} if count else {}
+        out["kl_old_new"] = last_kl  # measured before the last step considered: the policy's move so far
+        out["grad_norm"] = sum(grad_norms) / len(grad_norms) if grad_norms else 0.0
+        out["grad_norm_max"] = max(grad_norms) if grad_norms else 0.0
+        out["optimizer_steps"] = float(steps_taken)
+        out["stopped_at_target_kl"] = stopped
         # target tokens (the ones trained) and all tokens through the model, per second of update
         out["update_tokens_per_s"] = tokens / seconds if seconds > 0 else 0.0
         out["update_all_tokens_per_s"] = seen / seconds if seconds > 0 else 0.0
         out["samples"] = float(len(samples))
+        out["demo_samples"] = float(sum(1 for s in samples if s.meta.get("demo")))
         return out
 
 
@@ -216,6 +415,10 @@ class MMGRPO(Optimizer):
 class IterationResult:
     iteration: int
     metrics: dict[str, float]
+    #: Alarms raised this iteration (``RLConfig.alarms``), each a line saying what crossed what.
+    alarms: list[str] = field(default_factory=list)
+    #: What was done about them: "", "warned", "rolled back" or "stopped".
+    action: str = ""
 
 
 class RLRun:
@@ -226,8 +429,7 @@ class RLRun:
 
         from .model import TrainableVL
 
-        if cfg.rescue not in RESCUES:
-            raise ConfigError(f"rescue must be one of {', '.join(RESCUES)}, not {cfg.rescue!r}")
+        cfg.check("RLConfig")
         if cfg.rescue == "demo" and demonstrator is None:
             raise ConfigError("rescue = 'demo' needs a demonstrator policy (RLRun(demonstrator=...))")
         if cfg.rescue == "hot" and cfg.serve_base_url:
@@ -245,10 +447,23 @@ class RLRun:
         self.reward = cat.get("rewards", cfg.reward)(self.settings)
         self.pool = tasks if tasks is not None else self._pool()
         self.state: dict[str, Any] = {"iteration": 0}
+        reference = cfg.out / "reference" / "adapter_model.safetensors"
         last = latest_checkpoint(cfg.out / "checkpoints")
+        if last is None or not reference.is_file():
+            # the anchor: the policy RL starts from (the SFT adapter), frozen, kept for a resumed run
+            if last is not None:
+                import warnings
+
+                warnings.warn(f"{cfg.out}: no frozen reference in this run's folder (made before it kept one); "
+                              "the reference is the adapter as resumed", stacklevel=2)
         if last is not None:
             self.state = load_checkpoint(last, self.model, self.optimizer.torch_optimizer)
             self.sampler.load_state_dict(self.state.get("sampler", {}))
+        if reference.is_file():
+            self.model.load_reference(reference)
+        else:
+            self.model.freeze_reference()
+            self.model.save_reference(reference)
         from . import peer_policy  # the openwebrl plugin's policies, found in the catalogue
 
         OpenWebRLPolicy = peer_policy(catalogue=cat)
@@ -302,13 +517,90 @@ class RLRun:
                 results.append(result)
                 if on_iteration:
                     on_iteration(result)
+                if result.action == "stopped":
+                    break
         finally:
             scalars.close()
         return results
 
+    # ------------------------------------------------------------------ one iteration
+
+    def _scored(self, traj: Trajectory) -> Trajectory:
+        """The trajectory as the reward reads it: with ``unreadable = "turn"`` a format
+        failure does not gate the task's verdict (:func:`owrl_train.rewards.ungated`)."""
+        return ungated(traj) if self.cfg.unreadable == "turn" else traj
+
+    def _samples(self, traj: Trajectory, advantage: Optional[float]) -> list[Any]:
+        """The turns of one episode to train on, each with its advantage (see RLConfig)."""
+        cfg = self.cfg
+        rescued = traj.metadata.get("rescued")
+        run_dir = Path(traj.metadata["run_dir"]) if traj.metadata.get("run_dir") else None
+        demo = rescued == "demo"
+        samples = trajectory_samples(traj, run_dir, tools=self._tools(), advantage=advantage or 0.0,
+                                     unreadable=cfg.unreadable == "turn" and not demo, render=self.policy.prompt)
+        temperature = cfg.rescue_temperature if rescued == "hot" else cfg.temperature
+        out = []
+        for s in samples:
+            s.meta["temperature"] = temperature
+            if demo:
+                s.meta["demo"] = True
+                s.meta.pop("token_ids", None)  # the demonstrator's ids are not this model's
+                out.append(s)
+                continue
+            cut = s.meta.get("truncated")
+            if cut and cfg.truncated == "mask":
+                continue
+            if s.meta.get("unreadable") or (cut and cfg.truncated == "penalize"):
+                s.advantage = cfg.unreadable_advantage
+            elif advantage is None:
+                continue
+            out.append(s)
+        return out
+
+    def _alarms(self, metrics: dict[str, float], when: str) -> list[str]:
+        """The alarms that ``metrics`` cross: ``when`` is "rollouts" (what the current policy
+        played) or "update" (what the update did)."""
+        a = self.cfg.alarms
+        raised = []
+        if when == "rollouts":
+            base = self.state.get("first_parse_error_rate")
+            rate = metrics.get("parse_error_rate")
+            if "parse_error_rise" in a and base is not None and rate is not None and rate - base > a["parse_error_rise"]:
+                raised.append(f"unreadable turns at {rate:.0%}, up {rate - base:.0%} from {base:.0%} "
+                              f"(alarm at +{a['parse_error_rise']:.0%})")
+            probe, first = metrics.get("probe_success"), self.state.get("first_probe_success")
+            if "probe_drop" in a and probe is not None and first is not None and first - probe > a["probe_drop"]:
+                raised.append(f"greedy probe at {probe:.0%}, down {first - probe:.0%} from {first:.0%} "
+                              f"(alarm at -{a['probe_drop']:.0%})")
+        else:
+            if "kl" in a and metrics.get("kl", 0.0) > a["kl"]:
+                raised.append(f"KL to the reference {metrics['kl']:.3f} (alarm at {a['kl']:g})")
+            if "drift" in a and metrics.get("adapter_drift", 0.0) > a["drift"]:
+                raised.append(f"adapter drift {metrics['adapter_drift']:.3f} (alarm at {a['drift']:g})")
+            import math
+
+            if not math.isfinite(metrics.get("grad_norm_max", 0.0)):
+                raised.append("a non-finite gradient norm")
+        return raised
+
+    def _good(self) -> Path:
+        return self.cfg.out / "good"
+
+    def _keep_good(self) -> None:
+        """The current policy's rollouts passed their alarms: it is the one to roll back to."""
+        save_checkpoint(self._good(), "good", self.model, self.optimizer.torch_optimizer, dict(self.state), keep=1)
+
+    def _roll_back(self) -> bool:
+        good = self._good() / "good"
+        if not (good / "state.json").is_file():
+            return False
+        load_checkpoint(good, self.model, self.optimizer.torch_optimizer)
+        return True
+
     async def iteration(self, it: int) -> IterationResult:
         cfg = self.cfg
         t0 = time.perf_counter()
+        probe = await self._probe(it) if cfg.probe_every and it % cfg.probe_every == 0 else None
         trajectories = await self._rollouts(it)
         dropped_stale = 0
         if self.publisher is not None:
@@ -316,54 +608,160 @@ class RLRun:
 
             trajectories, dropped_stale = drop_stale(trajectories, cfg.adapter_name, it, cfg.max_staleness)
         t1 = time.perf_counter()
+        own = [t for t in trajectories if t.metadata.get("rescued") != "demo"]  # the demonstration is not a group member
+        scored = [self._scored(t) for t in own]
         rewards = []
-        for traj in trajectories:
-            r = self.reward.reward(traj)
+        for traj, view in zip(own, scored):
+            r = self.reward.reward(view)
             traj.reward = r
             rewards.append(r)
-        groups = [traj.metadata["group"] for traj in trajectories]
+        groups = [traj.metadata["group"] for traj in own]
         advantages, stats = group_advantages(groups, rewards)
         by_task: dict[str, list[bool]] = {}
-        for traj, r in zip(trajectories, rewards):
+        members: dict[str, list[bool]] = {}
+        for traj, view, r in zip(own, scored, rewards):
             if r is not None and not traj.metadata.get("rescued"):  # the policy's own episodes only
-                by_task.setdefault(traj.task.id, []).append(_succeeded(traj))
+                by_task.setdefault(traj.task.id, []).append(_succeeded(view))
+            if r is not None:
+                members.setdefault(traj.metadata["group"], []).append(_succeeded(view))
         for task_id, successes in by_task.items():
             self.sampler.update(task_id, successes)
         samples = []
-        for traj, adv in zip(trajectories, advantages):
-            if adv is None:
-                continue
-            run_dir = Path(traj.metadata["run_dir"]) if traj.metadata.get("run_dir") else None
-            samples.extend(trajectory_samples(traj, run_dir, tools=self._tools(), advantage=adv,
-                                              render=self.policy.prompt))
-        t2 = time.perf_counter()
-        update = self.optimizer.optimize(samples)
-        t3 = time.perf_counter()
+        for traj, r, adv in zip(own, rewards, advantages):
+            if r is not None:  # an infrastructure error is never trained on
+                samples.extend(self._samples(traj, adv))
+        demos = [t for t in trajectories if t.metadata.get("rescued") == "demo"]
+        for traj in demos:
+            samples.extend(self._samples(traj, None))
+        turns = [s.turn for t in own if t.metadata.get("rescued") is None for s in t.steps]
         judged = [r for r in rewards if r is not None]
         successes = [s for v in by_task.values() for s in v]
-        metrics = {
+        metrics: dict[str, float] = {
             "reward_mean": sum(judged) / len(judged) if judged else 0.0,
             "success_rate": sum(successes) / len(successes) if successes else 0.0,
             "valid_group_fraction": stats.valid_fraction,
+            "groups": float(stats.groups),
+            "all_fail_groups": float(sum(1 for v in members.values() if len(v) > 1 and not any(v))),
+            "all_success_groups": float(sum(1 for v in members.values() if len(v) > 1 and all(v))),
             "dropped_infra": float(stats.dropped_infra),
             "dropped_stale": float(dropped_stale),
-            "mean_steps": sum(len(t.steps) for t in trajectories) / len(trajectories) if trajectories else 0.0,
+            "mean_steps": sum(len(t.steps) for t in own) / len(own) if own else 0.0,
             "max_steps": float(cfg.max_steps(it)),
+            "parse_error_rate": sum(1 for t in turns if t.parse_error or (t.raw is not None and not t.calls))
+            / len(turns) if turns else 0.0,
+            "truncation_rate": sum(1 for t in turns if t.truncated or t.usage.get("finish_reason") == "length")
+            / len(turns) if turns else 0.0,
             "rescued_groups": float(len({t.metadata["group"] for t in trajectories if t.metadata.get("rescued")})),
-            "time_rollout_s": t1 - t0, "time_judge_s": t2 - t1, "time_update_s": t3 - t2,
-            **update,
+            "trained_turns": float(len(samples)),
+            "unreadable_turns_trained": float(sum(1 for x in samples if x.meta.get("unreadable"))),
         }
-        self.state = {"iteration": it + 1, "sampler": self.sampler.state_dict(), "metrics": metrics}
+        for task_id, v in sorted(by_task.items()):
+            metrics[f"success/{task_id}"] = sum(v) / len(v)
+        if probe is not None:
+            metrics["probe_success"] = probe
+            self.state.setdefault("first_probe_success", probe)
+        if "first_parse_error_rate" not in self.state and turns:
+            self.state["first_parse_error_rate"] = metrics["parse_error_rate"]
+        # the net push of the update: the advantages as the loss weighs them (< 0: mostly "do less of this")
+        pg = [x for x in samples if not x.meta.get("demo")]
+        w = turn_weights(cfg.loss_type, [x.meta.get("episode", str(i)) for i, x in enumerate(pg)],
+                         [len(x.meta.get("token_ids") or x.target) for x in pg])
+        metrics["advantage_mass"] = sum(wi * x.advantage for wi, x in zip(w, pg))
+        alarms = self._alarms(metrics, "rollouts")
+        action = ""
+        t2 = time.perf_counter()
+        if alarms and cfg.on_alarm == "rollback" and self._roll_back():
+            action = "rolled back"  # the policy that played this is not trained on: back to the last good one
+            update: dict[str, float] = {}
+        elif alarms and cfg.on_alarm == "stop":
+            action = "stopped"
+            update = {}
+        else:
+            if not alarms:
+                self._keep_good()
+            update = self.optimizer.optimize(samples, iteration=it) if _takes_iteration(self.optimizer) \
+                else self.optimizer.optimize(samples)
+        t3 = time.perf_counter()
+        metrics.update(update)
+        metrics["adapter_drift"] = float(self.model.adapter_drift())
+        if not action:
+            after = self._alarms(metrics, "update")
+            if after:
+                alarms += after
+                if cfg.on_alarm == "rollback" and self._roll_back():
+                    action = "rolled back"
+                elif cfg.on_alarm == "stop":
+                    action = "stopped"
+        if alarms and not action:
+            action = "warned"
+        metrics["alarms"] = float(len(alarms))
+        metrics["rolled_back"] = float(action == "rolled back")
+        metrics.update(time_rollout_s=t1 - t0, time_judge_s=t2 - t1, time_update_s=t3 - t2)
+        self.state = {**{k: v for k, v in self.state.items() if k.startswith("first_")},
+                      "iteration": it + 1, "sampler": self.sampler.state_dict(), "metrics": metrics,
+                      "alarms": alarms, "action": action}
         save_checkpoint(cfg.out / "checkpoints", f"iter-{it:05d}", self.model, self.optimizer.torch_optimizer, self.state)
-        shutil.rmtree(self._cache_dir(it), ignore_errors=True)  # the checkpoint now holds what it taught
-        return IterationResult(it, metrics)
+        self._summarise(it, trajectories, rewards, advantages, own)
+        return IterationResult(it, metrics, alarms, action)
+
+    def _summarise(self, it: int, trajectories: list[Trajectory], rewards: list[Optional[float]],
+                   advantages: list[Optional[float]], own: list[Trajectory]) -> None:
+        """``rollouts/iter-N/summary.jsonl``: one line per episode (what it said, its reward
+        and advantage), kept after the checkpoint so that a collapse can be read afterwards;
+        the episodes' run folders go unless ``keep_rollouts``."""
+        cache = self._cache_dir(it)
+        cache.mkdir(parents=True, exist_ok=True)
+        scores = {id(t): (r, a) for t, r, a in zip(own, rewards, advantages)}
+        lines = []
+        for t in trajectories:
+            r, a = scores.get(id(t), (None, None))
+            lines.append(json.dumps({
+                "group": t.metadata.get("group"), "task": t.task.id, "seed": t.task.metadata.get("seed"),
+                "rescued": t.metadata.get("rescued"), "status": t.outcome.status if t.outcome else None,
+                "success": _succeeded(self._scored(t)), "reward": r, "advantage": a, "steps": len(t.steps),
+                "unreadable_turns": sum(1 for s in t.steps if s.turn.parse_error),
+                "said": said(t)[:4000]}, ensure_ascii=False))
+        tmp = cache / "summary.jsonl.tmp"
+        tmp.write_text("\n".join(lines) + ("\n" if lines else ""), encoding="utf-8")
+        tmp.replace(cache / "summary.jsonl")
+        if not self.cfg.keep_rollouts:  # the checkpoint now holds what they taught
+            for child in cache.iterdir():
+                if child.name != "summary.jsonl":
+                    shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
+
+    async def _probe(self, it: int) -> Optional[float]:
+        """The greedy probe: ``probe_tasks`` played at temperature 0 by the current policy,
+        the same episodes every time (fixed group names); its success rate."""
+        import dataclasses
+
+        if self.publisher is not None:
+            return None  # the served policy's sampling is the server's: no greedy probe
+        cfg = self.cfg
+        wanted = cfg.probe_tasks or [t.id for t in self.pool[:4]]
+        by_id = {t.id: t for t in self.pool}
+        tasks = [by_id[w] for w in wanted if w in by_id]
+        if not tasks:
+            return None
+        items = [(f"probe:{t.id}:{n}", t, n) for t in tasks for n in range(cfg.probe_episodes)]
+        policy = self.policy
+        sampling = policy.sampling
+        policy.sampling = dataclasses.replace(sampling, temperature=0.0)
+        out = self._cache_dir(it) / "probe"
+        try:
+            played = await self.rollouts.collect(policy, items, cfg.max_steps(it), out)
+        finally:
+            policy.sampling = sampling
+        counted = [t for t in played if t.outcome is None or t.outcome.status != "infra_error"]
+        rate = sum(1 for t in counted if _succeeded(self._scored(t))) / len(counted) if counted else 0.0
+        shutil.rmtree(out, ignore_errors=True)
+        return rate
 
     async def _rescue(self, it: int, items: list[tuple[str, Task, int]], trajectories: list[Trajectory],
                       cache: Path) -> list[Trajectory]:
         """Groups where every episode failed, given a second chance (``RLConfig.rescue``)."""
         import dataclasses
 
-        failed = set(_failed_groups(trajectories))
+        failed = set(_failed_groups([self._scored(t) for t in trajectories]))
         if not failed:
             return trajectories
         again = [item for item in items if item[0] in failed]
@@ -376,7 +774,7 @@ class RLRun:
                 hot = await self.rollouts.collect(policy, again, max_steps, cache / "rescue")
             finally:
                 policy.sampling = sampling
-            keep = {t.metadata["group"] for t in hot if _succeeded(t)}
+            keep = {t.metadata["group"] for t in hot if _succeeded(self._scored(t))}
             for t in hot:
                 t.metadata["rescued"] = "hot"
             return [t for t in trajectories if t.metadata["group"] not in keep] + [
@@ -385,17 +783,10 @@ class RLRun:
         for item in again:
             first.setdefault(item[0], item)
         shown = await self.rollouts.collect(self.demonstrator, list(first.values()), max_steps, cache / "rescue")
-        demos = {t.metadata["group"]: t for t in shown if _succeeded(t)}
-        out, replaced = [], set()
-        for t in reversed(trajectories):  # each rescued group's last episode gives way to the demonstration
-            g = t.metadata["group"]
-            if g in demos and g not in replaced:
-                replaced.add(g)
-                demos[g].metadata["rescued"] = "demo"
-                out.append(demos[g])
-            else:
-                out.append(t)
-        return list(reversed(out))
+        demos = [t for t in shown if _succeeded(t)]
+        for t in demos:  # beside the group, not in it: the SFT term trains on it (demo_coef)
+            t.metadata["rescued"] = "demo"
+        return trajectories + demos
 
     def _tools(self) -> list[Any]:
         """The tools the rollouts' episodes offered the policy: a training prompt must be the
@@ -408,6 +799,25 @@ class RLRun:
 
     def _cache_dir(self, it: int) -> Path:
         return self.cfg.out / "rollouts" / f"iter-{it:05d}"
+
+    def _tasks(self, pool: list[Task], n: int, rng: random.Random) -> list[Task]:
+        """``n`` tasks from the sampler, ``practice_share`` of them (rounded down) from tasks
+        already solved in 80% of their episodes or more, when there are such tasks."""
+        practice = int(self.cfg.practice_share * n)
+        solved = [t for t in pool if (rate := self.sampler.failure_rate(t.id)) is not None and rate <= 0.2]
+        if not practice or not solved:
+            return self.sampler.sample(pool, n, rng)
+        return self.sampler.sample(pool, n - practice, rng) + [rng.choice(solved) for _ in range(practice)]
+
+    def _valid_groups(self, trajectories: list[Trajectory]) -> int:
+        rewards: dict[str, set[float]] = {}
+        for t in trajectories:
+            if t.metadata.get("rescued") == "demo":
+                continue
+            r = self.reward.reward(self._scored(t))
+            if r is not None:
+                rewards.setdefault(t.metadata["group"], set()).add(round(float(r), 9))
+        return sum(1 for v in rewards.values() if len(v) > 1)
 
     async def _rollouts(self, it: int) -> list[Trajectory]:
         cache = self._cache_dir(it)
@@ -430,11 +840,21 @@ class RLRun:
         pool = [t for t in self.pool if not blocklist.blocked(host_of(t.start_url))]
         if not pool:
             raise ConfigError("every task's host is blocked after network failures: see `owrl blocklist list`")
-        tasks = self.sampler.sample(pool, self.cfg.tasks_per_iteration, rng)
-        items = [(f"{t.id}@{it}.{k}", t, n) for k, t in enumerate(tasks) for n in range(self.cfg.group_size)]
-        trajectories = await self.rollouts.collect(self._rollout_policy(it), items, self.cfg.max_steps(it), cache)
-        if self.cfg.rescue != "none":
-            trajectories = await self._rescue(it, items, trajectories, cache)
+        trajectories: list[Trajectory] = []
+        draw = 0
+        while True:
+            tasks = self._tasks(pool, self.cfg.tasks_per_iteration, rng)
+            tag = f"{it}" if draw == 0 else f"{it}d{draw}"
+            items = [(f"{t.id}@{tag}.{k}", t, n) for k, t in enumerate(tasks) for n in range(self.cfg.group_size)]
+            where = cache if draw == 0 else cache / f"draw-{draw}"
+            played = await self.rollouts.collect(self._rollout_policy(it), items, self.cfg.max_steps(it), where)
+            if self.cfg.rescue != "none":
+                played = await self._rescue(it, items, played, where)
+            trajectories += played
+            want = self.cfg.dynamic_sampling_groups
+            if not want or draw >= self.cfg.dynamic_sampling_draws or self._valid_groups(trajectories) >= want:
+                break
+            draw += 1
         entries = [{"group": t.metadata["group"], "trajectory": str(Path(t.metadata["run_dir"]) / "trajectory.json"),
                     "rescued": t.metadata.get("rescued")}
                    for t in trajectories if t.metadata.get("run_dir")]
@@ -443,6 +863,15 @@ class RLRun:
             tmp.write_text(json.dumps(entries))
             tmp.replace(index)
         return trajectories
+
+
+def _takes_iteration(optimizer: Any) -> bool:
+    import inspect
+
+    try:
+        return "iteration" in inspect.signature(optimizer.optimize).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def said(trajectory: Trajectory) -> str:

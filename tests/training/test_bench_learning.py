@@ -146,7 +146,10 @@ def test_a_whole_run_on_a_tiny_model_and_a_run_stopped_midway_keeps_what_it_meas
                    check=True, capture_output=True, text=True, timeout=600)
     again = subprocess.run([*seeds, str(done), str(repeat), "--same"], capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "the same figures" in again.stdout, again.stdout + again.stderr
-    assert whole["rl"][0]["valid_group_fraction"] == 1.0 and whole["rl"][0]["grad_norm"] > 0  # RL did update
+    # the rescued group failed whole: it stays out of the policy gradient (no variance), and the
+    # oracle's episode trains through the demonstration term instead: RL did update
+    first = whole["rl"][0]
+    assert first["valid_group_fraction"] == 0.0 and first["demo_samples"] >= 1 and first["grad_norm"] > 0
     weights = "adapter-rl/adapter_model.safetensors"
     assert (done / weights).read_bytes() == (repeat / weights).read_bytes()  # to the last bit
     # the run's RL adapter evaluated alone, recorded as its RL stage: the same episodes, the
@@ -248,8 +251,9 @@ def tiny_click_test(tmp_path, plugins):
 
 def test_a_group_where_every_episode_failed_gets_the_oracles_episode(tmp_path, plugins):
     """rescue = "demo": the tiny random model fails both episodes of its group on a real
-    MiniWoB page; the oracle plays the group's task once and its solved episode takes the
-    place of the group's last one, so the update has a success to learn from."""
+    MiniWoB page; the oracle plays the group's task once and its solved episode is kept
+    beside the group, not in it: the group (no variance) stays out of the policy gradient,
+    and the demonstration trains through the SFT term alone."""
     from owrl_train.rl import BrowserRollouts, RLConfig, RLRun
 
     tiny, settings, suite, task, model = tiny_click_test(tmp_path, plugins)
@@ -270,17 +274,20 @@ def test_a_group_where_every_episode_failed_gets_the_oracles_episode(tmp_path, p
             await rollouts.close()
 
     trajectories, result = asyncio.run(go())
-    assert len(trajectories) == 2
-    own, shown = trajectories
-    assert [t.metadata["group"] for t in trajectories] == ["click-test@0.0"] * 2
-    assert not (own.judgements and own.judgements[-1].success)  # the random model's own episode
+    assert len(trajectories) == 3
+    *own, shown = trajectories
+    assert [t.metadata["group"] for t in trajectories] == ["click-test@0.0"] * 3
+    assert not any(t.judgements and t.judgements[-1].success for t in own)  # the random model's own episodes
+    assert not any(t.metadata.get("rescued") for t in own)
     assert shown.metadata["rescued"] == "demo" and shown.judgements[-1].success
     assert shown.policy.name == "miniwob-ref-oracle"
-    assert result.metrics["rescued_groups"] == 1.0
-    # the group now has reward variance: the demonstration is trained on (the random model's
-    # unreadable answer holds no call to score)
-    assert result.metrics["samples"] >= 1.0
-    assert result.metrics["success_rate"] == 0.0  # rescued episodes are not counted as the policy's
+    m = result.metrics
+    assert m["rescued_groups"] == 1.0
+    # out of the group's statistics: the group has no variance and is dropped from the policy gradient
+    assert m["valid_group_fraction"] == 0.0 and m["groups"] == 1.0 and m["all_fail_groups"] == 1.0
+    # the demonstration is trained on, through the SFT term, with its own loss logged
+    assert m["demo_samples"] >= 1.0 and m["demo_nll"] > 0 and m["optimizer_steps"] >= 1
+    assert m["success_rate"] == 0.0  # rescued episodes are not counted as the policy's
 
 
 def test_a_hot_rescue_plays_the_failed_group_again_hotter_and_keeps_it_only_if_it_learned_something(tmp_path, plugins):

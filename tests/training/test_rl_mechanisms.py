@@ -1,0 +1,365 @@
+"""Each mechanism of the RL trainer pinned on a tiny model: the anchor, the sampling
+temperature, unreadable turns, episode weights, the trust region, the alarms, the names.
+
+The toy environment (owrl_train.toy: four buttons in memory) runs the real episode loop,
+policy and judge in seconds; MiniWoB pages are for the browser tests in
+test_bench_learning.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+from owrl_sdk.errors import ConfigError  # noqa: E402
+from owrl_sdk.types import Judgement, Observation, Outcome, PolicyInfo, Step, ToolCall, Trajectory, Turn  # noqa: E402
+from owrl_train.data import Sample, trajectory_samples  # noqa: E402
+from owrl_train.model import TrainableVL, target_ids  # noqa: E402
+from owrl_train.objectives import ppo_clip_loss, turn_weights  # noqa: E402
+from owrl_train.rl import RLConfig, RLRun  # noqa: E402
+from owrl_train.toy import TASK, TOOLS, InMemoryRollouts  # noqa: E402
+
+SAMPLING = {"temperature": 0.7, "top_p": 1.0, "top_k": 0, "max_new_tokens": 12}
+
+
+def model_of(ckpt, seed=0):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return TrainableVL(str(ckpt), lora_r=8, seed=seed)
+
+
+def perturb(model, scale=0.3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.trainable_parameters():
+            p.add_(torch.randn(p.shape, generator=g) * scale)
+
+
+def config(ckpt, out, **kw):
+    base = dict(model=str(ckpt), out=out, iterations=1, tasks_per_iteration=1, group_size=4, lr=1e-2, minibatch=4,
+                text_mode=True, curriculum=[{"max_steps": 1}], sampling=dict(SAMPLING), sampler="uniform", seed=0,
+                practice_share=0.0)
+    base.update(kw)
+    return RLConfig(**base)
+
+
+def run_of(cfg, model, plugins, settings):
+    return RLRun(cfg, InMemoryRollouts(plugins, settings), settings=settings, plugins=plugins, tasks=[TASK],
+                 model=model)
+
+
+def press(colour):
+    return f'<tool_call>{{"name": "press_{colour}", "arguments": {{}}}}</tool_call>'
+
+
+def toy_trajectory(turns, success, tid="t"):
+    steps = [Step(index=i, observation=Observation(url="mem://buttons", title="Buttons", aria='- button "green"'),
+                  turn=turn) for i, turn in enumerate(turns)]
+    return Trajectory(id=tid, task=TASK, policy=PolicyInfo(name="openwebrl"), steps=steps,
+                      outcome=Outcome(status="success" if success else "fail"),
+                      judgements=[Judgement(judge="benchmark", score=float(success), success=success)])
+
+
+def readable(colour):
+    return Turn(raw=press(colour), calls=[ToolCall(name=f"press_{colour}", arguments={})])
+
+
+def unreadable(text="<tool_call>{oops"):
+    return Turn(raw=text, parse_error="not JSON")
+
+
+def sample_batch(model, text):
+    from owrl_openwebrl.prompt import Prompt
+
+    s = Sample(prompt=Prompt(messages=[{"role": "user", "content": [{"type": "text", "text": "Press green"}]}]),
+               target=text)
+    return s, model.encode([s])
+
+
+# ------------------------------------------------------------------ the anchor
+
+
+def test_the_reference_is_the_adapter_rl_starts_from_not_the_base(tiny_qwen3, tmp_path, plugins, settings):
+    """RLRun freezes the starting adapter (an SFT adapter, here a perturbed one) as its KL
+    reference: reference() scores as the starting adapter did, not as the base model, and
+    keeps doing so after the adapter moves; the copy is saved and read back on resume."""
+    model = model_of(tiny_qwen3)
+    perturb(model)
+    _, batch = sample_batch(model, press("green"))
+    with torch.no_grad():
+        start, mask, _ = model.token_logprobs(batch)
+        with model.model.disable_adapter():
+            base, _, _ = model.token_logprobs(batch)
+    cfg = config(tiny_qwen3, tmp_path / "rl")
+    run_of(cfg, model, plugins, settings)
+    assert (tmp_path / "rl" / "reference" / "adapter_model.safetensors").is_file()
+    perturb(model, seed=1)  # training moves the adapter
+    with torch.no_grad():
+        moved, _, _ = model.token_logprobs(batch)
+        with model.reference():
+            ref, _, _ = model.token_logprobs(batch)
+        after, _, _ = model.token_logprobs(batch)
+    assert torch.allclose(ref, start, atol=1e-5)
+    assert not torch.allclose(ref, base, atol=1e-3)  # the base model is not the anchor
+    assert torch.allclose(after, moved)  # the swap put the trained weights back
+    assert model.adapter_drift() > 0
+    # a resumed run reads the frozen copy, whatever the adapter it loads
+    other = model_of(tiny_qwen3, seed=3)
+    other.load_reference(tmp_path / "rl" / "reference" / "adapter_model.safetensors")
+    with torch.no_grad(), other.reference():
+        again, _, _ = other.token_logprobs(other.encode([sample_batch(other, press("green"))[0]]))
+    assert torch.allclose(again, start, atol=1e-5)
+
+
+def test_the_kl_to_the_reference_is_logged_at_zero_and_pulls_when_set(tiny_qwen3, tmp_path, plugins, settings):
+    model = model_of(tiny_qwen3)
+    perturb(model)
+    run = run_of(config(tiny_qwen3, tmp_path / "rl", kl_coef=0.0, target_kl=0.0), model, plugins, settings)
+    first = asyncio.run(run.run())[0].metrics
+    assert "kl" in first and first["kl"] >= 0.0 and "adapter_drift" in first
+
+
+# ------------------------------------------------------------------ what was sampled
+
+
+def test_log_probabilities_are_taken_at_the_sampling_temperature(trainable):
+    _, batch = sample_batch(trainable, press("green"))
+    with torch.no_grad():
+        at1, mask, _ = trainable.token_logprobs(batch)
+        at05, _, ent05 = trainable.token_logprobs(batch, temperature=0.5, with_entropy=True)
+        per_row, _, _ = trainable.token_logprobs(batch, temperature=[0.5])
+        inputs = {k: v for k, v in batch.items() if k != "target_mask"}
+        logits = trainable.model(**inputs).logits.float()[:, :-1]
+        targets = inputs["input_ids"][:, 1:]
+        keep = batch["target_mask"][:, 1:].sum(0) > 0
+        by_hand = torch.log_softmax(logits / 0.5, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)[:, keep]
+    assert torch.allclose(at05, by_hand, atol=1e-4) and torch.allclose(per_row, at05)
+    assert not torch.allclose(at05, at1, atol=1e-3)
+    assert ent05 is not None
+
+
+def test_the_update_scores_at_the_rollouts_temperature_and_its_first_ratio_is_one(tiny_qwen3, tmp_path, plugins,
+                                                                                  settings):
+    model = model_of(tiny_qwen3)
+    run = run_of(config(tiny_qwen3, tmp_path / "rl", optimizer_steps=1), model, plugins, settings)
+    seen = []
+    real = model.token_logprobs
+
+    def watched(batch, with_entropy=False, temperature=1.0):
+        seen.append(temperature)
+        return real(batch, with_entropy=with_entropy, temperature=temperature)
+
+    model.token_logprobs = watched
+    samples = run._samples(toy_trajectory([readable("green")], True, "a"), 1.0) + \
+        run._samples(toy_trajectory([readable("red")], False, "b"), -1.0)
+    metrics = run.optimizer.optimize(samples)
+    assert seen and all(t == [0.7, 0.7] for t in seen)
+    assert metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-5)  # one step, scored as it was sampled
+
+
+def test_the_sampled_ids_are_the_targets_and_a_cut_answer_gets_no_end_token(trainable):
+    tok = trainable.tokenizer
+    text = press("green")
+    plain = target_ids(tok, Sample(prompt=None, target=text))
+    assert plain[-1] == tok.eos_token_id
+    cut = target_ids(tok, Sample(prompt=None, target=text, meta={"truncated": True}))
+    assert cut == plain[:-1]
+    sampled = [5, 6, 7]
+    assert target_ids(tok, Sample(prompt=None, target="ignored", meta={"token_ids": sampled})) == sampled
+    # the trajectory keeps them (usage.completion_ids) and the sample carries them
+    turn = readable("green")
+    turn.usage = {"completion_ids": sampled, "finish_reason": "length"}
+    [s] = trajectory_samples(toy_trajectory([turn], False), tools=TOOLS, text_mode=True)
+    assert s.meta["token_ids"] == sampled and s.meta["truncated"] is True
+
+
+def test_a_policy_keeps_what_it_sampled_in_the_trajectory(tiny_qwen3, tmp_path, plugins, settings):
+    model = model_of(tiny_qwen3)
+    run = run_of(config(tiny_qwen3, tmp_path / "rl", keep_rollouts=True), model, plugins, settings)
+    trajectories = asyncio.run(run._rollouts(0))
+    usage = trajectories[0].steps[0].turn.usage
+    assert usage["completion_ids"] and usage["finish_reason"] in ("stop", "length")
+    ids = usage["completion_ids"]
+    assert usage["completion_tokens"] == len(ids)
+    assert (usage["finish_reason"] == "stop") == (ids[-1] == model.tokenizer.eos_token_id)
+
+
+# ------------------------------------------------------------------ every turn, every episode
+
+
+def test_unreadable_turns_get_their_own_negative_advantage_and_a_gradient(tiny_qwen3, tmp_path, plugins, settings):
+    """An unreadable turn trains with unreadable_advantage even where its group has no
+    variance, and the update lowers its likelihood; the readable turns of its episode keep
+    the episode's advantage."""
+    model = model_of(tiny_qwen3)
+    run = run_of(config(tiny_qwen3, tmp_path / "rl", optimizer_steps=1, target_kl=0.0, kl_coef=0.0), model, plugins,
+                 settings)
+    traj = toy_trajectory([unreadable(), readable("green")], True)
+    samples = run._samples(traj, 0.8)
+    assert [s.advantage for s in samples] == [-1.0, 0.8] and samples[0].meta["unreadable"]
+    zero_variance = run._samples(toy_trajectory([unreadable()], False), None)
+    assert [s.advantage for s in zero_variance] == [-1.0]
+    s, batch = sample_batch(model, unreadable().raw)
+    s.advantage = -1.0
+    s.meta.update(episode="x", unreadable=True)
+    with torch.no_grad():
+        before = float(model.token_logprobs(batch)[0].sum())
+    metrics = run.optimizer.optimize([s])
+    with torch.no_grad():
+        after = float(model.token_logprobs(batch)[0].sum())
+    assert metrics["grad_norm"] > 0 and after < before
+    # the old rule: not trained, and the episode takes the penalty
+    old = run_of(config(tiny_qwen3, tmp_path / "old", unreadable="episode"), model, plugins, settings)
+    assert [x.advantage for x in old._samples(traj, 0.8)] == [0.8]
+
+
+def test_one_unreadable_turn_no_longer_makes_a_later_success_a_failure(tiny_qwen3, tmp_path, plugins, settings):
+    from builtin_judges.rules import CompositeJudge
+    from owrl_sdk.config import Settings
+
+    traj = toy_trajectory([unreadable(), readable("green")], True)
+    traj.judgements = []
+    traj.metadata["suite_check"] = {"score": 1.0, "success": True}
+    gated = asyncio.run(CompositeJudge(Settings(plugins={"composite": {"penalty": -1.0}})).judge(traj))
+    assert gated.score == -1.0 and gated.details["inner"]["success"] is True
+    traj.judgements = [gated]
+    model = model_of(tiny_qwen3)
+    turn_rule = run_of(config(tiny_qwen3, tmp_path / "a"), model, plugins, settings)
+    episode_rule = run_of(config(tiny_qwen3, tmp_path / "b", unreadable="episode"), model, plugins, settings)
+    assert turn_rule.reward.reward(turn_rule._scored(traj)) == 1.0
+    assert episode_rule.reward.reward(episode_rule._scored(traj)) == -1.0
+
+
+def test_every_episode_weighs_the_same_whatever_its_length():
+    # a 3-turn failure and a 1-turn success: each episode's turns share its weight
+    assert turn_weights("episode-mean", ["f", "f", "f", "s"], [5, 5, 5, 5]) == pytest.approx([1 / 6] * 3 + [1 / 2])
+    assert turn_weights("seq-mean-token-mean", ["f", "f", "f", "s"], [5, 5, 5, 5]) == pytest.approx([0.25] * 4)
+    assert turn_weights("token-mean", ["f", "s"], [3, 1]) == pytest.approx([0.75, 0.25])
+    with pytest.raises(ValueError):
+        turn_weights("sum", ["a"], [1])
+    # by hand: equal and opposite advantages over the two episodes net to zero
+    logp = torch.zeros(4, 2)
+    adv = torch.tensor([[-1.0] * 2] * 3 + [[1.0] * 2])
+    mask = torch.ones(4, 2)
+    w = torch.tensor(turn_weights("episode-mean", ["f", "f", "f", "s"], [2, 2, 2, 2]))
+    loss, _ = ppo_clip_loss(logp, logp, adv, mask, weights=w)
+    assert float(loss) == pytest.approx(0.0, abs=1e-6)
+    token_mean, _ = ppo_clip_loss(logp, logp, adv, mask)  # the old weighting: the long failure wins
+    assert float(token_mean) == pytest.approx(0.5)
+
+
+def test_dual_clip_bounds_a_negative_advantages_loss():
+    logp = torch.log(torch.tensor([[5.0]]))  # ratio 5 against an old probability of 1
+    old = torch.zeros(1, 1)
+    loss, m = ppo_clip_loss(logp, old, torch.tensor([[-1.0]]), torch.ones(1, 1), dual_clip=3.0)
+    assert float(loss) == pytest.approx(3.0) and m["dual_clip_fraction"] == 1.0
+    unbounded, _ = ppo_clip_loss(logp, old, torch.tensor([[-1.0]]), torch.ones(1, 1))
+    assert float(unbounded) == pytest.approx(5.0)
+
+
+def test_turns_are_shuffled_across_groups_into_accumulated_steps(tiny_qwen3, tmp_path, plugins, settings):
+    model = model_of(tiny_qwen3)
+    run = run_of(config(tiny_qwen3, tmp_path / "rl", optimizer_steps=2, minibatch=3), model, plugins, settings)
+    samples = [Sample(prompt=None, target=str(i), meta={"episode": f"g{i // 4}"}) for i in range(8)]
+    plan = run.optimizer.plan(samples, iteration=0)
+    assert len(plan) == 2 and [len(mb) for step in plan for mb in step] == [3, 1, 3, 1]
+    flat = [s.target for step in plan for mb in step for s in mb]
+    assert sorted(flat) == [str(i) for i in range(8)] and flat != [str(i) for i in range(8)]
+    first_step = {s.meta["episode"] for mb in plan[0] for s in mb}
+    assert first_step == {"g0", "g1"}  # a step no longer holds one group's turns only
+    assert [s.target for step in run.optimizer.plan(samples, 0) for mb in step for s in mb] == flat  # seeded
+    run.cfg.optimizer_steps, run.cfg.shuffle = 0, False  # the old plan: a step per minibatch, in order
+    assert [[s.target for s in mb] for step in run.optimizer.plan(samples) for mb in step] == [
+        ["0", "1", "2"], ["3", "4", "5"], ["6", "7"]]
+
+
+def test_the_trust_region_stops_an_iterations_updates(tiny_qwen3, tmp_path, plugins, settings):
+    model = model_of(tiny_qwen3)
+    samples = []
+    run = run_of(config(tiny_qwen3, tmp_path / "rl", optimizer_steps=4, minibatch=1, lr=5e-2, target_kl=1e-9),
+                 model, plugins, settings)
+    for i, colour in enumerate(["green", "red", "blue", "yellow"]):
+        samples += run._samples(toy_trajectory([readable(colour)], colour == "green", str(i)),
+                                1.0 if colour == "green" else -1 / 3)
+    m = run.optimizer.optimize(samples)
+    assert m["optimizer_steps"] == 1.0 and m["stopped_at_target_kl"] == 1.0 and m["kl_old_new"] > 1e-9
+    run.cfg.target_kl = 0.0
+    assert run.optimizer.optimize(samples)["optimizer_steps"] == 4.0
+
+
+# ------------------------------------------------------------------ seeing collapse
+
+
+def test_every_iteration_logs_its_diagnostics_and_keeps_a_rollout_summary(tiny_qwen3, tmp_path, plugins, settings):
+    model = model_of(tiny_qwen3)
+    run = run_of(config(tiny_qwen3, tmp_path / "rl", iterations=2, probe_every=1, probe_episodes=1), model, plugins,
+                 settings)
+    asyncio.run(run.run())
+    rows = [json.loads(line) for line in (tmp_path / "rl" / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 2
+    for key in ("kl", "kl_old_new", "entropy", "clip_fraction", "grad_norm", "optimizer_steps", "parse_error_rate",
+                "truncation_rate", "advantage_mass", "all_fail_groups", "all_success_groups", "rescued_groups",
+                "adapter_drift", "probe_success", f"success/{TASK.id}", "alarms"):
+        assert f"rl/{key}" in rows[0], key
+    summary = tmp_path / "rl" / "rollouts" / "iter-00000" / "summary.jsonl"
+    lines = [json.loads(line) for line in summary.read_text().splitlines()]
+    assert len(lines) == 4 and {"group", "task", "reward", "advantage", "said", "success"} <= set(lines[0])
+    assert [p.name for p in summary.parent.iterdir()] == ["summary.jsonl"]  # the run folders went
+
+
+def test_an_alarm_rolls_back_to_the_last_good_checkpoint(tiny_qwen3, tmp_path, plugins, settings):
+    """Every update moves the adapter past the drift alarm: each is undone, so after two
+    iterations the adapter is still the one RL started from; with "stop" the run ends."""
+    model = model_of(tiny_qwen3)
+    perturb(model)
+    start = [p.detach().clone() for p in model.trainable_parameters()]
+    cfg = config(tiny_qwen3, tmp_path / "rl", iterations=2, alarms={"drift": 1e-12}, on_alarm="rollback",
+                 target_kl=0.0, unreadable="turn")
+    results = asyncio.run(run_of(cfg, model, plugins, settings).run())
+    assert [r.action for r in results] == ["rolled back", "rolled back"]
+    assert results[0].alarms and "adapter drift" in results[0].alarms[0]
+    assert results[0].metrics["rolled_back"] == 1.0 and results[0].metrics["optimizer_steps"] >= 1
+    assert all(torch.allclose(p, s) for p, s in zip(model.trainable_parameters(), start))
+    stop = config(tiny_qwen3, tmp_path / "stop", iterations=3, alarms={"drift": 1e-12}, on_alarm="stop",
+                  target_kl=0.0)
+    stopped = asyncio.run(run_of(stop, model_of(tiny_qwen3), plugins, settings).run())
+    assert [r.action for r in stopped] == ["stopped"]
+
+
+def test_a_rise_in_unreadable_turns_is_an_alarm(tiny_qwen3, tmp_path, plugins, settings):
+    run = run_of(config(tiny_qwen3, tmp_path / "rl", alarms={"parse_error_rise": 0.2}), model_of(tiny_qwen3),
+                 plugins, settings)
+    run.state["first_parse_error_rate"] = 0.1
+    assert run._alarms({"parse_error_rate": 0.2}, "rollouts") == []
+    [line] = run._alarms({"parse_error_rate": 0.5}, "rollouts")
+    assert "unreadable turns at 50%" in line
+    assert "non-finite" in run._alarms({"grad_norm_max": math.inf}, "update")[0]
+
+
+# ------------------------------------------------------------------ names
+
+
+def test_trl_names_are_accepted(tmp_path):
+    path = tmp_path / "rl.toml"
+    path.write_text('model = "m"\nbeta = 0.02\nepsilon = 0.1\nepsilon_high = 0.3\nnum_generations = 6\n'
+                    'num_iterations = 2\nlearning_rate = 3e-6\nmax_completion_length = 77\nloss_type = "token-mean"\n')
+    cfg = RLConfig.from_toml(path)
+    assert (cfg.kl_coef, cfg.clip_low, cfg.clip_high, cfg.group_size, cfg.ppo_epochs, cfg.lr, cfg.loss_type) == (
+        0.02, 0.1, 0.3, 6, 2, 3e-6, "token-mean")
+    assert cfg.sampling["max_new_tokens"] == 77 and cfg.sampling["temperature"] == 1.0
+    assert RLConfig.from_options(model="m", out=tmp_path, beta=0.5, num_generations=3).kl_coef == 0.5
+    path.write_text('model = "m"\nbeta = 0.02\nkl_coef = 0.1\n')
+    with pytest.raises(ConfigError, match="beta is TRL's name for kl_coef"):
+        RLConfig.from_toml(path)
+    path.write_text('model = "m"\nloss_type = "sum"\n')
+    with pytest.raises(ConfigError, match="loss_type must be one of"):
+        RLConfig.from_toml(path)
+    path.write_text('model = "m"\n')
+    assert RLConfig.from_toml(path, learning_rate=1e-4, beta=0.3).lr == 1e-4
