@@ -74,7 +74,9 @@ MEMORY_OPTIONS = {"weighted": {"keep_last": 1, "budget": 1}, "summary": {"keep_l
 EVAL_SEED0, DEMO_SEED0, RL_SEED0 = 0, 500_000, 1_000_000
 
 FULL = dict(eval_seeds=5, demos=6, sft_epochs=2, iterations=8, tasks_per_iteration=4, group_size=4)
-QUICK = dict(eval_seeds=1, demos=4, sft_epochs=2, iterations=2, tasks_per_iteration=2, group_size=4)
+QUICK = dict(eval_seeds=1, demos=3, sft_epochs=2, iterations=2, tasks_per_iteration=2, group_size=4)
+#: --quick plays these only (two demonstrated, one held out), without a baseline or a probe: a smoke test in minutes.
+QUICK_SFT, QUICK_HELDOUT = ["click-test", "enter-text"], ["click-dialog"]
 
 
 class MiniWoBReward(Reward):
@@ -195,9 +197,9 @@ def main() -> None:
                     help="import everything a run needs, read the MiniWoB families and exit (no model, no browser)")
     ap.add_argument("--model", help="checkpoint folder (default: SmolLM2 from `owrl model fetch smollm2`)")
     ap.add_argument("--out", default="runs/bench-learning", help="output folder (emptied first)")
-    ap.add_argument("--sft-families", default=",".join(SFT_FAMILIES))
-    ap.add_argument("--heldout-families", default=",".join(HELDOUT_FAMILIES),
-                    help="evaluated and practised in RL, never demonstrated")
+    ap.add_argument("--sft-families", help=f"default {','.join(SFT_FAMILIES)} ({','.join(QUICK_SFT)} with --quick)")
+    ap.add_argument("--heldout-families", help=f"default {','.join(HELDOUT_FAMILIES)} ({','.join(QUICK_HELDOUT)} "
+                    "with --quick): evaluated and practised in RL, never demonstrated")
     for key, value in FULL.items():
         ap.add_argument(f"--{key.replace('_', '-')}", type=int, help=f"default {value} ({QUICK[key]} with --quick)")
     ap.add_argument("--max-steps", type=int, default=3, help="turns per episode (evaluation, demonstrations, RL)")
@@ -260,6 +262,13 @@ def main() -> None:
                          "settings (one stopped in its RL stage, or run with --until sft); the RL that follows "
                          "is the one a whole run would have played")
     args = ap.parse_args()
+    if args.sft_families is None:
+        args.sft_families = ",".join(QUICK_SFT if args.quick else SFT_FAMILIES)
+    if args.heldout_families is None:
+        args.heldout_families = ",".join(QUICK_HELDOUT if args.quick else HELDOUT_FAMILIES)
+    if args.quick:
+        args.skip_baseline = True
+        args.probe_every = 0
     if args.expect_reward and args.expectations == "off":
         print("warning: --expect-reward without --expectations on: the demonstrations state no expectation, "
               "so the policy is not taught to, and the reward's term stays near 0", file=sys.stderr)

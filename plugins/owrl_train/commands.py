@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import click
 
@@ -80,7 +80,16 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
               help="Where rollouts run (overrides the config's rollout_backend); ray needs serve_base_url.")
 @click.option("--ray-address", metavar="ADDR", help="A Ray cluster to join (overrides ray_address; default: "
               "RAY_ADDRESS, else a local Ray).")
-def rl_command(config_file: str, backend: Optional[str], ray_address: Optional[str]) -> None:
+@click.option("--learning-rate", "--lr", "learning_rate", type=float, help="AdamW learning rate (lr).")
+@click.option("--beta", type=float, help="Weight of the KL to the starting adapter (kl_coef).")
+@click.option("--epsilon", type=float, help="Lower clip range (clip_low).")
+@click.option("--epsilon-high", type=float, help="Upper clip range (clip_high).")
+@click.option("--num-generations", type=int, help="Episodes per group (group_size).")
+@click.option("--num-iterations", type=int, help="Passes over an iteration's turns (ppo_epochs).")
+@click.option("--max-completion-length", type=int, help="Tokens per answer (sampling.max_new_tokens).")
+@click.option("--loss-type", type=click.Choice(["episode-mean", "seq-mean-token-mean", "token-mean"]),
+              help="How turns weigh in the loss (loss_type).")
+def rl_command(config_file: str, backend: Optional[str], ray_address: Optional[str], **trl: Any) -> None:
     """Online MM-GRPO on live pages; re-running the same command resumes."""
     from rich.console import Console
     from rich.markup import escape
@@ -91,7 +100,7 @@ def rl_command(config_file: str, backend: Optional[str], ray_address: Optional[s
     from .rl import BrowserRollouts, RLConfig, RLRun
 
     console = Console(stderr=True)
-    cfg = RLConfig.from_toml(Path(config_file), rollout_backend=backend, ray_address=ray_address)
+    cfg = RLConfig.from_toml(Path(config_file), rollout_backend=backend, ray_address=ray_address, **trl)
     settings = load_settings()
     plugins = Plugins()
     suite = plugins.catalogue.get("task_suites", cfg.suite)(settings)
@@ -107,11 +116,10 @@ def rl_command(config_file: str, backend: Optional[str], ray_address: Optional[s
         console.print(f"resuming at iteration {run.start_iteration + 1} of {cfg.iterations}")
 
     def show(result) -> None:
-        m = result.metrics
-        console.print(f"iteration {result.iteration + 1}/{cfg.iterations}: reward {m['reward_mean']:.3f} · "
-                      f"success {m['success_rate']:.0%} · valid groups {m['valid_group_fraction']:.0%} · "
-                      f"steps {m['mean_steps']:.1f} · kl {m.get('kl', 0):.4f} · "
-                      f"rollout {m['time_rollout_s']:.1f}s update {m['time_update_s']:.1f}s", highlight=False, soft_wrap=True)
+        console.print(diagnostics_line(result, cfg.iterations), highlight=False, soft_wrap=True)
+        for line in result.alarms:
+            console.print(f"[yellow]alarm:[/] {escape(line)} ({result.action or 'warned'})", highlight=False,
+                          soft_wrap=True)
 
     async def go():
         try:
@@ -136,3 +144,18 @@ def export_command(runs: str, out: str) -> None:
     pairs = [(load_trajectory(p), p.parent) for p in find_trajectories(runs)]
     n = export_messages(pairs, Path(out))
     click.echo(f"wrote {n} rows from {len(pairs)} trajectories to {out}")
+
+
+def diagnostics_line(result: Any, iterations: int) -> str:
+    """One iteration's line: what the rollouts did, then what the update did (docs/training.md)."""
+    m = result.metrics
+    parts = [f"iteration {result.iteration + 1}/{iterations}: reward {m['reward_mean']:.3f}",
+             f"success {m['success_rate']:.0%}"]
+    if "probe_success" in m:
+        parts.append(f"probe {m['probe_success']:.0%}")
+    parts += [f"valid groups {m['valid_group_fraction']:.0%}", f"unreadable {m.get('parse_error_rate', 0):.0%}",
+              f"steps {m['mean_steps']:.1f}", f"kl {m.get('kl', 0):.4f}", f"kl step {m.get('kl_old_new', 0):.4f}",
+              f"entropy {m.get('entropy', 0):.3f}", f"updates {m.get('optimizer_steps', 0):.0f}",
+              f"drift {m.get('adapter_drift', 0):.3f}",
+              f"rollout {m['time_rollout_s']:.1f}s update {m['time_update_s']:.1f}s"]
+    return " · ".join(parts)

@@ -459,6 +459,7 @@ class RLRun:
         if last is not None:
             self.state = load_checkpoint(last, self.model, self.optimizer.torch_optimizer)
             self.sampler.load_state_dict(self.state.get("sampler", {}))
+        self._write_config()
         if reference.is_file():
             self.model.load_reference(reference)
         else:
@@ -481,6 +482,18 @@ class RLRun:
 
             self.publisher = AdapterPublisher(cfg.serve_base_url, cfg.out / "published", name=cfg.adapter_name,
                                               keep=cfg.max_staleness)
+
+    def _write_config(self) -> None:
+        """``OUT/config.json``: every setting this run trains with, defaults included, so that
+        a run's figures can be read with the choices that made them."""
+        import dataclasses
+
+        out = self.cfg.out
+        out.mkdir(parents=True, exist_ok=True)
+        values = {f.name: getattr(self.cfg, f.name) for f in dataclasses.fields(self.cfg)}
+        tmp = out / "config.json.tmp"
+        tmp.write_text(json.dumps(values, indent=2, default=str), encoding="utf-8")
+        tmp.replace(out / "config.json")
 
     def _rollout_policy(self, it: int) -> Any:
         """The trainer's own policy, or (served) the ``openai`` policy naming adapter version ``it``."""

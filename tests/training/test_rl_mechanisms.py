@@ -308,6 +308,8 @@ def test_every_iteration_logs_its_diagnostics_and_keeps_a_rollout_summary(tiny_q
                 "truncation_rate", "advantage_mass", "all_fail_groups", "all_success_groups", "rescued_groups",
                 "adapter_drift", "probe_success", f"success/{TASK.id}", "alarms"):
         assert f"rl/{key}" in rows[0], key
+    written = json.loads((tmp_path / "rl" / "config.json").read_text())
+    assert written["loss_type"] == "episode-mean" and written["target_kl"] == 0.01  # the choices, with the figures
     summary = tmp_path / "rl" / "rollouts" / "iter-00000" / "summary.jsonl"
     lines = [json.loads(line) for line in summary.read_text().splitlines()]
     assert len(lines) == 4 and {"group", "task", "reward", "advantage", "said", "success"} <= set(lines[0])
