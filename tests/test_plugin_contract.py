@@ -247,7 +247,8 @@ def test_optimizers_share_one_abstract_entry_point(settings, monkeypatch):
         SFT(settings).optimize(["s"])
 
     grpo = MMGRPO.__new__(MMGRPO)  # its constructor builds a torch optimizer; the entry point is what is tested
-    monkeypatch.setattr(MMGRPO, "update", lambda self, samples: got.append(("update", samples)) or {"samples": 1.0})
+    monkeypatch.setattr(MMGRPO, "update", lambda self, samples, iteration=0: got.append(("update", samples))
+                        or {"samples": 1.0})
     assert grpo.optimize(["a"]) == {"samples": 1.0}
     assert got == [("train", ["s"], "cfg"), ("update", ["a"])]
 

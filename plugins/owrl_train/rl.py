@@ -146,9 +146,10 @@ class RLConfig:
     #: reward to the task's verdict; "episode": it is not trained and fails its episode (as before).
     unreadable: str = "turn"
     unreadable_advantage: float = -1.0
-    #: An answer cut at the token limit: "penalize" (trained with ``unreadable_advantage``), "mask"
-    #: (not trained) or "train" (trained like the others); never with an end-of-text token appended.
-    truncated: str = "penalize"
+    #: An answer cut at the token limit: "mask" (not trained), "penalize" (trained with
+    #: ``unreadable_advantage``) or "train" (trained like the others); never with an end-of-text
+    #: token appended. Masked by default: a cut answer may be a right one that needed more tokens.
+    truncated: str = "mask"
     #: Weight of the SFT term a rescue demonstration trains through (outside the group statistics).
     demo_coef: float = 0.1
     text_mode: bool = False
