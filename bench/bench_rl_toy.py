@@ -52,7 +52,6 @@ def main() -> None:
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     import torch
-    from pydantic import BaseModel, ConfigDict
 
     from owrl_openwebrl.backend import Sampling
     from owrl_openwebrl.prompt import build_prompt
@@ -60,8 +59,6 @@ def main() -> None:
     from owrl_sdk.config import Settings
     from owrl_sdk.memory import Context
     from owrl_sdk.plugins import Plugins
-    from owrl_sdk.tools import Tool
-    from owrl_sdk.types import ToolResult
     from owrl_train.data import Sample
     from owrl_train.model import TrainableVL
     from owrl_train.rl import RLConfig, RLRun
@@ -70,23 +67,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
 
-    class NoArgs(BaseModel):
-        model_config = ConfigDict(extra="forbid")
-
-    def press(colour: str) -> Tool:
-        class Press(Tool):
-            name = f"press_{colour}"
-            description = f"press the {colour} button"
-            Args = NoArgs
-
-            async def run(self, env, a):
-                if colour == "green":
-                    return ToolResult(feedback="pressed green", answer="green", ends_episode=True)
-                return ToolResult(feedback=f"pressed {colour}: nothing happened")
-
-        return Press()
-
-    three_turn_tools = [press(c) for c in toy.COLOURS]
+    three_turn_tools = [toy.press_tool(c, only_right_ends=True) for c in toy.COLOURS]
     tools = three_turn_tools
 
     class ThreeTurns(toy.InMemoryRollouts):

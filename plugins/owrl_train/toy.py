@@ -27,13 +27,18 @@ class NoArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def press_tool(colour: str) -> Tool:
+def press_tool(colour: str, only_right_ends: bool = False) -> Tool:
+    """The tool pressing ``colour``: it ends the episode with that answer, or (with
+    ``only_right_ends``) only the green one does, a wrong press leaving the episode to go on."""
+
     class Press(Tool):
         name = f"press_{colour}"
         description = f"press the {colour} button"
         Args = NoArgs
 
         async def run(self, env, args):
+            if only_right_ends and colour != "green":
+                return ToolResult(feedback=f"pressed {colour}: nothing happened")
             return ToolResult(feedback=f"pressed {colour}", answer=colour, ends_episode=True)
 
     return Press()

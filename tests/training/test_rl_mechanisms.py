@@ -45,7 +45,7 @@ def perturb(model, scale=0.3, seed=0):
 def config(ckpt, out, **kw):
     base = dict(model=str(ckpt), out=out, iterations=1, tasks_per_iteration=1, group_size=4, lr=1e-2, minibatch=4,
                 text_mode=True, curriculum=[{"max_steps": 1}], sampling=dict(SAMPLING), sampler="uniform", seed=0,
-                practice_share=0.0)
+                practice_share=0.0, truncated="penalize")  # 12 tokens cut every answer: masked, none would train
     base.update(kw)
     return RLConfig(**base)
 
