@@ -105,8 +105,40 @@ class ScrollArgs(_Args):
     direction: Literal["up", "down", "left", "right"]
     amount: float = Field(5, gt=0, le=100, description="how far, in mouse-wheel notches of 100 px (5 is half a page)")
     point_2d: Point = Field(None, description="where to scroll (default: the middle of the viewport), " + POINT_HELP)
+    by: Literal["wheel", "script"] = Field("wheel", description="wheel: turn the mouse wheel at the point (the "
+                                           "page sees a wheel event); script: scroll the nearest scrollable "
+                                           "area under point_2d, else the window, as a script would (no event)")
 
     _point = field_validator("point_2d")(classmethod(lambda cls, v: _grid_point(v)))
+
+
+# by = "script": the nearest ancestor of the element at the point that scrolls on the axis
+# (none without a point), else the window; scrolled with scrollBy, then read until steady
+# (a smooth scroll lands over a few frames). Returns the state before and after.
+_SCRIPT_SCROLL = """async ([x, y, dx, dy, atPoint]) => {
+  const root = document.scrollingElement || document.documentElement;
+  let el = atPoint ? document.elementFromPoint(x, y) : null, target = null;
+  while (el && el !== document.body && el !== document.documentElement) {
+    const s = getComputedStyle(el);
+    const scrolls = dy ? /(auto|scroll)/.test(s.overflowY) && el.scrollHeight > el.clientHeight
+                       : /(auto|scroll)/.test(s.overflowX) && el.scrollWidth > el.clientWidth;
+    if (scrolls) { target = el; break; }
+    el = el.parentElement;
+  }
+  const box = target || root;
+  const state = () => ({page: !target, top: box.scrollTop, left: box.scrollLeft,
+                        maxTop: box.scrollHeight - box.clientHeight, maxLeft: box.scrollWidth - box.clientWidth});
+  const before = state();
+  (target || window).scrollBy(dx, dy);
+  let after = state(), steady = 0;
+  for (let i = 0; i < 30 && steady < 2; i++) {
+    await new Promise(r => setTimeout(r, 20));
+    const now = state();
+    steady = now.top === after.top && now.left === after.left ? steady + 1 : 0;
+    after = now;
+  }
+  return [before, after];
+}"""
 
 
 _SCROLL_STATE = """([x, y]) => {
@@ -148,6 +180,12 @@ class Scroll(BrowserTool):
         vertical = args.direction in ("up", "down")
         sign = -1 if args.direction in ("up", "left") else 1
         pixels = args.amount * 100
+        if args.by == "script":
+            if args.point_2d is not None:
+                await page.mouse.move(x, y)
+            dx, dy = (0, sign * pixels) if vertical else (sign * pixels, 0)
+            before, after = await page.evaluate(_SCRIPT_SCROLL, [x, y, dx, dy, args.point_2d is not None])
+            return _scrolled(args.direction, before, after)
         before = await page.evaluate(_SCROLL_STATE, [x, y])
         await page.mouse.move(x, y)
         await page.mouse.wheel(0 if vertical else sign * pixels, sign * pixels if vertical else 0)
@@ -158,9 +196,13 @@ class Scroll(BrowserTool):
             after = state
             if (after != before and steady >= 1) or steady >= 3:
                 break
-        key = "top" if vertical else "left"
-        return ToolResult(feedback=_scroll_feedback(args.direction, before, after),
-                          data={"scroll": {"moved": round(after[key] - before[key]), "page": after["page"]}})
+        return _scrolled(args.direction, before, after)
+
+
+def _scrolled(direction: str, before: dict, after: dict) -> ToolResult:
+    key = "top" if direction in ("up", "down") else "left"
+    return ToolResult(feedback=_scroll_feedback(direction, before, after),
+                      data={"scroll": {"moved": round(after[key] - before[key]), "page": after["page"]}})
 
 
 def _scroll_feedback(direction: str, before: dict, after: dict) -> str:

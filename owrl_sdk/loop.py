@@ -241,6 +241,7 @@ class Episode:
             step.feedback = "Your answer contained no tool call. Call a tool, or done(response) when finished."
             return None
         stop_reason: Optional[str] = None
+        ended: Optional[Outcome] = None  # a done that ended the episode, under the last-call rule
         for call in turn.calls:
             if stop_reason is not None:
                 step.calls.append(CallRecord(call=call, skipped=True, skip_reason=stop_reason))
@@ -251,6 +252,10 @@ class Episode:
                 outcome = Outcome(status="fail", failure=Failure(
                     category="policy", code="repeated_without_change",
                     detail=f"{call.describe()} made {self._unchanged[1]} times in a row, each with {NO_CHANGE}"[:1000]))
+            if outcome is not None and outcome.status == "success" and not self.policy.done_ends_turn:
+                ended = outcome  # the calls after it still run; it ends the episode if it stays the last
+                continue
+            ended = None
             if outcome is not None:
                 stop_reason = "episode ended"
                 final = outcome
@@ -262,6 +267,8 @@ class Episode:
         step.feedback = "\n".join(_describe(r) for r in step.calls)
         if stop_reason == "episode ended":
             return final
+        if ended is not None:
+            return ended
         if turn.end:
             return Outcome(status="fail", failure=Failure(category="policy", code="gave_up", detail=turn.end))
         return None
@@ -269,7 +276,8 @@ class Episode:
     def _repeated_without_change(self, record: CallRecord) -> bool:
         """Count the same call made again with no visible change (``result.changed`` False, as
         the environment says); True at the limit."""
-        result, limit = record.result, self.limits.max_unchanged_repeats
+        limit = self.limits.max_unchanged_repeats if self.policy.repeat_limit is None else self.policy.repeat_limit
+        result = record.result
         if not limit or result is None or not result.ok or result.changed is not False:
             self._unchanged = (None, 0)
             return False

@@ -28,6 +28,16 @@ class Policy:
     #: again; a scripted flow turns it on, so that no call runs after one that failed.
     stops_turn_on_error: bool = False
 
+    #: Whether a successful ``done`` ends the episode at once, the turn's later calls skipped
+    #: (owrl's rule). False: every call of the turn runs, and the episode ends only when the
+    #: turn's last call ended it (the rule the released OpenWebRL models were trained under).
+    done_ends_turn: bool = True
+
+    #: The same call repeated without a visible change this many times ends the episode
+    #: (``policy.repeated_without_change``); None: the episode's ``max_unchanged_repeats``
+    #: limit; 0: never (the released OpenWebRL models' loop has no such rule).
+    repeat_limit: Optional[int] = None
+
     #: Lines for the trajectory's warnings (e.g. an interface that is only approximate); a
     #: policy that has some sets its own list.
     warnings: Sequence[str] = ()

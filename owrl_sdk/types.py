@@ -227,6 +227,9 @@ class Turn(_Model):
     parse_error: Optional[str] = None
     end: Optional[str] = None
     truncated: bool = False
+    #: Calls the policy's parser read past and dropped (the ``openwebrl`` profile drops a block
+    #: that is not JSON or names an undeclared tool, as the official parser does), each a reason.
+    dropped: list[str] = Field(default_factory=list)
     usage: dict[str, Any] = Field(default_factory=dict)
 
 

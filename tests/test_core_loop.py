@@ -369,3 +369,49 @@ async def test_the_judge_reads_the_episode_as_the_run_folder_holds_it_scrubbed(p
     record, traj = await episodes.run(Host(), policy, task, 0)
     assert seen == ["the code is {{secret:CODE}}"]
     assert record.success
+
+
+class _LastCallRule(ListPolicy):
+    """A model policy under the released OpenWebRL models' loop rules."""
+
+    done_ends_turn = False
+    repeat_limit = 0
+
+
+async def test_under_the_last_call_rule_calls_after_done_run_and_only_a_final_done_ends(plugins, settings):
+    turns = [Turn(calls=[call("done", response="too early"), call("go", to="fake://results")]),
+             Turn(calls=[call("go", to="fake://home"), call("done", response="3 results")])]
+    policy = _LastCallRule(settings, turns=turns)
+    ep, env, _ = make_episode(plugins, settings, turns, policy=policy)
+    traj = await ep.run()
+    # the first turn's done did not end the episode: the call after it ran, and the episode went on
+    assert [r.call.name for r in traj.steps[0].calls] == ["done", "go"]
+    assert not any(r.skipped for r in traj.steps[0].calls)
+    assert len(traj.steps) == 2 and env.executed == ["done", "go", "go", "done"]
+    assert traj.outcome.status == "success" and traj.outcome.answer == "3 results"
+    # owrl's rule, the default: done ends the episode and skips what follows
+    ep, env, _ = make_episode(plugins, settings, turns)
+    traj = await ep.run()
+    assert traj.outcome.answer == "too early" and traj.steps[0].calls[1].skipped and len(traj.steps) == 1
+
+
+async def test_a_repeat_limit_of_zero_lets_a_call_repeat_without_change(plugins, settings):
+    from owrl_sdk.tools import Tool
+    from owrl_sdk.types import ToolResult
+
+    class Nothing(Tool):
+        name = "nothing"
+        description = "changes nothing"
+
+        async def run(self, env, args):
+            return ToolResult(changed=False)
+
+    turns = [Turn(calls=[call("nothing")])]
+    for policy, steps, kind in ((ListPolicy(settings, turns=turns), 3, "policy.repeated_without_change"),
+                                (_LastCallRule(settings, turns=turns), 6, "task.max_steps")):
+        task = Task(id="t1", intent="x", start_url="fake://home")
+        ep = Episode(task=task, env=FakeEnv(PAGES), policy=policy,
+                     memory=plugins.catalogue.get("memories", "default")(settings), tools=[Nothing()],
+                     hooks=plugins.for_task(task), limits=EpisodeLimits(max_steps=6))
+        traj = await ep.run()
+        assert traj.outcome.failure.kind == kind and len(traj.steps) == steps

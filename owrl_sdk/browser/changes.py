@@ -240,11 +240,13 @@ class ChangeFeedbackMixin(EnvState):
             facts["navigated_to"] = origin.url
         return facts
 
-    async def _settle_action(self) -> None:
-        """The wait of ``configure(settle=...)``: network idle (bounded), then a pause."""
+    async def _settle_action(self, tool: str = "") -> None:
+        """The wait of ``configure(settle=..., waits=...)`` after ``tool``: network idle
+        (bounded), then a pause; the tool's own entry in ``waits`` in place of ``settle``."""
         assert self._settle_after is not None
+        wait = self._waits.get(tool, self._settle_after)
         page = self._active
-        idle = float(self._settle_after.get("network_idle_ms", 0))
+        idle = float(wait.get("network_idle_ms", 0))
         if page is not None and idle > 0:
             try:
                 await self._dialogs.gather(page.wait_for_load_state("networkidle", timeout=idle))
@@ -252,7 +254,7 @@ class ChangeFeedbackMixin(EnvState):
                 if not _is_playwright_error(err):
                     raise
                 self._raise_if_dead(err)
-        await asyncio.sleep(float(self._settle_after.get("after_ms", 0)) / 1000)
+        await asyncio.sleep(float(wait.get("after_ms", 0)) / 1000)
 
     def _event_texts(self) -> list[str]:
         texts = []

@@ -139,6 +139,8 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         self._dialogs = Dialogs(spawn=self._spawn, report=lambda text: self._events.append(("dialog", text)),
                                 shown=self._show_dialog_box)
         self._settle_after: Optional[dict[str, float]] = None
+        self._waits: dict[str, dict[str, float]] = {}
+        self._screenshot_type = "jpeg"
         self._tabs_opened = 0
         self._snapshot: Optional[_Snapshot] = None
         self._last_screenshot: Optional[bytes] = None
@@ -164,17 +166,24 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
 
     # ================================================================== protocol
 
-    def configure(self, dialogs: str = "hold", settle: Optional[dict[str, float]] = None) -> None:
+    def configure(self, dialogs: str = "hold", settle: Optional[dict[str, float]] = None,
+                  waits: Optional[dict[str, dict[str, float]]] = None, screenshot: str = "jpeg") -> None:
         """How this environment treats the episodes that follow.
 
         ``dialogs``: ``hold`` (report, wait for ``handle_dialog``) or ``accept`` (accept on
         arrival and show the message in the page). ``settle``: after every action, wait up to
         ``network_idle_ms`` for the network to be idle, then ``after_ms`` more, in place of the
-        wait for quiet (:mod:`.settle`); None: the wait for quiet."""
+        wait for quiet (:mod:`.settle`); None: the wait for quiet. ``waits``: the same per tool
+        name, in place of ``settle`` for that tool (with ``settle`` only). ``screenshot``:
+        ``jpeg`` (``screenshot_quality``) or ``png`` (lossless, larger)."""
         if dialogs not in ("hold", "accept"):
             raise ValueError(f"dialogs must be 'hold' or 'accept', not {dialogs!r}")
+        if screenshot not in ("jpeg", "png"):
+            raise ValueError(f"screenshot must be 'jpeg' or 'png', not {screenshot!r}")
         self._dialogs.auto_accept = dialogs == "accept"
         self._settle_after = dict(settle) if settle else None
+        self._waits = {name: dict(w) for name, w in (waits or {}).items()}
+        self._screenshot_type = screenshot
 
     async def reset(self, task: Task) -> None:
         """A fresh context and page, on the task's start page."""
@@ -265,7 +274,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
             try:
                 slow = self.settings.navigation_timeout * 1000  # a heavy page is not an action gone wrong
                 done, results = await self._dialogs.gather(
-                    page.screenshot(type="jpeg", quality=self.settings.screenshot_quality, timeout=slow),
+                    page.screenshot(timeout=slow, **self._screenshot_options()),
                     # its empty fields sorted while the screenshot is taken (the next call's before)
                     self._sorting_fields(page, page.aria_snapshot(mode="ai", boxes=boxes, timeout=slow)),
                     *titles,
@@ -348,7 +357,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         settled = None
         if done and result.ok and not result.ends_episode:
             if self._settle_after:  # the profile's fixed wait instead
-                await self._settle_action()
+                await self._settle_action(getattr(tool, "name", ""))
             else:
                 settled = await self._settle_quietly(self._settling_page(before.page), began)
         if not done:  # a dialog opened: that is the change
@@ -371,6 +380,11 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         scrubbed: ToolResult = secrets.scrub(result)
         scrubbed.answer = result.answer
         return scrubbed
+
+    def _screenshot_options(self) -> dict[str, Any]:
+        if self._screenshot_type == "png":
+            return {"type": "png"}
+        return {"type": "jpeg", "quality": self.settings.screenshot_quality}
 
     async def verify(self, expect: Expectation) -> Verdict:
         """Poll the expectation until every key holds or ``expect_timeout`` passes."""
@@ -441,7 +455,8 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         from .picture import draw_dialog
 
         message = secrets.redact(dialog.message) or ""  # drawn into the picture: no scrub reaches it there
-        shot = draw_dialog(self._last_screenshot, dialog.type, message, self.viewport, self.settings.screenshot_quality)
+        shot = draw_dialog(self._last_screenshot, dialog.type, message, self.viewport, self.settings.screenshot_quality,
+                           fmt=self._screenshot_type)
         return secrets.scrub(Observation(
             url=page.url,
             title=self._titles.get(id(page), ""),

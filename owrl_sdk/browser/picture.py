@@ -16,7 +16,8 @@ _BUTTONS = {"alert": ["OK"], "confirm": ["Cancel", "OK"], "prompt": ["Cancel", "
 
 
 def draw_dialog(
-    screenshot: Optional[bytes], kind: str, message: str, viewport: tuple[int, int], quality: int = 85
+    screenshot: Optional[bytes], kind: str, message: str, viewport: tuple[int, int], quality: int = 85,
+    fmt: str = "jpeg",
 ) -> bytes:
     width, height = viewport
     if screenshot:
@@ -46,5 +47,8 @@ def draw_dialog(
         draw.text((bx - bw + 20, y0 + box_h - 40), label, fill="white", font=font)
         bx -= bw + 12
     out = io.BytesIO()
-    image.save(out, format="JPEG", quality=quality)
+    if fmt == "png":  # the environment's screenshots are PNG: the drawn one is too
+        image.save(out, format="PNG")
+    else:
+        image.save(out, format="JPEG", quality=quality)
     return out.getvalue()

@@ -40,6 +40,7 @@ class EnvState:
     _events: list[tuple[str, Any]]
     _dialogs: "Dialogs"
     _settle_after: Optional[dict[str, float]]
+    _waits: dict[str, dict[str, float]]
     _tabs_opened: int
     _snapshot: Optional["_Snapshot"]
     _crashed: set[int]

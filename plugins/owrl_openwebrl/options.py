@@ -43,8 +43,9 @@ class ModelPolicyOptions(SamplingOptions):
     max_batch: Optional[int] = Field(default=None, ge=1, description="requests merged into one generation (16)")
     dialogs: Optional[Literal["accept", "hold"]] = Field(default=None, description="how the openwebrl "
                                                          "profile asks for dialogs to be handled (accept)")
-    settle: Optional[dict[str, Union[int, float]]] = Field(default=None, description="network_idle_ms and after_ms waited "
-                                               "after each action (openwebrl profile)")
+    settle: Optional[Union[Literal["quiescence"], dict[str, Union[int, float]]]] = Field(
+        default=None, description="network_idle_ms and after_ms waited after each action (openwebrl profile; "
+        "the official pauses after hover, drag, tabs and goto_url), or \"quiescence\": owrl's wait for a quiet page")
     system_prompt_file: Optional[str] = Field(default=None, description="the official system prompt",
                                               json_schema_extra={"server_side": "file"})
     tool_list_file: Optional[str] = Field(default=None, description="the official tool list",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from typing import Any
+from typing import Any, Collection
 
 from owrl_sdk.types import Expectation, ToolCall, Turn
 
@@ -112,6 +112,63 @@ def parse_turn(text: str) -> Turn:
             return Turn(thought=thought, raw=raw,
                         parse_error=f"tool call {i} {err}: {body.strip()[:120]}")
     return Turn(thought=thought, calls=calls, raw=raw)
+
+
+#: A block as the official parser (sglang's ``qwen25`` detector) finds it: the newlines after
+#: the opening tag and before the closing one are part of its tokens.
+_OFFICIAL_CALL_RE = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.S)
+
+
+def _thought_of(text: str) -> str:
+    end = text.find(THINK_CLOSE)
+    if end == -1:
+        return ""
+    start = text.find(THINK_OPEN)
+    return text[(start + len(THINK_OPEN)) if start != -1 and start < end else 0:end].strip()
+
+
+def parse_official(text: str, tools: Collection[str]) -> Turn:
+    """Read an answer by the rules of the official OpenWebRL parser (the ``openwebrl`` profile).
+
+    The official loop reads calls with sglang's ``qwen25`` detector: every
+    ``<tool_call>\\n...\\n</tool_call>`` block in the whole answer (one written inside
+    ``<think>`` too: nothing is stripped) is read with strict JSON; a block that is not JSON is
+    dropped and its siblings still run; a block may hold one call or a list of calls; a call
+    without a name, or naming a tool not declared, is dropped; the arguments are
+    ``parameters``, else ``arguments``. No repair: single quotes, a missing brace or a missing
+    newline make a block unreadable. An answer left with no call is a parse failure. What was
+    dropped is kept in ``Turn.dropped`` for the trajectory's reader (the model is not told)."""
+    raw = text
+    calls: list[ToolCall] = []
+    dropped: list[str] = []
+    for i, body in enumerate(_OFFICIAL_CALL_RE.findall(text), 1):
+        try:
+            data = json.loads(body.strip())
+        except json.JSONDecodeError:
+            dropped.append(f"block {i} is not JSON")
+            continue
+        for act in data if isinstance(data, list) else [data]:
+            if not isinstance(act, dict):
+                dropped.append(f"block {i} holds {type(act).__name__}, not a call")
+                continue
+            name = act.get("name")
+            if not name:
+                continue
+            if not isinstance(name, str) or name not in tools:
+                dropped.append(f"block {i} names an undeclared tool {name!r}")
+                continue
+            args = act.get("parameters") or act.get("arguments", {})
+            if not isinstance(args, dict):
+                dropped.append(f"block {i} has arguments that are not an object")
+                continue
+            calls.append(ToolCall(name=name, arguments=args))
+    thought = _thought_of(text)
+    if not calls:
+        why = "; ".join(dropped) if dropped else (
+            "no <tool_call> block found" if CALL_OPEN not in text
+            else "no block written as <tool_call>\\n{...}\\n</tool_call>")
+        return Turn(thought=thought, raw=raw, parse_error=f"no call could be read ({why})")
+    return Turn(thought=thought, calls=calls, raw=raw, dropped=dropped)
 
 
 def render_turn(thought: str, calls: list[ToolCall]) -> str:

@@ -15,8 +15,8 @@ from owrl_sdk.types import PolicyInfo, Turn
 
 from . import options as _options
 from .backend import Sampling, VLBackend
-from .parser import parse_turn, render_turn
-from .profiles import EVAL_SAMPLING, SETTLE, OpenWebRLProfile, OwrlProfile, check_profile, default_profile
+from .parser import render_turn
+from .profiles import EVAL_SAMPLING, SETTLE, WAITS, OpenWebRLProfile, OwrlProfile, check_profile, default_profile
 from .prompt import Prompt, build_prompt, openai_messages
 
 DEFAULT_POLICY_MODEL = "OpenWebRL/OpenWebRL-4B"
@@ -129,6 +129,9 @@ class _ModelPolicy(Policy):
         self.text_mode = bool(self.conf.get("text_mode", False))
         self.backend = backend if backend is not None else self._make_backend()
         self.profile = self._make_profile()
+        if self.profile.name == "openwebrl":  # the official loop's rules (docs/openwebrl-compat.md)
+            self.done_ends_turn = False
+            self.repeat_limit = 0
         self.warnings = list(self.profile.warnings)
         defaults = EVAL_SAMPLING if self.profile.name == "openwebrl" else {}
         self.sampling = Sampling.from_options({**defaults, **self.conf})
@@ -168,9 +171,16 @@ class _ModelPolicy(Policy):
         return self.profile.render(context, tools_in_system=self._tools_in_system())
 
     def environment(self) -> dict[str, Any]:
+        """The openwebrl profile asks for the official environment's ways: dialogs accepted,
+        PNG screenshots, and its waits after each action (``settle = "quiescence"``: owrl's
+        wait for a quiet page instead, faster and less faithful)."""
         if self.profile.name != "openwebrl":
             return {}
-        return {"dialogs": self.conf.get("dialogs", "accept"), "settle": {**SETTLE, **self.conf.get("settle", {})}}
+        env: dict[str, Any] = {"dialogs": self.conf.get("dialogs", "accept"), "screenshot": "png"}
+        settle = self.conf.get("settle")
+        if settle != "quiescence":
+            env.update(settle={**SETTLE, **(settle or {})}, waits=WAITS)
+        return env
 
     async def act(self, context: Context) -> Turn:
         gen = await self.batcher.generate(self.prompt(context), self.sampling)
@@ -183,7 +193,7 @@ class _ModelPolicy(Policy):
         if getattr(gen, "finish_reason", "stop") == "length" and self.profile.name == "openwebrl":
             # the released models' runs end on a cut answer; the owrl profile reads what it holds
             return Turn(raw=gen.text, truncated=True, usage=usage)
-        turn = parse_turn(gen.text)
+        turn = self.profile.parse(gen.text)
         if not turn.parse_error:
             turn.calls = self.profile.to_builtin(turn.calls)
         turn.usage = usage
@@ -199,7 +209,8 @@ class OpenWebRLPolicy(_ModelPolicy):
     Generation defaults: greedy with 2048 new tokens in the openwebrl profile (as OpenWebRL
     evaluates), temperature 0.6 with 512 in the owrl profile. The openwebrl profile also
     reads ``system_prompt_file``, ``tool_list_file``, ``screenshots`` (1), ``dialogs``
-    (accept) and ``settle`` ({network_idle_ms: 5000, after_ms: 1000})."""
+    (accept) and ``settle`` ({network_idle_ms: 5000, after_ms: 1000} after most actions, the
+    official pauses after the others; ``"quiescence"``: owrl's wait for a quiet page)."""
 
     name = "openwebrl"
     Options = _options.ModelPolicyOptions

@@ -5,7 +5,7 @@ feedback lines), how its answer is read, and how its tool calls map onto owrl's 
 builtin tools. The environment stays one: a profile only renders, parses and converts units.
 
 - ``openwebrl``: the released OpenWebRL-4B's contract, as its official code shows it
-  (``docs/openwebrl-compat.md`` is the table of record): fourteen declared tools with their
+  (``docs/openwebrl-compat.md`` is the table of record): thirteen declared tools with their
   own argument names, units and defaults (``scroll.amount`` is a fraction of the viewport);
   one user turn per step holding the calls' status lines and the next observation in a
   ``<tool_response>`` block; only the latest screenshot sent; past reasoning kept verbatim;
@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from owrl_sdk.memory import Context
-from owrl_sdk.types import CallRecord, Observation, Step, ToolCall
+from owrl_sdk.types import CallRecord, Observation, Step, ToolCall, Turn
 
-from .parser import THINK_CLOSE, THINK_OPEN, parse_turn, render_turn
+from .parser import THINK_CLOSE, THINK_OPEN, parse_official, parse_turn, render_turn
 from .prompt import Prompt, build_prompt, tools_block
 
 PROFILES = ("openwebrl", "owrl")
@@ -41,8 +41,15 @@ SCREENSHOTS = 1
 EVAL_SAMPLING = {"temperature": 0.0, "max_new_tokens": 2048}
 #: Training rollouts (official RL launch script): temperature 0.8, 1024 new tokens per turn.
 ROLLOUT_SAMPLING = {"temperature": 0.8, "top_p": 1.0, "top_k": 0, "max_new_tokens": 1024}
-#: What the official environment does after every action before it looks again.
+#: What the official environment does after an action before it looks again: network idle
+#: (at most 5 s) then 1 s, after click, write, scroll, press_keys and go_back; the tools in
+#: WAITS wait their own way.
 SETTLE = {"network_idle_ms": 5000, "after_ms": 1000}
+#: The official per-tool pauses: hover 2 s, drag and the tab tools 0.5 s, goto_url 1 s after
+#: its page loaded, wait only its own sleep.
+WAITS = {"hover": {"after_ms": 2000}, "drag": {"after_ms": 500}, "new_tab": {"after_ms": 500},
+         "switch_tab": {"after_ms": 500}, "close_tab": {"after_ms": 500}, "goto_url": {"after_ms": 1000},
+         "wait": {"after_ms": 0}}
 #: Longest status line per call (owrl's own bound: the official constant is not published).
 FEEDBACK_CHARS = 512
 
@@ -50,20 +57,25 @@ APPROXIMATE = ("the openwebrl interface is approximate: the official {what} was 
                "wording stands in (fetch it with `owrl model fetch openwebrl`, or set {setting})")
 
 
-def _point(desc: str) -> dict[str, Any]:
-    return {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2, "description": desc}
+def _point(desc: str, items: str = "number") -> dict[str, Any]:
+    return {"type": "array", "items": {"type": items}, "minItems": 2, "maxItems": 2, "description": desc}
 
 
-def _tool(name: str, description: str, properties: dict[str, Any], required: Sequence[str] = ()) -> dict[str, Any]:
-    return {"type": "function", "function": {
-        "name": name, "description": description,
-        "parameters": {"type": "object", "properties": properties, "required": list(required)}}}
+def _tool(name: str, description: str, properties: dict[str, Any],
+          required: Optional[Sequence[str]] = None) -> dict[str, Any]:
+    parameters: dict[str, Any] = {"type": "object", "properties": properties}
+    if required is not None:  # the official list leaves the key out where nothing is required
+        parameters["required"] = list(required)
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
 
 
 GRID = "[x, y] on a 0-1000 grid over the screenshot"
 
-#: The official environment's tools, in the order of its action table, with its argument
-#: names, types and defaults. Descriptions are owrl's own words.
+#: The official ``tool_list.json``'s tools as far as they are facts: its thirteen names in its
+#: order, each tool's argument names, types (``hover``'s point takes integers, the others'
+#: numbers), defaults and bounds, and which tools carry a ``required`` key. Descriptions are
+#: owrl's own words; ``owrl model fetch openwebrl`` brings the official file, which replaces
+#: this list. The official list has no ``call_user`` (its environment still handles one).
 OPENWEBRL_TOOLS: list[dict[str, Any]] = [
     _tool("click", "Click at a point of the screen.", {
         "point_2d": _point(GRID),
@@ -71,31 +83,33 @@ OPENWEBRL_TOOLS: list[dict[str, Any]] = [
         "button": {"type": "string", "enum": ["left", "right", "middle"], "default": "left"}}, ["point_2d"]),
     _tool("write", "Type text into the focused field; what it held is replaced.", {
         "message": {"type": "string", "description": "the text to type"}}, ["message"]),
+    _tool("press_keys", "Press keys one after another, or together as a hotkey.", {
+        "keys": {"type": "array", "items": {"type": "string"}, "description": "key names, e.g. [\"Enter\"]"},
+        "is_hotkey": {"type": "boolean", "default": False, "description": "press them together"},
+        "presses": {"type": "integer", "default": 1, "description": "how many times each"}}, ["keys"]),
     _tool("scroll", "Scroll the page, or the scrollable area under point_2d.", {
         "direction": {"type": "string", "enum": ["up", "down", "left", "right"], "default": "down"},
         "amount": {"type": "number", "minimum": 0, "maximum": 1, "default": 0.5,
                    "description": "how far, as a fraction of the screen (0.5: half a screen)"},
         "point_2d": _point(GRID + "; optional")}),
-    _tool("press_keys", "Press keys one after another, or together as a hotkey.", {
-        "keys": {"type": "array", "items": {"type": "string"}, "description": "key names, e.g. [\"Enter\"]"},
-        "is_hotkey": {"type": "boolean", "default": False, "description": "press them together"},
-        "presses": {"type": "integer", "default": 1, "description": "how many times each"}}, ["keys"]),
     _tool("wait", "Wait for the page.", {
         "seconds": {"type": "integer", "default": 3}}),
     _tool("done", "Finish: give the answer or a short report.", {
         "response": {"type": "string"}}, ["response"]),
     _tool("goto_url", "Open an address in the current tab.", {"url": {"type": "string"}}, ["url"]),
     _tool("go_back", "Go back one page.", {}),
-    _tool("hover", "Move the mouse to a point.", {"point_2d": _point(GRID)}, ["point_2d"]),
     _tool("drag", "Press at one point, move to another and release.", {
         "start_point_2d": _point(GRID), "end_point_2d": _point(GRID),
         "steps": {"type": "integer", "default": 10, "description": "intermediate mouse moves"}},
         ["start_point_2d", "end_point_2d"]),
+    _tool("hover", "Move the mouse to a point.", {"point_2d": _point(GRID, items="integer")}, ["point_2d"]),
     _tool("new_tab", "Open a blank tab and make it active.", {}),
     _tool("switch_tab", "Make another tab active.", {"tab_index": {"type": "integer"}}, ["tab_index"]),
     _tool("close_tab", "Close the active tab.", {}),
-    _tool("call_user", "Ask the user a question.", {"question": {"type": "string"}}, ["question"]),
 ]
+#: Tools a fetched list may declare beyond these: an older list's ``call_user`` (runs are
+#: unattended, so its call comes back as a ``Failed:`` line).
+MAPPABLE = {t["function"]["name"] for t in OPENWEBRL_TOOLS} | {"call_user"}
 
 #: owrl's fallback system text for the openwebrl contract (used when the official one is absent).
 OPENWEBRL_SYSTEM = """You operate a web browser to complete the user's request.
@@ -128,8 +142,8 @@ def to_builtin(call: ToolCall, viewport: tuple[int, int]) -> ToolCall:
     """One openwebrl-profile call as the builtin tool call that does the same.
 
     Units and defaults become owrl's: a scroll ``amount`` (a fraction of the viewport,
-    clamped to 0..1 as the official environment does) becomes 100-px wheel notches of
-    this viewport; ``press_keys`` presses each key ``presses`` times before the next, as
+    clamped to 0..1 as the official environment does) becomes 100-px units of this
+    viewport, scrolled by script as the official environment scrolls; ``press_keys`` presses each key ``presses`` times before the next, as
     the official environment does; ``wait`` defaults to 3 s. Unknown names pass through
     unchanged (the loop reports them)."""
     a = dict(call.arguments)
@@ -145,6 +159,7 @@ def to_builtin(call: ToolCall, viewport: tuple[int, int]) -> ToolCall:
         out: dict[str, Any] = {"direction": direction, "amount": max(fraction * span, 1.0) / 100}
         if a.get("point_2d") is not None:
             out["point_2d"] = a["point_2d"]
+        out["by"] = "script"  # scrollBy on the area under the point or the window: no wheel event
         return ToolCall(name="scroll", arguments=out)
     if name == "press_keys":
         keys = a.get("keys", [])
@@ -266,10 +281,11 @@ def status_line(record: CallRecord, viewport: tuple[int, int] = SCREEN, raw: Opt
     return _short(text, FEEDBACK_CHARS)
 
 
-def raw_calls(step: Step) -> list[ToolCall]:
-    """The calls as the model wrote them (before unit conversion), aligned with ``step.calls``."""
+def raw_calls(step: Step, parse: Any = parse_turn) -> list[ToolCall]:
+    """The calls as the model wrote them (before unit conversion), aligned with ``step.calls``;
+    ``parse`` reads the answer as the policy did."""
     if step.turn.raw is not None:
-        parsed = parse_turn(step.turn.raw)
+        parsed = parse(step.turn.raw)
         if not parsed.parse_error and len(parsed.calls) == len(step.calls):
             return parsed.calls
     return [r.call for r in step.calls]
@@ -381,8 +397,13 @@ class OpenWebRLProfile:
             return [f"Failed: the answer could not be read: {step.turn.parse_error}"]
         if not step.calls:
             return ["Failed: the answer held no tool call."]
-        raws = raw_calls(step)
+        raws = raw_calls(step, self.parse)
         return [status_line(r, self.screen, raw) for r, raw in zip(step.calls, raws)]
+
+    def parse(self, text: str) -> Turn:
+        """The model's answer read by the official parser's rules (:func:`.parser.parse_official`)
+        against the tools this profile declares."""
+        return parse_official(text, {(t.get("function") or t)["name"] for t in self.tools})
 
     def to_builtin(self, calls: list[ToolCall]) -> list[ToolCall]:
         return [to_builtin(c, self.screen) for c in calls]
@@ -396,7 +417,7 @@ def load_tool_list(path: Path) -> list[dict[str, Any]]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
         raise UsageError(f"cannot read the tool list {path}: {err}") from None
-    known = {t["function"]["name"] for t in OPENWEBRL_TOOLS}
+    known = MAPPABLE
     if not isinstance(data, list) or not all(isinstance(t, dict) for t in data):
         raise UsageError(f"{path} is not a list of tools")
     names = [(t.get("function") or t).get("name") for t in data]
@@ -416,6 +437,10 @@ class OwrlProfile:
 
     def render(self, context: Context, tools_in_system: bool = True) -> Prompt:
         return build_prompt(context, text_mode=self.text_mode, tools_in_system=tools_in_system)
+
+    def parse(self, text: str) -> Turn:
+        """owrl's lenient parser: small slips repaired, one unreadable block fails the answer."""
+        return parse_turn(text)
 
     def to_builtin(self, calls: list[ToolCall]) -> list[ToolCall]:
         return calls

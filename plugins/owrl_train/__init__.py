@@ -75,10 +75,11 @@ def register_samplers(register):
 
 @hookimpl
 def register_rewards(register):
-    from .rewards import ExpectationReward, JudgedReward
+    from .rewards import ExpectationReward, JudgedReward, OpenWebRLReward
 
     register(JudgedReward)
     register(ExpectationReward)
+    register(OpenWebRLReward)
 
 
 @hookimpl

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -27,6 +29,57 @@ class JudgedReward(Reward):
         if last.success is None:  # site problem, or an unreadable judge verdict
             return None
         return float(last.score)
+
+
+_FORMAT_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
+
+
+def official_format_ok(text: Optional[str]) -> bool:
+    """The official RL reward's format check of an answer (``browser_env`` mode): it closes its
+    reasoning (``</think>``) and holds at least one ``<tool_call>`` block, every block a JSON
+    object (tool names are not checked). An answer that is not a model's (a flow's) passes."""
+    if text is None:
+        return True
+    if "</think>" not in text:
+        return False
+    blocks = _FORMAT_BLOCK.findall(text)
+    if not blocks:
+        return False
+    for body in blocks:
+        try:
+            if not isinstance(json.loads(body), dict):
+                return False
+        except json.JSONDecodeError:
+            return False
+    return True
+
+
+class OpenWebRLReward(Reward):
+    """The reward the released OpenWebRL models were trained with, gated as the official one:
+
+    - -1: the episode was aborted for unreadable answers in a row (``policy.unparseable``,
+      the official ``format_error_failed``);
+    - 0: the last answer fails the format check (:func:`official_format_ok`), or the episode
+      did not end with ``done`` (the official judge scores only completed episodes);
+    - else the judge's verdict: 1 if it said success, 0 otherwise, and 0 when it gave no
+      label (an unreadable verdict).
+
+    None only for infrastructure errors, which are never trained on. Unlike ``judged`` it
+    trains on site problems and unlabelled verdicts as failures, as the official one does."""
+
+    name = "openwebrl"
+
+    def reward(self, trajectory: Trajectory) -> Optional[float]:
+        outcome = trajectory.outcome
+        if outcome is None or outcome.status == "infra_error":
+            return None
+        if outcome.failure is not None and outcome.failure.kind == "policy.unparseable":
+            return -1.0
+        last = trajectory.steps[-1].turn.raw if trajectory.steps else None
+        if not trajectory.steps or not official_format_ok(last) or outcome.status != "success":
+            return 0.0
+        verdict = trajectory.judgements[-1] if trajectory.judgements else None
+        return 1.0 if verdict is not None and verdict.success else 0.0
 
 
 def expectations_met(trajectory: Trajectory) -> float:

@@ -45,6 +45,25 @@ async def test_a_scroll_of_half_moves_half_the_viewport(env, site):
     assert await scroll_y(env) == 0 and line.endswith("The page did not move: it may be at its edge.")
 
 
+async def test_a_scroll_is_a_script_scroll_of_the_window_or_the_panel_under_the_point(env, site):
+    """As the official environment scrolls: without a point the window moves by amount x the
+    viewport, even with a scrollable panel under the viewport's centre; with a point, the
+    nearest scrollable ancestor of what is there; no wheel event reaches the page either way."""
+    await env.reset(task(f"{site}/panel.html"))
+    state = "() => [window.scrollY, document.querySelector('#panel').scrollTop, window.wheels]"
+    result, _ = await official(env, "scroll", direction="down", amount=0.5)
+    assert result.ok and await env.page.evaluate(state) == [500, 0, 0]
+    result, _ = await official(env, "scroll", direction="down", amount=0.25, point_2d=[500, 500])  # on the panel
+    assert result.ok and await env.page.evaluate(state) == [500, 250, 0]
+    assert result.data["scroll"] == {"moved": 250, "page": False}
+    result, _ = await official(env, "scroll", direction="up", amount=1, point_2d=[50, 50])  # beside it: the window
+    assert await env.page.evaluate(state) == [0, 250, 0]
+    # owrl's own scroll turns the wheel at the centre: the panel there moves, and the page sees it
+    await act(env, "scroll", direction="down", amount=1)
+    window_y, panel_top, wheels = await env.page.evaluate(state)
+    assert window_y == 0 and panel_top > 250 and wheels >= 1
+
+
 async def test_drag_moves_the_mouse_in_the_given_number_of_steps(env, site):
     await env.reset(task(f"{site}/moves.html"))
     result, line = await official(env, "drag", start_point_2d=[100, 100], end_point_2d=[600, 500], steps=7)
@@ -94,6 +113,21 @@ async def test_settle_waits_for_a_change_that_comes_late(env, site):
     assert "Results are ready" in (await env.observe()).aria
 
 
+async def test_each_tool_waits_its_own_pause_and_screenshots_are_png(env, site):
+    """configure(waits=...) puts a tool's own pause in place of the common settle wait (the
+    official hover 2 s, drag and tabs 0.5 s); screenshot="png" makes every look a PNG."""
+    env.configure(settle={"network_idle_ms": 0, "after_ms": 0}, waits={"hover": {"after_ms": 800}},
+                  screenshot="png")
+    await env.reset(task(f"{site}/basic.html"))
+    assert (await env.observe()).screenshot.startswith(b"\x89PNG\r\n\x1a\n")
+    started = time.monotonic()
+    await official(env, "hover", point_2d=await centre(env, "#noop"))
+    assert time.monotonic() - started >= 0.8
+    env.configure()  # back to owrl's ways: JPEG
+    await env.reset(task(f"{site}/basic.html"))
+    assert (await env.observe()).screenshot.startswith(b"\xff\xd8")
+
+
 async def test_click_and_write_report_navigation_tabs_and_held_values(env, site):
     await env.reset(task(f"{site}/basic.html"))
     result, line = await official(env, "click", point_2d=await centre(env, "#noop"))
@@ -138,8 +172,8 @@ async def test_an_episode_in_the_openwebrl_profile(env, site, plugins, tmp_path,
     traj = await episode.run()
     assert traj.outcome.status == "success" and traj.outcome.answer == "Block 2"
     assert traj.policy.profile == "openwebrl" and env._dialogs.auto_accept
-    # the trajectory keeps owrl's call (wheel notches) and the model's own words
-    assert traj.steps[0].calls[0].call.arguments == {"direction": "down", "amount": 5.0}
+    # the trajectory keeps owrl's call (100-px units, by script) and the model's own words
+    assert traj.steps[0].calls[0].call.arguments == {"direction": "down", "amount": 5.0, "by": "script"}
     assert '"amount": 0.5' in traj.steps[0].turn.raw
     assert await scroll_y(env) == 500
     second = backend.prompts[1].messages

@@ -67,9 +67,19 @@ def test_transcript_layout_facts():
 
 def test_declared_tools_are_the_official_names_arguments_and_defaults_in_order():
     names = [t["function"]["name"] for t in OPENWEBRL_TOOLS]
-    assert names == ["click", "write", "scroll", "press_keys", "wait", "done", "goto_url", "go_back", "hover",
-                     "drag", "new_tab", "switch_tab", "close_tab", "call_user"]
+    # the official tool_list.json's order; it declares no call_user
+    assert names == ["click", "write", "press_keys", "scroll", "wait", "done", "goto_url", "go_back", "drag",
+                     "hover", "new_tab", "switch_tab", "close_tab"]
     params = {t["function"]["name"]: t["function"]["parameters"]["properties"] for t in OPENWEBRL_TOOLS}
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in OPENWEBRL_TOOLS}
+    # a required key only where the official list has one
+    assert {n for n, p in schemas.items() if "required" not in p} == {"scroll", "wait", "go_back", "new_tab",
+                                                                        "close_tab"}
+    assert schemas["drag"]["required"] == ["start_point_2d", "end_point_2d"]
+    # hover's point is integers, the other points numbers
+    assert params["hover"]["point_2d"]["items"] == {"type": "integer"}
+    for name, key in (("click", "point_2d"), ("scroll", "point_2d"), ("drag", "start_point_2d")):
+        assert params[name][key]["items"] == {"type": "number"}
     assert list(params["click"]) == ["point_2d", "clicks", "button"]
     assert params["click"]["clicks"]["default"] == 1 and params["click"]["button"]["default"] == "left"
     assert list(params["scroll"]) == ["direction", "amount", "point_2d"]
@@ -89,12 +99,13 @@ def test_declared_tools_are_the_official_names_arguments_and_defaults_in_order()
 
 @pytest.mark.parametrize("call, builtin", [
     ({"name": "scroll", "arguments": {"direction": "down", "amount": 0.5}},
-     {"name": "scroll", "arguments": {"direction": "down", "amount": 5.0}}),
-    ({"name": "scroll", "arguments": {}}, {"name": "scroll", "arguments": {"direction": "down", "amount": 5.0}}),
+     {"name": "scroll", "arguments": {"direction": "down", "amount": 5.0, "by": "script"}}),
+    ({"name": "scroll", "arguments": {}},
+     {"name": "scroll", "arguments": {"direction": "down", "amount": 5.0, "by": "script"}}),
     ({"name": "scroll", "arguments": {"direction": "right", "amount": 0.25}},
-     {"name": "scroll", "arguments": {"direction": "right", "amount": 3.2}}),
+     {"name": "scroll", "arguments": {"direction": "right", "amount": 3.2, "by": "script"}}),
     ({"name": "scroll", "arguments": {"direction": "up", "amount": 7, "point_2d": [500, 500]}},
-     {"name": "scroll", "arguments": {"direction": "up", "amount": 10.0, "point_2d": [500, 500]}}),
+     {"name": "scroll", "arguments": {"direction": "up", "amount": 10.0, "point_2d": [500, 500], "by": "script"}}),
     ({"name": "wait", "arguments": {}}, {"name": "wait", "arguments": {"seconds": 3}}),
     ({"name": "drag", "arguments": {"start_point_2d": [1, 2], "end_point_2d": [3, 4]}},
      {"name": "drag", "arguments": {"start_point_2d": [1, 2], "end_point_2d": [3, 4], "steps": 10}}),
@@ -239,12 +250,22 @@ async def test_policy_in_the_openwebrl_profile(tmp_path, monkeypatch):
     assert policy.profile.name == "openwebrl" and policy.info().profile == "openwebrl"
     # greedy, with up to 2048 new tokens, as the official evaluation decodes
     assert policy.sampling.temperature == 0.0 and policy.sampling.max_new_tokens == 2048
-    assert policy.environment() == {"dialogs": "accept", "settle": {"network_idle_ms": 5000, "after_ms": 1000}}
+    env = policy.environment()
+    assert env["dialogs"] == "accept" and env["screenshot"] == "png"
+    assert env["settle"] == {"network_idle_ms": 5000, "after_ms": 1000}
+    # the official pauses: hover 2 s, drag and the tab tools 0.5 s, goto_url 1 s, wait only its own sleep
+    assert env["waits"]["hover"] == {"after_ms": 2000} and env["waits"]["drag"] == {"after_ms": 500}
+    assert {env["waits"][t]["after_ms"] for t in ("new_tab", "switch_tab", "close_tab")} == {500}
+    assert env["waits"]["goto_url"] == {"after_ms": 1000} and env["waits"]["wait"] == {"after_ms": 0}
+    # the official loop's rules: every call of a turn runs, no limit on repeats
+    assert policy.done_ends_turn is False and policy.repeat_limit == 0
+    quick = _policy(backend, tmp_path, settle="quiescence").environment()
+    assert "settle" not in quick and "waits" not in quick and quick["screenshot"] == "png"
     assert any("approximate" in w and "owrl model fetch openwebrl" in w for w in policy.warnings)
     turn = await policy.act(context())
-    # the model's scroll of half a screen is run as 5 wheel notches of 100 px on a 1000 px viewport
+    # the model's scroll of half a screen is run as 5 units of 100 px on a 1000 px viewport, by script
     assert [c.model_dump(exclude_none=True) for c in turn.calls] == [
-        {"name": "scroll", "arguments": {"direction": "down", "amount": 5.0}}]
+        {"name": "scroll", "arguments": {"direction": "down", "amount": 5.0, "by": "script"}}]
     assert turn.raw == RAW[1]
 
 

@@ -55,3 +55,38 @@ def test_the_expectation_reward_adds_its_weight_times_that_share(tmp_path):
 
 def test_it_is_a_registered_reward(plugins):
     assert plugins.catalogue.get("rewards", "expectations") is ExpectationReward
+
+
+def openwebrl_case(raw: str | None, status: str = "success", success: bool | None = True,
+                   failure: str | None = None) -> Trajectory:
+    from owrl_sdk.types import Failure
+
+    category, _, code = (failure or "").partition(".")
+    steps = [Step(index=0, observation=Observation(), turn=Turn(raw=raw))]
+    return Trajectory(task=Task(intent="Find it.", start_url="about:blank"), policy=PolicyInfo(name="p"),
+                      steps=steps, outcome=Outcome(status=status, failure=Failure(category=category, code=code)
+                                                   if failure else None),
+                      judgements=[Judgement(judge="j", success=success, score=1.0 if success else 0.0)])
+
+
+def test_the_openwebrl_reward_gates_as_the_official_one(tmp_path):
+    """-1 for a format abort, 0 for a last answer without </think> or a readable call (or an
+    episode that did not end with done), else the judge's 1 or 0, no label counting 0."""
+    from owrl_train.rewards import OpenWebRLReward
+
+    reward = OpenWebRLReward(Settings(runs_dir=str(tmp_path)))
+    good = '<think>found it</think>\n<tool_call>\n{"name": "done", "arguments": {"response": "12"}}\n</tool_call>'
+    assert reward.reward(openwebrl_case(good)) == 1.0
+    assert reward.reward(openwebrl_case(good, success=False)) == 0.0
+    assert reward.reward(openwebrl_case(good, success=None)) == 0.0  # no label: 0, trained on
+    no_close = good.replace("</think>", "")
+    assert reward.reward(openwebrl_case(no_close)) == 0.0  # the judge's success does not count
+    bad_block = good + '\n<tool_call>\n{"name": "click", oops}\n</tool_call>'
+    assert reward.reward(openwebrl_case(bad_block)) == 0.0
+    assert reward.reward(openwebrl_case("<think>hmm</think> I am done.")) == 0.0
+    assert reward.reward(openwebrl_case(good, status="fail", failure="task.max_steps")) == 0.0  # not completed
+    aborted = openwebrl_case("no calls", status="aborted", success=False, failure="policy.unparseable")
+    assert reward.reward(aborted) == -1.0
+    assert reward.reward(openwebrl_case(good, status="infra_error", failure="infra.browser_crashed")) is None
+    # the judged reward, for contrast, leaves an unlabelled verdict untrained
+    assert JudgedReward(Settings(runs_dir=str(tmp_path))).reward(openwebrl_case(good, success=None)) is None
