@@ -35,10 +35,22 @@ def key_name(key: str) -> str:
     raise ValueError(f"unknown key '{key}'; use names like {EXAMPLES} (to type text, use write)")
 
 
-def normalize_keys(keys: Union[str, list[str]], is_hotkey: bool) -> tuple[list[str], bool]:
+def known_keys(keys: list[str]) -> tuple[list[str], list[str]]:
+    """The keys Playwright would know (as :func:`key_name` names them) and those it would not."""
+    names, unknown = [], []
+    for key in keys:
+        try:
+            names.append(key_name(key))
+        except ValueError:
+            unknown.append(key)
+    return names, unknown
+
+
+def normalize_keys(keys: Union[str, list[str]], is_hotkey: bool, skip_unknown: bool = False) -> tuple[list[str], bool]:
     """The keys as a list of Playwright names, and whether they are pressed together.
 
-    A string such as ``"ctrl+c"`` is read as a hotkey."""
+    A string such as ``"ctrl+c"`` is read as a hotkey. An unknown key name is an error, or
+    with ``skip_unknown`` left out (an error only when none is left)."""
     if isinstance(keys, str):
         if len(keys) > 1 and "+" in keys.strip("+"):
             parts, is_hotkey = [p for p in keys.split("+") if p], True
@@ -54,7 +66,12 @@ def normalize_keys(keys: Union[str, list[str]], is_hotkey: bool) -> tuple[list[s
                 parts.append(key)
     if not parts:
         raise ValueError("give at least one key")
-    names = [key_name(k) for k in parts]
+    if skip_unknown:
+        names, unknown = known_keys(parts)
+        if not names:
+            raise ValueError(f"no key it knows among {parts}; use names like {EXAMPLES}")
+    else:
+        names = [key_name(k) for k in parts]
     if is_hotkey and any(n in MODIFIERS for n in names) and "Shift" not in names:
         # ctrl+C means ctrl+c: an upper-case letter would add a Shift the model did not ask for
         names = [n.lower() if len(n) == 1 and n.isalpha() else n for n in names]

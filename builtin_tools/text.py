@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Optional, Union
+import asyncio
+from typing import Literal, Optional, Union
 from urllib.parse import urlsplit
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from owrl_sdk import secrets
 from owrl_sdk.browser.env import BrowserEnv
@@ -16,7 +17,7 @@ from owrl_sdk.tools import TargetArgs
 from owrl_sdk.types import ToolResult
 
 from .base import BrowserTool, _Args, _OptionalTarget, describe_element
-from .keys import normalize_keys
+from .keys import known_keys, normalize_keys
 
 _FOCUSED = """(clear) => {
   let el = document.activeElement;
@@ -185,10 +186,16 @@ class PressKeysArgs(_Args):
     keys: Union[list[str], str] = Field(description='a key or keys, e.g. "Enter", ["ctrl", "a"], "PageDown"')
     is_hotkey: bool = Field(False, description="press the keys together as one combination (e.g. ctrl+c)")
     presses: int = Field(1, ge=1, le=50, description="how many times to press")
+    unknown: Literal["fail", "skip"] = Field("fail", description="a key name it does not know: fail the call, or "
+                                             "skip it (the call fails only when no key is left)")
+    gap_ms: int = Field(0, ge=0, le=5000, description="pause between keys pressed one after another")
+    _skipped: list[str] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="after")
     def _normalize(self):
-        self.keys, self.is_hotkey = normalize_keys(self.keys, self.is_hotkey)
+        given = [self.keys] if isinstance(self.keys, str) else list(self.keys)
+        self.keys, self.is_hotkey = normalize_keys(self.keys, self.is_hotkey, skip_unknown=self.unknown == "skip")
+        self._skipped = known_keys(given)[1] if self.unknown == "skip" else []
         return self
 
 
@@ -210,13 +217,17 @@ class PressKeys(BrowserTool):
             raise ActionError("a dialog is open: press Enter to accept it or Escape to dismiss it, or call handle_dialog",
                               kind="action.dialog_blocked")
         keyboard = env.page.keyboard
+        pauses = args.gap_ms and not args.is_hotkey and len(args.keys) > 1
         for _ in range(args.presses):
             if args.is_hotkey:
                 await keyboard.press("+".join(args.keys))
             else:
                 for key in args.keys:
                     await keyboard.press(key)
-        return ToolResult()
+                    if pauses:
+                        await asyncio.sleep(args.gap_ms / 1000)
+        skipped = args._skipped
+        return ToolResult(feedback=f"skipped keys it does not know: {', '.join(skipped)}" if skipped else "")
 
 
 class SelectOptionArgs(TargetArgs):

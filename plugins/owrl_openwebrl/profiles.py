@@ -166,12 +166,15 @@ def to_builtin(call: ToolCall, viewport: tuple[int, int]) -> ToolCall:
         keys = [keys] if isinstance(keys, str) else list(keys or [])
         presses = a.get("presses", 1)
         hotkey = bool(a.get("is_hotkey", False))
+        # the official environment drops key names it does not know (failing only when none is
+        # left) and pauses 100 ms between keys pressed one after another
+        official = {"unknown": "skip", "gap_ms": 100}
         if not hotkey and isinstance(presses, int) and presses > 1 and len(keys) > 1:
-            return ToolCall(name="press_keys", arguments={"keys": [k for k in keys for _ in range(presses)]})
+            return ToolCall(name="press_keys", arguments={"keys": [k for k in keys for _ in range(presses)], **official})
         out = {"keys": keys, "is_hotkey": hotkey}
         if presses != 1:
             out["presses"] = presses
-        return ToolCall(name="press_keys", arguments=out)
+        return ToolCall(name="press_keys", arguments={**out, **official})
     if name == "wait":
         return ToolCall(name="wait", arguments={"seconds": a.get("seconds", 3)})
     if name == "write":

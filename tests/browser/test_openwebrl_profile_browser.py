@@ -128,6 +128,21 @@ async def test_each_tool_waits_its_own_pause_and_screenshots_are_png(env, site):
     assert (await env.observe()).screenshot.startswith(b"\xff\xd8")
 
 
+async def test_press_keys_skips_names_it_does_not_know_and_pauses_between_keys(env, site):
+    """As the official keyboard rule: unknown names are dropped and the call fails only when
+    none is left; keys pressed one after another are 100 ms apart."""
+    await env.reset(task(f"{site}/basic.html"))
+    await official(env, "click", point_2d=await centre(env, "#name"))
+    started = time.monotonic()
+    result, _ = await official(env, "press_keys", keys=["a", "submit", "b", "c"])
+    assert result.ok and await env.page.input_value("#name") == "abc"
+    assert "submit" in result.feedback
+    assert time.monotonic() - started >= 0.2  # three keys, two pauses
+    result, line = await official(env, "press_keys", keys=["submit", "go"])
+    assert not result.ok and line.startswith("Failed: `press_keys`")
+    assert not (await act(env, "press_keys", keys=["a", "submit"])).ok  # owrl's rule: an unknown key fails
+
+
 async def test_click_and_write_report_navigation_tabs_and_held_values(env, site):
     await env.reset(task(f"{site}/basic.html"))
     result, line = await official(env, "click", point_2d=await centre(env, "#noop"))
