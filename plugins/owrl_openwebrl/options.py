@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class SamplingOptions(BaseModel):
@@ -43,11 +43,24 @@ class ModelPolicyOptions(SamplingOptions):
     max_batch: Optional[int] = Field(default=None, ge=1, description="requests merged into one generation (16)")
     dialogs: Optional[Literal["accept", "hold"]] = Field(default=None, description="how the openwebrl "
                                                          "profile asks for dialogs to be handled (accept)")
-    settle: Optional[Union[Literal["quiescence"], dict[str, Union[int, float]]]] = Field(
+    settle: Optional[Union[dict[str, Union[int, float]], str]] = Field(
         default=None, description="network_idle_ms and after_ms waited after each action (openwebrl profile; "
         "the official pauses after hover, drag, tabs and goto_url), or \"quiescence\": owrl's wait for a quiet page")
+
+    @field_validator("settle", mode="before")
+    @classmethod
+    def _settle(cls, value: Any) -> Any:
+        if value is None or value == "quiescence":
+            return value
+        if not isinstance(value, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                  for v in value.values()):
+            raise ValueError('give a table of network_idle_ms and after_ms (numbers), or "quiescence"')
+        return value
     system_prompt_file: Optional[str] = Field(default=None, description="the official system prompt",
                                               json_schema_extra={"server_side": "file"})
+    status_templates_file: Optional[str] = Field(default=None, description="the official status-line templates "
+                                                 "(status_templates.json from owrl model fetch openwebrl)",
+                                                 json_schema_extra={"server_side": "file"})
     tool_list_file: Optional[str] = Field(default=None, description="the official tool list",
                                           json_schema_extra={"server_side": "file"})
     screenshots: Optional[int] = Field(default=None, ge=0, description="screenshots per turn (openwebrl profile)")

@@ -284,6 +284,91 @@ def status_line(record: CallRecord, viewport: tuple[int, int] = SCREEN, raw: Opt
     return _short(text, FEEDBACK_CHARS)
 
 
+#: The notes each tool's official line may append, in the order its handler appends them.
+_NOTE_ORDER = {"click": ("navigated", "tab_opened", "no_change"), "write": ("navigated", "value_differs"),
+               "press_keys": ("navigated",), "scroll": ("no_move",)}
+
+
+def official_status_line(record: CallRecord, templates: dict[str, Any], viewport: tuple[int, int] = SCREEN,
+                         raw: Optional[ToolCall] = None) -> Optional[str]:
+    """The line the official environment writes for this call, from its own templates
+    (:mod:`.official`, fetched with ``owrl model fetch openwebrl``), filled with the facts
+    owrl recorded; None where a template is missing or cannot be filled (owrl's wording
+    stands in). Not yet cut to length (:meth:`OpenWebRLProfile.feedback` does that)."""
+    from . import official
+
+    call = raw or record.call
+    name = call.name
+    result = record.result
+    if record.skipped or result is None:
+        return None
+    tool = (templates.get("tools") or {}).get(name)
+    try:
+        if not result.ok:
+            if result.error_kind == "policy.unknown_tool" or tool is None:
+                parts = templates.get("unsupported")
+                return official.render(parts, {"action_type": name}) if parts else None
+            return official.render(tool["error"], {"e": result.error}) if tool.get("error") else None
+        if tool is None or not tool.get("ok"):
+            return None
+        data, info, a = result.data or {}, result.page or {}, call.arguments
+        ns: dict[str, Any] = {}
+        if name in ("click", "hover", "write"):
+            elem = _element(data.get("element"))
+            ns["elem_desc"] = elem
+            ns["target"] = official.render(tool["target"], ns) if elem and tool.get("target") else ""
+            if data.get("point"):
+                ns["x"], ns["y"] = (float(v) for v in data["point"])
+            ns["message"] = a.get("message", "")
+        elif name == "scroll":
+            ns["direction"] = a.get("direction", "down")
+            try:
+                ns["amount"] = max(0.0, min(1.0, float(a.get("amount", 0.5))))
+            except (TypeError, ValueError):
+                ns["amount"] = 0.5
+            point = a.get("point_2d")
+            ns["point_2d"] = ([float(point[0]) / 1000 * viewport[0], float(point[1]) / 1000 * viewport[1]]
+                              if isinstance(point, list) and len(point) == 2 else None)
+            ns["target"] = official.render(tool["target"], ns) if ns["point_2d"] and tool.get("target") else ""
+        elif name == "press_keys":
+            keys = a.get("keys", [])
+            ns["legal_keys"] = [keys] if isinstance(keys, str) else list(keys)
+        elif name == "wait":
+            ns["seconds"] = a.get("seconds", 3)
+        elif name == "done":
+            ns["response"] = a.get("response", "")
+        elif name == "goto_url":
+            ns["url"] = a.get("url", "")
+        elif name == "new_tab":
+            ns["tab_index"] = info.get("active_tab")
+        elif name == "switch_tab":
+            ns["tab_index"] = a.get("tab_index")
+            ns["self"] = official.page(info.get("url") or "")
+        elif name == "close_tab":
+            ns["current_index"], ns["new_index"] = data.get("closed"), info.get("active_tab")
+        text = official.render(tool["ok"], ns)
+        notes = tool.get("notes") or {}
+        opened = info.get("tabs_opened") or []
+        facts = {
+            "navigated": bool(info.get("navigated_to")),
+            "tab_opened": bool(opened),
+            "no_change": not info.get("navigated_to") and not opened,
+            "value_differs": bool(data.get("value")) and data.get("value") != a.get("message"),
+            "no_move": (data.get("scroll") or {}).get("moved") == 0 and a.get("point_2d") is None,
+        }
+        ns.update(post_url=info.get("navigated_to"), post_tab_count=(opened[-1] + 1) if opened else 0)
+        if facts["value_differs"]:
+            rule = templates.get("truncation")
+            value = str(data["value"])
+            ns["displayed_value"] = official.truncate(value, {**rule, "max_chars": 512}) if rule else value
+        for key in _NOTE_ORDER.get(name, ()):
+            if facts[key] and key in notes:
+                text += official.render(notes[key], ns)
+        return text
+    except (official.TemplateError, KeyError, TypeError, ValueError):
+        return None
+
+
 def raw_calls(step: Step, parse: Any = parse_turn) -> list[ToolCall]:
     """The calls as the model wrote them (before unit conversion), aligned with ``step.calls``;
     ``parse`` reads the answer as the policy did."""
@@ -348,6 +433,8 @@ class OpenWebRLProfile:
     screenshots: int = SCREENSHOTS
     warnings: list[str] = field(default_factory=list)
     name: str = "openwebrl"
+    #: The official status-line templates (:mod:`.official`); None: owrl's wording.
+    templates: Optional[dict[str, Any]] = None
 
     @classmethod
     def from_options(cls, conf: dict[str, Any], screen: tuple[int, int], found: Optional[dict[str, Path]] = None) -> "OpenWebRLProfile":
@@ -366,8 +453,14 @@ class OpenWebRLProfile:
             tools = load_tool_list(Path(tools_path).expanduser())
         else:
             warnings.append(APPROXIMATE.format(what="tool list", setting="tool_list_file"))
+        templates = None
+        templates_path = conf.get("status_templates_file") or found.get("status_templates")
+        if templates_path:
+            templates = load_templates(Path(templates_path).expanduser())
+        else:
+            warnings.append(APPROXIMATE.format(what="status lines", setting="status_templates_file"))
         return cls(system_prompt=system, tool_list=tools, screen=screen,
-                   screenshots=int(conf.get("screenshots", SCREENSHOTS)), warnings=warnings)
+                   screenshots=int(conf.get("screenshots", SCREENSHOTS)), warnings=warnings, templates=templates)
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -395,13 +488,29 @@ class OpenWebRLProfile:
         return Prompt(messages=messages, tools=self.tools, keep_assistant_text=True)
 
     def feedback(self, step: Step) -> list[str]:
-        """The status lines of one step, one per call (or why the answer could not be used)."""
-        if step.turn.parse_error:
-            return [f"Failed: the answer could not be read: {step.turn.parse_error}"]
-        if not step.calls:
+        """The status lines of one step, one per call (or why the answer could not be used):
+        the official templates' words when they were fetched, else owrl's; each line cut as
+        the official adapter cuts it (owrl: at 512 characters)."""
+        from . import official
+
+        t = self.templates
+        if step.turn.parse_error or not step.calls:
+            if t and t.get("parse_failure"):
+                return [t["parse_failure"]]
+            if step.turn.parse_error:
+                return [f"Failed: the answer could not be read: {step.turn.parse_error}"]
             return ["Failed: the answer held no tool call."]
         raws = raw_calls(step, self.parse)
-        return [status_line(r, self.screen, raw) for r, raw in zip(step.calls, raws)]
+        lines = []
+        for record, raw in zip(step.calls, raws):
+            line = official_status_line(record, t, self.screen, raw) if t else None
+            if line is None:
+                lines.append(status_line(record, self.screen, raw))
+            elif t and t.get("truncation"):
+                lines.append(official.truncate(line, t["truncation"]))
+            else:
+                lines.append(_short(line, FEEDBACK_CHARS))
+        return lines
 
     def parse(self, text: str) -> Turn:
         """The model's answer read by the official parser's rules (:func:`.parser.parse_official`)
@@ -427,6 +536,19 @@ def load_tool_list(path: Path) -> list[dict[str, Any]]:
     unknown = [n for n in names if n not in known]
     if unknown:
         raise UsageError(f"{path} declares tools owrl cannot map: {', '.join(map(str, unknown))}")
+    return data
+
+
+def load_templates(path: Path) -> dict[str, Any]:
+    """``status_templates.json`` (written by ``owrl model fetch openwebrl``)."""
+    from owrl_sdk.errors import UsageError
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise UsageError(f"cannot read the status-line templates {path}: {err}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("tools", {}), dict):
+        raise UsageError(f"{path} is not a status-line templates file")
     return data
 
 

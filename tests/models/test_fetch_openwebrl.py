@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from openwebrl_fake_sources import FAKE_FEEDBACK, FAKE_LOOP, FAKE_WEB_ENV
 from owrl_cli import owrl
 from owrl_openwebrl.fetch import (INTERFACE_FILES, JUDGE_KEYS, extract_judge_prompts, fetched_weights,
                                   prompt_files, read_manifest)
@@ -70,6 +71,8 @@ EXPECTED_JUDGE = {
 SYSTEM_PATH = "openwebrl/env/prompts/system_prompt_browser_env.md"
 TOOLS_PATH = "openwebrl/env/prompts/tool_list.json"
 REWARD_PATH = "openwebrl/reward_browser.py"
+ENV_PATH, LOOP_PATH, FEEDBACK_PATH = "openwebrl/env/web_env.py", "openwebrl/generate_browser.py", \
+    "openwebrl/feedback_utils.py"
 
 
 @pytest.fixture
@@ -85,7 +88,8 @@ def serve(owrl_page_server):
 
 
 def source_tree(root: Path, reward: str = FAKE_REWARD) -> Path:
-    files = {SYSTEM_PATH: FAKE_SYSTEM, TOOLS_PATH: json.dumps(FAKE_TOOLS), REWARD_PATH: reward}
+    files = {SYSTEM_PATH: FAKE_SYSTEM, TOOLS_PATH: json.dumps(FAKE_TOOLS), REWARD_PATH: reward,
+             ENV_PATH: FAKE_WEB_ENV, LOOP_PATH: FAKE_LOOP, FEEDBACK_PATH: FAKE_FEEDBACK}
     for path, text in files.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text, encoding="utf-8")
@@ -143,7 +147,8 @@ def test_fetch_openwebrl_interface_through_the_cli(tmp_path, serve):
     assert (interface / "system_prompt.md").read_text() == FAKE_SYSTEM
     assert json.loads((interface / "tool_list.json").read_text()) == FAKE_TOOLS
     assert prompt_files("openwebrl", cache) == {"system_prompt": interface / "system_prompt.md",
-                                                "tool_list": interface / "tool_list.json"}
+                                                "tool_list": interface / "tool_list.json",
+                                                "status_templates": interface / "status_templates.json"}
     assert set(INTERFACE_FILES["openwebrl"].values()) | {"manifest.json"} == {p.name for p in interface.iterdir()}
 
     manifest = json.loads((interface / "manifest.json").read_text())
@@ -155,6 +160,15 @@ def test_fetch_openwebrl_interface_through_the_cli(tmp_path, serve):
         assert record["sha256"] == sha(interface / name)
         assert record["bytes"] == (interface / name).stat().st_size
         assert record["fetched_at"].endswith("+00:00")
+    # the status lines: extracted from three source files, none of which is kept
+    templates = json.loads((interface / "status_templates.json").read_text())
+    assert templates["parse_failure"] == "FAKE-COULD-NOT-READ-YOUR-CALLS."
+    assert templates["tools"]["done"]["ok"] == [{"text": "FAKE-OK finished => "}, {"expr": "response"}]
+    record = manifest["files"]["status_templates.json"]
+    assert [r["url"] for r in record["extracted_from"]] == [f"{base}/{p}" for p in (ENV_PATH, LOOP_PATH, FEEDBACK_PATH)]
+    assert record["extracted_from"][0]["sha256"] == hashlib.sha256(FAKE_WEB_ENV.encode()).hexdigest()
+    assert record["sha256"] == sha(interface / "status_templates.json") and record["missing"] == []
+    assert not any(p.suffix == ".py" for p in interface.iterdir())
     assert fetched_weights("openwebrl", cache) is None
     assert not (folder / "weights").exists()
 
@@ -291,3 +305,33 @@ def test_weights_download_is_recorded_only_when_complete(tmp_path, monkeypatch):
     assert str(err.value) == ("cannot download the openwebrl weights (OpenWebRL/OpenWebRL-4B) from the model hub: "
                               "OSError: disk full")
     assert fetched_weights("openwebrl", tmp_path) is None  # an interrupted refetch is not complete
+
+
+def test_a_fetched_copy_gives_the_transcript_in_its_own_words(tmp_path, serve, monkeypatch):
+    """Fetched from a loopback server through the CLI, then used by the policy as a person's run
+    would find it in the cache: the system text and tools of the fetched files, each past step
+    answered in the fetched status lines (notes, truncation and all), character for character."""
+    from openwebrl_case import context
+    from owrl_openwebrl.policy import OpenWebRLPolicy
+    from owrl_sdk.config import Settings
+
+    from owrl_openwebrl.profiles import OPENWEBRL_TOOLS
+
+    root = source_tree(tmp_path / "src")
+    (root / TOOLS_PATH).write_text(json.dumps(OPENWEBRL_TOOLS))  # declares the tools the transcript calls
+    base = serve(root)
+    cache = tmp_path / "cache"
+    assert fetch("openwebrl", "--no-weights", "--cache", str(cache), source=base, tmp_path=tmp_path).returncode == 0
+    monkeypatch.setenv("OWRL_CACHE_DIR", str(cache))
+    policy = OpenWebRLPolicy(Settings(), backend=type("B", (), {"model_id": "OpenWebRL/OpenWebRL-4B"})())
+    assert policy.warnings == []
+    msgs = policy.prompt(context()).text_only()
+    assert msgs[0]["content"][0]["text"].startswith(FAKE_SYSTEM)
+    responses = [m["content"][0]["text"].split("\n\n<observation>")[0] for m in msgs[3::2]]
+    # the fake limit is 60 characters: the first two lines are cut to 24 + marker + 24
+    assert responses == [
+        "<tool_response>\nFAKE-OK click over <inpu <<cut 20>> . FAKE-NOTHING-HAPPENED.\n"
+        "FAKE-OK write [red hat]  <<cut 62>>  holds [red ha] instead.",
+        "<tool_response>\nFAKE-OK scroll down 50%.",
+        '<tool_response>\nFAKE-OK click over <a> "Red Wool Hat" @384,700. tab#1.',
+    ]

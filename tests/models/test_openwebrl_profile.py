@@ -310,8 +310,17 @@ def test_official_files_replace_owrl_wording(tmp_path, monkeypatch):
     system.write_text("OFFICIAL-SYSTEM-PLACEHOLDER")
     tools = tmp_path / "tools.json"
     tools.write_text(json.dumps([OPENWEBRL_TOOLS[0], OPENWEBRL_TOOLS[5]]))
-    policy = _policy(Scripted([]), tmp_path, system_prompt_file=str(system), tool_list_file=str(tools))
+    partial = _policy(Scripted([]), tmp_path, system_prompt_file=str(system), tool_list_file=str(tools))
+    assert len(partial.warnings) == 1 and "status lines" in partial.warnings[0]  # the third file is missing
+    from openwebrl_fake_sources import FAKE_FEEDBACK, FAKE_LOOP, FAKE_WEB_ENV
+    from owrl_openwebrl.official import extract_templates
+
+    lines = tmp_path / "status_templates.json"
+    lines.write_text(json.dumps(extract_templates(FAKE_WEB_ENV, FAKE_LOOP, FAKE_FEEDBACK)[0]))
+    policy = _policy(Scripted([]), tmp_path, system_prompt_file=str(system), tool_list_file=str(tools),
+                     status_templates_file=str(lines))
     assert policy.warnings == []
+    assert policy.profile.templates["parse_failure"] == "FAKE-COULD-NOT-READ-YOUR-CALLS."
     prompt = policy.prompt(context())
     assert prompt.messages[0]["content"][0]["text"].startswith("OFFICIAL-SYSTEM-PLACEHOLDER")
     assert [t["function"]["name"] for t in prompt.tools] == ["click", "done"]
