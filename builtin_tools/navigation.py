@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from owrl_sdk.browser.env import BrowserEnv
 from owrl_sdk.browser.errors import ActionError
@@ -14,6 +14,8 @@ from .base import BrowserTool, _Args
 
 class GotoUrlArgs(_Args):
     url: str = Field(description="the address to open, e.g. https://example.com/")
+    as_given: bool = Field(False, description="open the address as written: an address without a scheme is not "
+                           "completed with https:// (the browser refuses it)")
 
     @field_validator("url")
     @classmethod
@@ -23,9 +25,13 @@ class GotoUrlArgs(_Args):
             raise ValueError("give an address, e.g. https://example.com/")
         if v.lower().startswith("javascript:"):
             raise ValueError("javascript: addresses are not allowed")
-        if "://" not in v and not v.startswith(("about:", "data:", "file:")):
-            v = "https://" + v
         return v
+
+    @model_validator(mode="after")
+    def _scheme(self):
+        if not self.as_given and "://" not in self.url and not self.url.startswith(("about:", "data:", "file:")):
+            self.url = "https://" + self.url
+        return self
 
 
 class GotoUrl(BrowserTool):
@@ -48,18 +54,29 @@ class GotoUrl(BrowserTool):
         return ToolResult()
 
 
+class GoBackArgs(_Args):
+    no_history: Literal["fail", "ignore"] = Field("fail", description="with no earlier page: fail the call, or "
+                                                  "succeed having done nothing")
+
+
 class GoBack(BrowserTool):
     name = "go_back"
     description = "Go back to the previous page in this tab."
+    Args = GoBackArgs
 
-    async def run(self, env: BrowserEnv, args: Any) -> ToolResult:
+    async def run(self, env: BrowserEnv, args: GoBackArgs) -> ToolResult:
         page = env.page
         previous = page.url
         response = await page.go_back(wait_until="load")
+        nothing = "there is no earlier page in this tab's history"
         if response is None and page.url == previous:
-            raise ActionError("there is no earlier page in this tab's history", kind="action.no_history")
+            if args.no_history == "ignore":
+                return ToolResult(feedback=f"{nothing}: nothing happened")
+            raise ActionError(nothing, kind="action.no_history")
         if page.url == "about:blank" and previous != "about:blank":
             # the blank page every tab starts on is not a page to go back to
             await page.go_forward(wait_until="load")
-            raise ActionError("there is no earlier page in this tab's history", kind="action.no_history")
+            if args.no_history == "ignore":
+                return ToolResult(feedback=f"{nothing}: nothing happened")
+            raise ActionError(nothing, kind="action.no_history")
         return ToolResult()

@@ -186,7 +186,11 @@ def to_builtin(call: ToolCall, viewport: tuple[int, int]) -> ToolCall:
         out = {k: a[k] for k in ("start_point_2d", "end_point_2d") if k in a}
         out["steps"] = a.get("steps", 10)
         return ToolCall(name="drag", arguments=out)
-    if name in ("new_tab", "go_back", "close_tab"):
+    if name == "go_back":  # the official environment reports success when there is nothing to go back to
+        return ToolCall(name=name, arguments={"no_history": "ignore"})
+    if name == "goto_url":  # opened as written: no https:// added to a bare host
+        return ToolCall(name=name, arguments={**a, "as_given": True})
+    if name in ("new_tab", "close_tab"):
         return ToolCall(name=name, arguments={})
     return ToolCall(name=name, arguments=a)
 

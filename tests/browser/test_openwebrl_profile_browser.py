@@ -143,6 +143,19 @@ async def test_press_keys_skips_names_it_does_not_know_and_pauses_between_keys(e
     assert not (await act(env, "press_keys", keys=["a", "submit"])).ok  # owrl's rule: an unknown key fails
 
 
+async def test_go_back_and_goto_url_follow_the_official_environment(env, site):
+    """go_back with nothing to go back to succeeds having done nothing, and goto_url opens the
+    address as written (a bare host is not completed with https://, so the browser refuses
+    it); owrl's own rules fail the first and complete the second."""
+    await env.reset(task(f"{site}/basic.html"))
+    result, line = await official(env, "go_back")
+    assert result.ok and line.startswith("Succeed: `go_back`") and env.page.url == f"{site}/basic.html"
+    assert not (await act(env, "go_back")).ok
+    result, line = await official(env, "goto_url", url="example.invalid")
+    assert not result.ok and line.startswith("Failed: `goto_url`")
+    assert (await act(env, "goto_url", url="example.invalid", as_given=False)).error != result.error
+
+
 async def test_click_and_write_report_navigation_tabs_and_held_values(env, site):
     await env.reset(task(f"{site}/basic.html"))
     result, line = await official(env, "click", point_2d=await centre(env, "#noop"))
