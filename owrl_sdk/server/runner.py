@@ -246,11 +246,27 @@ class JobRunner:
                     raise SpecError(where, f"'{key}' names a file or folder on the server, which jobs may not "
                                            f"open: the operator sets it ([plugins.{policy}] in the server's "
                                            f"owrl.toml), or allows local files ({LOCAL_FILES_HINT})")
-            elif kind == "endpoint" and self.allowed:
-                reason = DomainPolicy(allowed=self.allowed).refusal(text)
-                if reason:
-                    raise SpecError(where, f"'{key}' is an endpoint the server would call, outside its allowed "
-                                           f"domains: {reason}")
+            elif kind == "endpoint":
+                self._check_endpoint(policy, options, where, key, text)
+
+    def _check_endpoint(self, policy: str, options: dict[str, Any], where: tuple[str, ...], key: str,
+                        url: str) -> None:
+        """An endpoint a job names: http(s) only, inside the allowlist, outside the blocklist;
+        and unless it is the operator's own endpoint, it gets no key of the operator's (the
+        job's options then carry ``api_key = "none"`` when they name no key of their own)."""
+        from ..config import openai_endpoint
+
+        if not re.match(r"(?i)https?://", url):
+            raise SpecError(where, f"'{key}' is an endpoint the server would call: only http:// and https:// "
+                                   "addresses are allowed")
+        reason = DomainPolicy(allowed=self.allowed, blocked=list(self.settings.blocked_domains)).refusal(url)
+        if reason:
+            where_to = "outside its allowed domains" if self.allowed else "on its blocklist"
+            raise SpecError(where, f"'{key}' is an endpoint the server would call, {where_to}: {reason}")
+        operator = {str(u).rstrip("/") for u in (openai_endpoint().base_url,
+                                                  self.settings.plugin(policy).get(key)) if u}
+        if url.rstrip("/") not in operator and not options.get("api_key"):
+            options["api_key"] = "none"  # the operator's key goes only to the operator's endpoint
 
     def check_domains(self, domains: list[str], loc: tuple[str, ...]) -> list[str]:
         """The job's allowlist: its own (inside the server's), else the server's."""

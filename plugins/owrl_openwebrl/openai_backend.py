@@ -32,6 +32,8 @@ class OpenAIBackend:
         if not self.base_url:
             raise ConfigError("the openai backend needs a base URL: set OWRL_OPENAI_BASE_URL or "
                               "[plugins.openai] base_url (e.g. http://127.0.0.1:8000/v1)")
+        if not self.base_url.lower().startswith(("http://", "https://")):  # urllib would read file: URLs
+            raise ConfigError(f"the openai backend's base URL must be http:// or https://, not {self.base_url!r}")
         self.api_key = api_key or env.api_key or "none"
         secrets.register_endpoint(api_key or env.api_key, self.base_url)
         self.model = model or env.model or "default"

@@ -1,0 +1,193 @@
+"""The second red-team pass: each class of break found, tried in variants of its own.
+
+Every attack is recorded in the suite's table (security_support.attack); a loopback "canary"
+server counts any request owrl's process makes where it must make none.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from owrl_cli import owrl
+from security_support import attack
+
+
+@pytest.fixture
+def canary():
+    """A loopback server that answers every GET with a schema and records the path asked for."""
+    hits: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            hits.append(self.path)
+            body = json.dumps({"type": "string", "const": "CANARY-CONTENT"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/schema+json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", hits
+    server.shutdown()
+    server.server_close()
+
+
+# ------------------------------------------------------------------ 3: a schema that fetches
+
+
+def schema_variants(base: str, tmp_path) -> list[tuple[str, dict]]:
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps({"const": "FILE-CONTENT"}))
+    return [
+        ("an http $ref", {"type": "object", "properties": {"a": {"$ref": f"{base}/a.json"}}}),
+        ("a file: $ref", {"properties": {"a": {"$ref": secret.as_uri()}}}),
+        ("a relative $ref against an http $id", {"$id": f"{base}/root/", "properties": {"a": {"$ref": "b.json"}}}),
+        ("a $dynamicRef to a URL", {"$schema": "https://json-schema.org/draft/2020-12/schema",
+                                     "properties": {"a": {"$dynamicRef": f"{base}/d.json#meta"}}}),
+        ("a $ref inside an array of schemas", {"anyOf": [{"type": "null"}, {"$ref": f"{base}/any.json"}]}),
+        ("a draft-7 $ref", {"$schema": "http://json-schema.org/draft-07/schema#",
+                            "definitions": {}, "items": {"$ref": f"{base}/d7.json"}}),
+    ]
+
+
+def test_an_output_schema_never_fetches_what_it_refers_to(canary, tmp_path):
+    from owrl_sdk.outputs import check_output, check_schema
+
+    base, hits = canary
+    for what, schema in schema_variants(base, tmp_path):
+        with attack("schemas", f"output_schema with {what}", "refused when loaded; nothing fetched"):
+            with pytest.raises(ValueError, match="may refer only to its own parts"):
+                check_schema(schema)
+            # a schema that skipped the load check is still checked with an empty registry
+            problem = check_output(schema, {"a": 1})
+            assert problem is None or "not fetched" in problem or "does not match" in problem, problem
+            assert "CANARY" not in (problem or "") and "FILE-CONTENT" not in (problem or "")
+    assert hits == []
+    # references inside the schema still work
+    local = {"$defs": {"n": {"type": "number"}}, "properties": {"total": {"$ref": "#/$defs/n"}}}
+    assert check_schema(local) is local
+    assert "is not of type 'number'" in check_output(local, {"total": "x"})
+
+
+def test_a_flow_whose_output_schema_refers_outside_is_refused_at_load(canary, tmp_path):
+    base, hits = canary
+    flow = {"task": "t", "start_url": "https://example.com/",
+            "output_schema": {"type": "object", "properties": {"total": {"$ref": f"{base}/t.json"}}},
+            "turns": [{"calls": [{"name": "done", "arguments": {"output": {"total": 1}}}]}]}
+    (tmp_path / "flow.json").write_text(json.dumps(flow))
+    with attack("schemas", "flow file whose output_schema has an http $ref", "one-line error at load, no fetch"):
+        result = owrl("run", "--flow", "flow.json", cwd=tmp_path)
+        assert result.returncode == 2, result.stderr[-2000:]
+        assert "may refer only to its own parts" in result.stderr and "Traceback" not in result.stderr
+        assert hits == []
+
+
+# ------------------------------------------------------------------ 4: the operator's key sent to a stranger
+
+
+@pytest.fixture
+def listener():
+    """A loopback chat-completions endpoint that records the Authorization header it is sent."""
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            seen.append(self.headers.get("Authorization", ""))
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = json.dumps({"choices": [{"message": {"content": "</think><tool_call>\n"
+                                                        '{"name": "done", "arguments": {"response": "x"}}'
+                                                        "\n</tool_call>"}, "finish_reason": "stop"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    server.shutdown()
+    server.server_close()
+
+
+def job_runner(tmp_path, settings=None):
+    from owrl_sdk.config import Settings
+    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.server.runner import JobRunner
+
+    return JobRunner(store=None, data_dir=tmp_path, settings=settings or Settings(runs_dir=str(tmp_path)),
+                     plugins=Plugins())
+
+
+def ask(options: dict, tmp_path) -> str:
+    """One generation through the openai policy built with these options, as a job would run."""
+    from owrl_openwebrl.policy import OpenAIPolicy
+    from owrl_openwebrl.prompt import Prompt
+    from owrl_sdk.config import Settings
+
+    policy = OpenAIPolicy(Settings(runs_dir=str(tmp_path)), **options)
+    return policy.backend.generate([Prompt(messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}]}])],
+                                   policy.sampling)[0].text
+
+
+@pytest.mark.parametrize("how", ["/v1", "/v1/", "/other/v1"])
+def test_a_job_that_names_its_own_endpoint_never_gets_the_operators_key(listener, tmp_path, monkeypatch, how):
+    base, seen = listener
+    monkeypatch.setenv("OWRL_OPENAI_API_KEY", "sk-operator-secret")
+    monkeypatch.setenv("OWRL_OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # the operator's own server
+    runner = job_runner(tmp_path)
+    options = {"base_url": f"{base}{how}"}
+    with attack("endpoints", f"job's policy_options.base_url = {how} on a stranger, no allowlist",
+                "the operator's key stays with the operator's endpoint"):
+        runner.check_policy_options("openai", options, None, ("body", "policy_options"))
+        ask(options, tmp_path)
+        assert seen and all("sk-operator-secret" not in h for h in seen), seen
+    # a job that brings its own key sends its own; the operator's endpoint keeps the operator's key
+    own = {"base_url": f"{base}/v1", "api_key": "sk-job-own"}
+    runner.check_policy_options("openai", own, None, ("body", "policy_options"))
+    ask(own, tmp_path)
+    assert seen[-1] == "Bearer sk-job-own"
+    monkeypatch.setenv("OWRL_OPENAI_BASE_URL", f"{base}/v1")
+    same = {"base_url": f"{base}/v1/"}
+    runner.check_policy_options("openai", same, None, ("body", "policy_options"))
+    ask(same, tmp_path)
+    assert seen[-1] == "Bearer sk-operator-secret"
+
+
+@pytest.mark.parametrize("url", ["file:///etc/hostname#", "FILE:///etc/passwd", "ftp://127.0.0.1/x",
+                                 "data:application/json,{}", "gopher://127.0.0.1:70/"])
+def test_an_endpoint_that_is_not_http_is_refused_by_the_server_and_the_client(url, tmp_path):
+    from owrl_openwebrl.openai_backend import OpenAIBackend
+    from owrl_sdk.errors import ConfigError
+    from owrl_sdk.server.runner import SpecError
+
+    with attack("endpoints", f"policy_options.base_url = {url.split(':')[0]}:...", "http(s) only, at the server "
+                "and in the client"):
+        with pytest.raises(SpecError, match="only http:// and https://"):
+            job_runner(tmp_path).check_policy_options("openai", {"base_url": url}, None, ("body", "policy_options"))
+        with pytest.raises(ConfigError, match="must be http:// or https://"):
+            OpenAIBackend(base_url=url)
+
+
+def test_an_endpoint_on_the_blocklist_is_refused_even_without_an_allowlist(tmp_path):
+    from owrl_sdk.config import Settings
+    from owrl_sdk.server.runner import SpecError
+
+    runner = job_runner(tmp_path, Settings(runs_dir=str(tmp_path), blocked_domains=["169.254.169.254", "evil.test"]))
+    for url in ("http://169.254.169.254/latest/v1", "https://api.evil.test/v1"):
+        with attack("endpoints", f"policy_options.base_url on the blocklist ({url.split('/')[2]})",
+                    "the blocklist applies to endpoints"):
+            with pytest.raises(SpecError, match="blocklist"):
+                runner.check_policy_options("openai", {"base_url": url}, None, ("body", "policy_options"))
