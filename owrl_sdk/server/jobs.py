@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
+import re
 import sqlite3
 import threading
 import uuid
@@ -115,17 +117,47 @@ class Job(BaseModel):
                                                            "failure of each (None for other jobs)")
 
 
+#: Option names whose values are credentials: a job's are kept in memory, never in the store.
+CREDENTIALS = re.compile(r"(?i)^(api_?key|.*(token|secret|password|passwd|credential)s?)$")
+#: What the store holds in place of a credential; a job read back without its value (the server
+#: restarted meanwhile) cannot run and says why.
+HELD = "<held in memory, not stored>"
+
+
+def _private(path: Path, mode: int) -> None:
+    try:
+        os.chmod(path, mode)
+    except OSError:  # pragma: no cover - a file system without modes
+        pass
+
+
 class JobStore:
-    """Jobs in ``path`` (SQLite). Safe to call from several threads; every call is short."""
+    """Jobs in ``path`` (SQLite). Safe to call from several threads; every call is short.
+
+    The data folder is made 0700 and the store's files 0600: they hold every job's task,
+    flow and inputs. A job's credentials (policy options named like :data:`CREDENTIALS`) are
+    kept in this process's memory only; the store holds :data:`HELD` in their place."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+        _private(self.path.parent, 0o700)
+        self._held: dict[str, dict[str, Any]] = {}
+        for suffix in ("", "-wal", "-shm"):  # made before SQLite opens them, with the mode kept
+            f = Path(str(self.path) + suffix)
+            if not f.exists() and suffix == "":
+                f.touch(mode=0o600)
+            if f.exists():
+                _private(f, 0o600)
+        old_umask = os.umask(0o077)  # the -wal and -shm files SQLite makes are private too
+        try:
+            self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+        finally:
+            os.umask(old_umask)
         self._db.row_factory = sqlite3.Row
         self._lock = threading.Lock()
         with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=5000")
             self._db.executescript(_SCHEMA)
@@ -153,10 +185,20 @@ class JobStore:
         return _job(rows[0]) if rows else None
 
     def spec(self, job_id: str) -> dict[str, Any]:
+        """The job's spec, its credentials put back from memory. A credential that is no longer
+        held (the server restarted since the job was queued) is a ``LookupError``."""
         rows = self._query("SELECT spec FROM jobs WHERE id = ?", (job_id,))
         if not rows:
             raise KeyError(job_id)
         spec: dict[str, Any] = json.loads(rows[0]["spec"])
+        options = spec.get("policy_options")
+        if isinstance(options, dict):
+            held = self._held.get(job_id, {})
+            lost = [k for k, v in options.items() if v == HELD and k not in held]
+            if lost:
+                raise LookupError(f"the job's {', '.join(lost)} was kept in memory only, and the server has "
+                                  "restarted since it was queued: submit the job again")
+            options.update(held)
         return spec
 
     def list(self, status: Optional[str] = None, limit: int = 100) -> list[Job]:
@@ -176,8 +218,15 @@ class JobStore:
 
     def add(self, kind: str, spec: dict[str, Any]) -> Job:
         job_id = uuid.uuid4().hex[:16]
+        stored = spec
+        options = spec.get("policy_options")
+        if isinstance(options, dict):
+            held = {k: v for k, v in options.items() if CREDENTIALS.match(str(k)) and v is not None}
+            if held:
+                self._held[job_id] = held
+                stored = {**spec, "policy_options": {**options, **{k: HELD for k in held}}}
         self._write("INSERT INTO jobs (id, kind, status, spec, created_at) VALUES (?, ?, 'queued', ?, ?)",
-                   (job_id, kind, json.dumps(spec), utc_now()))
+                   (job_id, kind, json.dumps(stored), utc_now()))
         job = self.get(job_id)
         assert job is not None
         return job
@@ -220,6 +269,7 @@ def lock_data_dir(folder: Path) -> IO[str]:
     from ..errors import UsageError
 
     folder.mkdir(parents=True, exist_ok=True)
+    _private(folder, 0o700)
     handle = open(folder / "serve.lock", "a+", encoding="utf-8")
     try:
         import fcntl

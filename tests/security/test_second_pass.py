@@ -191,3 +191,33 @@ def test_an_endpoint_on_the_blocklist_is_refused_even_without_an_allowlist(tmp_p
                     "the blocklist applies to endpoints"):
             with pytest.raises(SpecError, match="blocklist"):
                 runner.check_policy_options("openai", {"base_url": url}, None, ("body", "policy_options"))
+
+
+# ------------------------------------------------------------------ 8: the job store
+
+
+@pytest.mark.parametrize("name", ["api_key", "apiKey", "hf_token", "client_secret", "password"])
+def test_a_jobs_credentials_never_reach_the_store_and_its_files_are_private(tmp_path, name):
+    import stat
+
+    from owrl_sdk.server.jobs import JobStore
+
+    data = tmp_path / "data"
+    store = JobStore(data / "jobs.sqlite3")
+    value = f"cred-{name}-4f9a1c"
+    job = store.add("task", {"task": "t", "policy_options": {name: value, "model": "m"}})
+    with attack("server", f"a job's policy option {name} in jobs.sqlite3", "kept in memory only; store 0600 in a "
+                "0700 folder"):
+        assert store.spec(job.id)["policy_options"][name] == value  # the job still runs with it
+        for f in data.iterdir():
+            if f.is_file():
+                assert value.encode() not in f.read_bytes(), f.name
+                if f.name.startswith("jobs.sqlite3"):
+                    assert stat.S_IMODE(f.stat().st_mode) == 0o600, (f.name, oct(f.stat().st_mode))
+        assert stat.S_IMODE(data.stat().st_mode) == 0o700
+    store.close()
+    # after a restart the value is gone: the job cannot run, and says why
+    again = JobStore(data / "jobs.sqlite3")
+    with pytest.raises(LookupError, match="restarted since it was queued"):
+        again.spec(job.id)
+    again.close()
