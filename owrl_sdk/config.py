@@ -105,6 +105,15 @@ class Settings(BaseModel):
     action_timeout: float = Field(5.0, gt=0)
     allowed_domains: list[str] = Field(default_factory=list, description="hosts an episode may visit (empty: any)")
     blocked_domains: list[str] = Field(default_factory=list, description="hosts an episode may never visit")
+
+    @field_validator("allowed_domains", "blocked_domains")
+    @classmethod
+    def _domains(cls, value: list[str]) -> list[str]:
+        from .domains import normalize_domain
+
+        for entry in value:
+            normalize_domain(entry)  # a port, path or scheme is refused here, by name
+        return value
     secrets_allowed_on: dict[str, list[str]] = Field(
         default_factory=dict, description="per secret NAME, the hosts whose pages it may be typed into (a host "
         "also covers its subdomains); variable: NAME=a.test,b.test;OTHER=c.test. A secret not named here may be "

@@ -275,6 +275,15 @@ class Task(_Model):
     output_schema: OutputSchema = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("allowed_domains")
+    @classmethod
+    def _domains(cls, value: list[str]) -> list[str]:
+        from .domains import normalize_domain  # domains imports nothing of owrl's
+
+        for entry in value:
+            normalize_domain(entry)  # a port, path or scheme is refused where the task loads
+        return value
+
 
 FailureCategory = Literal["network", "page", "action", "policy", "infra", "task"]
 

@@ -221,3 +221,88 @@ def test_a_jobs_credentials_never_reach_the_store_and_its_files_are_private(tmp_
     with pytest.raises(LookupError, match="restarted since it was queued"):
         again.spec(job.id)
     again.close()
+
+
+# ------------------------------------------------------------------ 13, 14: domain lists
+
+
+@pytest.mark.parametrize("spelling", ["[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[0:0:0:0:0:ffff:127.0.0.1]",
+                                      "[::FFFF:7F00:0001]", "[0000::ffff:127.0.0.1]"])
+def test_a_blocked_ipv4_is_blocked_in_every_ipv4_mapped_ipv6_spelling(spelling):
+    from owrl_sdk.domains import DomainPolicy
+
+    with attack("domains", f"blocked 127.0.0.1 reached as {spelling}", "IPv4-mapped IPv6 compared as its IPv4"):
+        assert "blocked" in DomainPolicy(blocked=["127.0.0.1"]).refusal(f"http://{spelling}:8080/x")
+        assert "not an allowed" in DomainPolicy(allowed=["10.0.0.1"]).refusal(f"http://{spelling}/")
+    # and the other way round: an entry written as mapped IPv6 blocks the IPv4 host
+    assert DomainPolicy(blocked=["::ffff:127.0.0.1"]).refusal("http://127.0.0.1/")
+
+
+async def test_a_blocked_ipv4_reached_as_mapped_ipv6_in_chromium_is_refused_before_it_leaves(tmp_path):
+    """The browser canonicalises the literal ([::ffff:7f00:1]); the route still refuses it."""
+    hits: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            hits.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<h1>reached</h1>")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    from owrl_sdk.browser import BrowserHost
+    from owrl_sdk.config import Settings
+    from owrl_sdk.types import Task
+
+    settings = Settings(runs_dir=str(tmp_path), blocked_domains=["127.0.0.1"])
+    host = BrowserHost(settings)
+    try:
+        env = await host.new_env(run_dir=tmp_path)
+        await env.reset(Task(intent="x", start_url="about:blank"))
+        with attack("domains", "page navigates to a blocked IPv4 as http://[::ffff:127.0.0.1]:PORT/ in Chromium",
+                    "refused by the route: the server is never reached"):
+            try:
+                await env.page.goto(f"http://[::ffff:127.0.0.1]:{port}/secret", timeout=5000)
+            except Exception:  # noqa: BLE001 - the refusal aborts the navigation
+                pass
+            assert hits == []
+        await env.close()
+    finally:
+        await host.close()
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("entry, url", [
+    ("bücher.example", "https://xn--bcher-kva.example/"),  # IDN entry, punycode host
+    ("evil.example.", "https://evil.example/"),  # trailing dot in the entry
+    ("evil.example", "https://evil.example./x"),  # trailing dot in the host
+    ("*.evil.example", "https://a.evil.example/"),  # wildcard
+    ("*.evil.example", "https://evil.example/"),
+    ("EVIL.Example", "https://evil.example/"),
+    (".evil.example", "https://b.evil.example/"),
+])
+def test_blocklist_entries_are_normalised_so_they_block_what_they_name(entry, url):
+    from owrl_sdk.domains import DomainPolicy
+
+    with attack("domains", f"blocklist entry {entry!r} against {url}", "entries normalised when they load"):
+        assert DomainPolicy(blocked=[entry]).refusal(url), (entry, url)
+
+
+@pytest.mark.parametrize("entry", ["evil.example:8080", "https://evil.example", "evil.example/path", "ev*l.example",
+                                   "[::1]:80", ""])
+def test_an_entry_that_is_no_host_is_refused_with_its_name(entry, tmp_path):
+    from owrl_sdk.config import ConfigError, Settings
+    from owrl_sdk.types import Task
+
+    with attack("domains", f"domain list entry {entry!r} that would block nothing", "refused where it loads"):
+        with pytest.raises((ConfigError, ValueError), match="is not a domain"):
+            Settings(runs_dir=str(tmp_path), blocked_domains=[entry])
+        with pytest.raises(ValueError, match="is not a domain"):
+            Task(intent="x", start_url="https://a.example/", allowed_domains=[entry])
