@@ -70,6 +70,24 @@ BAD_INPUTS = "task.bad_inputs"
 #: Statuses a re-run runs again (the machinery's failures); every other recorded status is done.
 RETRIED = frozenset({"infra_error"})
 
+#: What a spreadsheet reads as the start of a formula (a leading tab or carriage return too).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+
+
+def spreadsheet_safe(text: str) -> str:
+    """``text`` as a CSV cell a spreadsheet shows as text: one that would be read as a formula
+    (``=HYPERLINK(...)``, ``+cmd|...``, ``@SUM(...)``, also after leading spaces or in full-width
+    forms) gets a leading apostrophe; a plain number (``-5``, ``+3.2``) is left as it is."""
+    stripped = text.lstrip(" ")
+    if not stripped.startswith(_FORMULA_START):
+        return text
+    try:
+        float(stripped)
+        return text
+    except ValueError:
+        return "'" + text
+
+
 #: The status of a row not yet run, in ``batch.json`` and ``batch.csv``.
 PENDING = "pending"
 
@@ -668,7 +686,8 @@ class Batch:
         def cell(value: Any) -> str:
             if value is None:
                 return ""
-            return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+            return spreadsheet_safe(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False,
+                                                                                  default=str))
 
         buf = io.StringIO(newline="")
         writer = csv.writer(buf)

