@@ -90,7 +90,9 @@ def cli(debug: bool) -> None:
 def _one_line_warning(message: Any, category: type, filename: str, lineno: int, file: Any = None,
                       line: Optional[str] = None) -> None:
     """Python warnings as one ``warning: ...`` line (the source line means nothing to a user)."""
-    click.echo(f"warning: {message}", err=True)
+    from .console import terminal_safe
+
+    click.echo(f"warning: {terminal_safe(str(message))}", err=True)
 
 
 def main(argv: Optional[list[str]] = None) -> Any:
@@ -113,7 +115,9 @@ def main(argv: Optional[list[str]] = None) -> Any:
     except OwrlError as err:
         if debug:
             raise
-        click.echo(f"Error: {err}", err=True)
+        from .console import terminal_safe
+
+        click.echo(f"Error: {terminal_safe(str(err))}", err=True)
         sys.exit(err.exit_code)
     except KeyboardInterrupt:
         click.echo("Interrupted.", err=True)

@@ -146,7 +146,7 @@ def doctor_command(as_json: bool) -> Optional[int]:
 
         click.echo(json.dumps([c.__dict__ for c in checks], indent=2))
     else:
-        from rich.console import Console
+        from ..console import SafeConsole as Console  # page text cannot drive the terminal
         from rich.markup import escape
 
         console = Console(highlight=False)

@@ -50,7 +50,7 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
                  cdp_endpoint: Optional[str], backend: str, ray_address: Optional[str], contexts: int,
                  out: Optional[str], as_json: bool) -> None:
     """Evaluate a policy on a task suite; re-running the same command resumes."""
-    from rich.console import Console
+    from ..console import SafeConsole as Console  # page text cannot drive the terminal
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -304,13 +304,15 @@ def inspect_command(url: str, snapshot: bool, allow_domains: tuple[str, ...], wa
     if as_json:
         click.echo(json.dumps([e.to_json() for e in elements], indent=2, ensure_ascii=False))
         return
-    click.echo(f"page: {observation.title or '(no title)'} · {observation.url}")
+    from ..console import terminal_safe  # the page's text cannot drive the terminal
+
+    click.echo(terminal_safe(f"page: {observation.title or '(no title)'} · {observation.url}"))
     if snapshot:
         click.echo("\naccessibility snapshot (what a policy sees):")
-        click.echo(observation.aria)
+        click.echo(terminal_safe(observation.aria or ""))
     click.echo(f"\ninteractive elements: {len(elements)}")
     if elements:
-        click.echo(format_table(elements))
+        click.echo(terminal_safe(format_table(elements)))
         click.echo('\nIn a flow: {"name": "click", "arguments": {"selector": "<SELECTOR>"}}')
 
 

@@ -29,7 +29,7 @@ def plugins_command(show_all: bool, as_json: bool) -> None:
         }
         click.echo(json.dumps(data, indent=2))
         return
-    from rich.console import Console
+    from ..console import SafeConsole as Console  # page text cannot drive the terminal
     from rich.markup import escape
     from rich.table import Table
 

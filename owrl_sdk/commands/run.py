@@ -181,7 +181,7 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
     else:
         agent = Agent(settings=settings, plugins=plugins)
 
-    from rich.console import Console
+    from ..console import SafeConsole as Console  # page text cannot drive the terminal
 
     console = Console(stderr=as_json, quiet=as_json)
     view = LiveView(console, settings.max_steps)
@@ -385,7 +385,7 @@ def run_batch(flow_file: Optional[str], inputs_file: Optional[str], workers: Opt
     """``owrl run --flow F --inputs ROWS``: a :class:`owrl_sdk.batch.Batch` with a progress bar on
     stderr (``--input`` values apply to every row; a row's own value wins); exit 0 when every row
     succeeded, 1 when any failed."""
-    from rich.console import Console
+    from ..console import SafeConsole as Console  # page text cannot drive the terminal
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -95,7 +95,7 @@ def tasks_command(suite: Optional[str], as_json: bool) -> None:
     SUITE is a suite name or a task file (.jsonl/.json). Without it: each suite, the plugin
     that registered it and its number of tasks. With it: each task's id, difficulty, start
     URL and intent."""
-    from rich.console import Console
+    from ..console import SafeConsole as Console  # page text cannot drive the terminal
     from rich.markup import escape
     from rich.table import Table
 

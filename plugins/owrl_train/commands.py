@@ -33,7 +33,7 @@ def train_command() -> None:
 def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: float, batch_size: int,
                 grad_accum: int, save_every: int, four_bit: bool, autocast: str, text_mode: bool, resume: bool) -> None:
     """Supervised fine-tuning with LoRA on per-turn samples."""
-    from rich.console import Console
+    from owrl_sdk.console import SafeConsole as Console  # page text cannot drive the terminal
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -91,7 +91,7 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
               help="How turns weigh in the loss (loss_type).")
 def rl_command(config_file: str, backend: Optional[str], ray_address: Optional[str], **trl: Any) -> None:
     """Online MM-GRPO on live pages; re-running the same command resumes."""
-    from rich.console import Console
+    from owrl_sdk.console import SafeConsole as Console  # page text cannot drive the terminal
     from rich.markup import escape
 
     from owrl_sdk.config import load_checked_settings as load_settings

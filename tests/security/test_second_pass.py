@@ -337,3 +337,71 @@ def test_batch_csv_escapes_inputs_and_outputs(tmp_path):
         rows = list(csv.reader((tmp_path / "b" / "batch.csv").open(encoding="utf-8")))
         cells = [r[rows[0].index("input:q")] for r in rows[1:]]
         assert cells == ["'=HYPERLINK(\"http://evil.test\")", "-7"], cells
+
+
+# ------------------------------------------------------------------ 15: terminal escapes
+
+ESCAPES = {
+    "window title (OSC 0)": "\x1b]0;owned\x07",
+    "disguised link (OSC 8)": "\x1b]8;;http://evil.test/\x1b\\click here\x1b]8;;\x1b\\",
+    "clear screen (CSI 2J)": "\x1b[2J\x1b[H",
+    "clipboard write (OSC 52)": "\x1b]52;c;ZWNobyBvd25lZA==\x07",
+    "8-bit CSI (C1)": "\x9b2J",
+    "cursor up over earlier lines": "\x1b[5A\x1b[2K",
+}
+
+
+@pytest.mark.parametrize("what", list(ESCAPES))
+def test_page_text_printed_by_the_live_view_cannot_drive_the_terminal(what):
+    import io
+
+    from rich.text import Text
+
+    from owrl_sdk.console import SafeConsole
+
+    out = io.StringIO()
+    console = SafeConsole(file=out, force_terminal=True, color_system="standard", width=200)
+    payload = ESCAPES[what]
+    with attack("terminal", f"page text with {what} in the live view", "C0/C1 controls and ESC removed"):
+        console.print("title: " + payload, markup=False)
+        console.print(Text("value: " + payload, style="bold"))
+        printed = out.getvalue()
+        assert payload not in printed
+        for seq in ("\x1b]", "\x1b[2J", "\x1b[5A", "\x9b", "\x07"):
+            assert seq not in printed, (seq, printed)
+        assert "\x1b[1m" in printed  # Rich's own styling still works
+
+
+async def test_owrl_inspect_prints_a_hostile_pages_text_harmlessly(tmp_path):
+    import subprocess
+    import sys
+
+    hostile = "".join(ESCAPES.values())
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            body = (f"<title>Shop{hostile}</title><h1>Hi</h1><button>Buy{hostile}</button>"
+                    f"<a href='/x'>Link{hostile}</a>").encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        with attack("terminal", "a page's title and element names full of escapes, through owrl inspect",
+                    "printed without a control character"):
+            done = subprocess.run([sys.executable, "-m", "owrl_sdk", "inspect", url, "--snapshot"], cwd=tmp_path,
+                                  capture_output=True, timeout=120)
+            assert done.returncode == 0, done.stderr[-2000:]
+            assert b"Buy" in done.stdout and b"Shop" in done.stdout
+            for byte in (b"\x1b", b"\x07", b"\xc2\x9b"):
+                assert byte not in done.stdout and byte not in done.stderr, byte
+    finally:
+        server.shutdown()
+        server.server_close()
