@@ -201,6 +201,51 @@ class BearerAuth:
         return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), self.token)
 
 
+#: The header a client without a token sends on requests that change something (``--no-auth``).
+CLIENT_HEADER = "x-owrl-client"
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+class LocalOnly:
+    """ASGI middleware for ``--no-auth`` (a server on 127.0.0.1 without a token). Without it,
+    any web page the user opens could use the server: a page's form or ``no-cors`` fetch sends
+    a multipart POST with no preflight, and a DNS-rebound name reads the answers.
+
+    - the ``Host`` header must name the loopback address (``127.0.0.1``, ``localhost`` or
+      ``[::1]``, any port): a rebound name is refused with 421;
+    - a request that is not a GET, HEAD or OPTIONS must be JSON (``Content-Type:
+      application/json``) or carry ``X-Owrl-Client`` (any value): a browser sends neither
+      across origins without a preflight, which this server never allows. Else 403."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.lower(): v for k, v in scope.get("headers", [])}
+        host = headers.get(b"host", b"").decode("latin-1").strip().lower()
+        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+        if name not in _LOOPBACK_HOSTS:
+            await self._refuse(send, 421, f"this server answers to 127.0.0.1 only, not to Host {host!r}")
+            return
+        content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+        if scope.get("method", "GET") not in ("GET", "HEAD", "OPTIONS") and content_type != b"application/json" \
+                and CLIENT_HEADER.encode() not in headers:
+            await self._refuse(send, 403, "without a token, a request that changes something must be JSON or send "
+                                          "the header X-Owrl-Client (what a web page cannot send)")
+            return
+        await self.app(scope, receive, send)
+
+    @staticmethod
+    async def _refuse(send: Any, status: int, detail: str) -> None:
+        body = json.dumps({"detail": detail}).encode()
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
 class BodyLimit:
     """ASGI middleware: a request whose body is over ``max_bytes`` gets a 413. A declared
     ``Content-Length`` over it is answered before the body is read; a body sent in chunks is
@@ -498,7 +543,7 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         data = runner.screenshot(job, index)
         if data is None:
             raise HTTPException(404, f"job {job_id} has no screenshot for step {index}")
-        return Response(data, media_type="image/jpeg")
+        return Response(data, media_type="image/png" if data.startswith(b"\x89PNG") else "image/jpeg")
 
     @app.exception_handler(RequestValidationErrorOf)
     async def form_error(request: Request, err: RequestValidationErrorOf) -> JSONResponse:
@@ -508,4 +553,6 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
     app.add_middleware(BodyLimit)
     if token:  # added last, so outermost: a request without the token is refused before its body is read
         app.add_middleware(BearerAuth, token=token)
+    else:  # --no-auth, loopback only: what stands in for the token against the user's own browser
+        app.add_middleware(LocalOnly)
     return app

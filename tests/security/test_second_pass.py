@@ -405,3 +405,54 @@ async def test_owrl_inspect_prints_a_hostile_pages_text_harmlessly(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+# ------------------------------------------------------------------ 7: --no-auth and the user's own browser
+
+
+def raw_request(port: int, method: str, path: str, headers: dict, body: bytes = b"") -> int:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+    for k, v in {**headers, "Content-Length": str(len(body))}.items():
+        conn.putheader(k, v)
+    conn.endheaders(body)
+    status = conn.getresponse().status
+    conn.close()
+    return status
+
+
+def test_a_server_without_a_token_refuses_what_a_web_page_can_send(tmp_path):
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "serve"))
+    from serve_support import Served
+
+    server = Served(tmp_path / "data", args=("--no-auth",), token=None).start()
+    try:
+        port = server.port
+        boundary = "x7d1"
+        form = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"rows\"; filename=\"r.csv\"\r\n"
+                f"Content-Type: text/csv\r\n\r\nq\r\nhat\r\n--{boundary}--\r\n").encode()
+        local = {"Host": f"127.0.0.1:{port}"}
+        simple = [("multipart form (a page's <form> or no-cors fetch)", f"multipart/form-data; boundary={boundary}", form),
+                  ("text/plain JSON (a simple request)", "text/plain", json.dumps({"task": "t"}).encode()),
+                  ("url-encoded form", "application/x-www-form-urlencoded", b"task=t")]
+        for what, ctype, body in simple:
+            with attack("server", f"--no-auth: {what} POSTed from a web page", "403: JSON or X-Owrl-Client only"):
+                assert raw_request(port, "POST", "/v1/jobs/batch/csv", {**local, "Content-Type": ctype}, body) == 403
+                assert raw_request(port, "POST", "/v1/jobs/task", {**local, "Content-Type": ctype}, body) == 403
+        for host in ("evil.test", f"evil.test:{port}", "127.0.0.1.evil.test", f"rebind.localhost.evil.test:{port}"):
+            with attack("server", f"--no-auth: DNS rebinding (Host: {host})", "421: loopback Host only"):
+                assert raw_request(port, "GET", "/v1/jobs", {"Host": host}) == 421
+        # the server's own clients go on working
+        assert raw_request(port, "GET", "/v1/jobs", local) == 200
+        assert raw_request(port, "GET", "/v1/jobs", {"Host": f"localhost:{port}"}) == 200
+        assert raw_request(port, "POST", "/v1/jobs/task", {**local, "Content-Type": "application/json"},
+                           json.dumps({"task": "t"}).encode()) == 422  # JSON reaches validation
+        assert raw_request(port, "POST", "/v1/jobs/batch/csv", {**local, "X-Owrl-Client": "1",
+                                                                 "Content-Type": f"multipart/form-data; boundary={boundary}"},
+                           form) == 422  # the header lets a form through (it lacks its flow)
+    finally:
+        server.stop()
