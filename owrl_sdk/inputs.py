@@ -238,6 +238,20 @@ def text_of(value: Any) -> str:
     return str(value)
 
 
+def _no_dot_segments(text: str, filled: str) -> None:
+    """An address whose inputs make a whole path segment ``.`` or ``..`` (percent-encoded too:
+    a browser reads ``%2e%2e`` as ``..``) climbs out of the path its flow named: refused."""
+    from urllib.parse import unquote, urlsplit
+
+    before, after = urlsplit(text).path.split("/"), urlsplit(filled).path.split("/")
+    if len(before) != len(after):
+        return
+    for mine, theirs in zip(before, after):
+        if PLACEHOLDER.search(mine) and unquote(theirs) in (".", ".."):
+            raise UsageError(f"the inputs filled into {text!r} make the path segment {theirs!r}: a segment of "
+                             "only . or .. is refused (it would climb out of the path the flow names)")
+
+
 def _fill(text: str, values: Mapping[str, Any], how: str) -> str:
     def one(m: re.Match[str]) -> str:
         name = m.group(1)
@@ -254,6 +268,8 @@ def _fill(text: str, values: Mapping[str, Any], how: str) -> str:
         return value
 
     filled = PLACEHOLDER.sub(one, text)
+    if how == "url" and filled != text:
+        _no_dot_segments(text, filled)
     if filled != text:
         # each value is refused on its own when it holds a secret placeholder (resolve_inputs);
         # here two values, or a value and the text around it, must not make one between them

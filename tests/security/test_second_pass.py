@@ -456,3 +456,33 @@ def test_a_server_without_a_token_refuses_what_a_web_page_can_send(tmp_path):
                            form) == 422  # the header lets a form through (it lacks its flow)
     finally:
         server.stop()
+
+
+# ------------------------------------------------------------------ 11: path segments
+
+
+@pytest.mark.parametrize("template, value", [
+    ("https://shop.example/orders/{{input:id}}/view", ".."),
+    ("https://shop.example/orders/{{input:id}}/view", "."),
+    ("https://shop.example/orders/.{{input:id}}/view", "."),  # the value completes a dot segment
+    ("https://shop.example/orders/{{input:id}}", ".."),  # the last segment
+])
+def test_an_input_cannot_make_a_dot_segment_that_climbs_out_of_the_path(template, value):
+    from owrl_sdk.errors import UsageError
+    from owrl_sdk.inputs import apply_inputs, fill
+    from owrl_sdk.documents import Flow
+
+    with attack("inputs", f"input {value!r} in {template.split('/', 3)[3]}", "refused as a whole . or .. segment"):
+        with pytest.raises(UsageError, match="climb out of the path"):
+            fill(template, {"id": value}, url=True)
+        flow = Flow.model_validate({"task": "t", "start_url": "https://shop.example/",
+                                    "inputs": {"id": {"type": "string"}},
+                                    "turns": [{"calls": [{"name": "goto_url", "arguments": {"url": template}}]}]})
+        with pytest.raises(UsageError, match="climb out of the path"):
+            apply_inputs(flow, {"id": value})
+    # what a browser would not read as a dot segment stays allowed: encoded, or part of a segment
+    from urllib.parse import urlsplit
+
+    for safe in ("%2e%2e", "..x", "a..", "...."):
+        path = urlsplit(fill("https://shop.example/orders/{{input:id}}/view", {"id": safe}, url=True)).path
+        assert path.startswith("/orders/") and path.endswith("/view") and path.count("/") == 3, path
