@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Literal, Optional, Union
+from typing import Any, Literal, Optional, Union
 from urllib.parse import urlsplit
 
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
@@ -67,9 +67,7 @@ class Write(BrowserTool):
         if target is not None and target.point_2d is None:
             locator = env.locate(target).locator
             if secrets.has_placeholder(args.message):
-                args, refused = _with_secrets(env, args, [page.url, *await _frames_of(locator)])
-                if refused is not None:
-                    return refused
+                return await _write_secret(env, args, await locator.element_handle())
             if args.clear:
                 try:
                     await locator.fill(args.message)
@@ -89,9 +87,11 @@ class Write(BrowserTool):
         if target is not None:
             await page.mouse.click(*env.to_pixels(target.point_2d))
         if secrets.has_placeholder(args.message):
-            args, refused = _with_secrets(env, args, [page.url, *await _focused_documents(page)])
-            if refused is not None:
-                return refused
+            handle = await _focused_element(page)
+            if handle is None:
+                return ToolResult.failure("no text field has the focus, so the secret was not typed: give the "
+                                          "field's point_2d, ref or selector", kind="action.failed")
+            return await _write_secret(env, args, handle)
         element = await describe_element(env, None)
         focused = await page.evaluate(_FOCUSED, args.clear)
         if args.clear and focused["editable"]:
@@ -109,6 +109,62 @@ class Write(BrowserTool):
                           data={"element": element, "value": after["value"]})
 
 
+async def _write_secret(env: BrowserEnv, args: WriteArgs, handle: Any) -> ToolResult:
+    """Write a message holding secrets into ``handle``, the element that was checked: the
+    hosts are checked on its own frames, the text goes into it in one fill (never key by key
+    to whatever has the focus, never through a fresh lookup that could find another page's
+    field), and its frames are checked again after; if it moved meanwhile, what was typed is
+    taken back and the write fails (``policy.secret_refused``)."""
+    page = env.page
+    before = [page.url, *await _frames_of_handle(handle)]
+    resolved, refused = _with_secrets(env, args, before)
+    if refused is not None:
+        return refused
+    kept = "" if args.clear else str(await handle.evaluate(_VALUE) or "")
+    await handle.fill(kept + resolved.message)
+    after = [page.url, *await _frames_of_handle(handle)]
+    if after != before:
+        _, moved = _with_secrets(env, args, after)
+        if moved is not None:
+            try:
+                await handle.fill(kept)
+            except Exception:  # noqa: BLE001 - gone with its page: nothing of it is left to clear
+                pass
+            return ToolResult.failure(f"{moved.error} (it moved while the secret was typed: taken back)",
+                                      kind="policy.secret_refused")
+    held = await handle.evaluate(_VALUE)
+    return ToolResult(feedback=_held_feedback(args, held))
+
+
+async def _frames_of_handle(handle: Any) -> list[str]:
+    """The addresses of the frame that holds ``handle`` and of each frame around it, as the
+    browser reports them (a frame's scripts cannot rewrite them); a frame that hides where it
+    is counts as nowhere."""
+    frame, found = await handle.owner_frame(), []
+    if frame is None:
+        return [_HIDDEN]
+    while frame is not None:
+        found.append(frame.url)
+        frame = frame.parent_frame
+    return found
+
+
+async def _focused_element(page: Any) -> Any:
+    """The element that has the focus, down through frames and shadow roots (as the browser
+    holds it, a handle), or None when nothing editable-looking has it."""
+    frame = page.main_frame
+    for _ in range(16):
+        element = (await frame.evaluate_handle(_ACTIVE)).as_element()
+        if element is None:
+            return None
+        inner = await element.content_frame()
+        if inner is None:
+            tag = str(await element.evaluate("e => e.tagName")).lower()
+            return None if tag in ("body", "html") else element
+        frame = inner
+    return None
+
+
 def _with_secrets(env: BrowserEnv, args: WriteArgs, documents: list[str]) -> tuple[WriteArgs, Optional[ToolResult]]:
     """``args`` with its placeholders resolved, just before the keys are sent: the value exists
     only here, for the keystrokes; everything else sees the placeholder. A secret bound to hosts
@@ -121,7 +177,7 @@ def _with_secrets(env: BrowserEnv, args: WriteArgs, documents: list[str]) -> tup
             continue
         if not hosts:
             return args, ToolResult.failure(f"secret {name} may be typed on no page (secrets_allowed_on lists no "
-                                            "host for it), so nothing was typed", kind="action.failed")
+                                            "host for it), so nothing was typed", kind="policy.secret_refused")
         policy = DomainPolicy(allowed=list(hosts))
         for url in documents:
             if not url.startswith(("http:", "https:")) or policy.refusal(url):
@@ -129,7 +185,7 @@ def _with_secrets(env: BrowserEnv, args: WriteArgs, documents: list[str]) -> tup
                          else f"on {urlsplit(url).hostname or url[:40]}")
                 return args, ToolResult.failure(
                     f"secret {name} may be typed only on {', '.join(hosts)}; the field is {where}, "
-                    "so nothing was typed", kind="action.failed")
+                    "so nothing was typed", kind="policy.secret_refused")
     try:
         return args.model_copy(update={"message": secrets.resolve(args.message, env.secret_lookup)}), None
     except secrets.SecretMissing as err:
@@ -139,37 +195,8 @@ def _with_secrets(env: BrowserEnv, args: WriteArgs, documents: list[str]) -> tup
 _HIDDEN = "about:hidden-frame"
 
 
-async def _frames_of(locator) -> list[str]:  # type: ignore[no-untyped-def]
-    """The addresses of the frame that holds the element and of each frame around it, as the
-    browser reports them (Playwright's frames, which a page's scripts cannot rewrite)."""
-    handle = await locator.element_handle()
-    frame, found = await handle.owner_frame(), []
-    if frame is None:  # a frame that tampers with its own DOM can hide where it is: count it as nowhere
-        return [_HIDDEN]
-    while frame is not None:
-        found.append(frame.url)
-        frame = frame.parent_frame
-    return found
-
-
 _ACTIVE = """() => { let e = document.activeElement;
   while (e && e.shadowRoot && e.shadowRoot.activeElement) e = e.shadowRoot.activeElement; return e; }"""
-
-
-async def _focused_documents(page) -> list[str]:  # type: ignore[no-untyped-def]
-    """The addresses of the frames the keys go down through, from the page to the frame whose
-    element has the focus: keys typed after a click at a point go to the focused element, maybe
-    in a frame. Each frame is the browser's; a frame's own scripts could only hide frames inside
-    it, and it is counted already."""
-    found, frame = [], page.main_frame
-    for _ in range(16):
-        element = (await frame.evaluate_handle(_ACTIVE)).as_element()
-        inner = await element.content_frame() if element is not None else None
-        if inner is None:
-            break
-        found.append(inner.url)
-        frame = inner
-    return found
 
 
 def _held_feedback(args: WriteArgs, held: Optional[str]) -> str:

@@ -60,6 +60,7 @@ KINDS: dict[str, str] = {
     "policy.unknown_tool": "a call named a tool that does not exist",
     "policy.bad_arguments": "a call's arguments do not validate",
     "policy.blocked_domain": "a call tried to leave the allowed domains",
+    "policy.secret_refused": "a secret was not typed: the field is not on a host it is bound to (secrets_allowed_on)",
     "policy.gave_up": "the policy ended the episode without done",
     "policy.repeated_without_change": "the same call, repeated, changed nothing each time",
     "policy.length_limit": "the model's answer was cut at the generation limit (max_new_tokens)",

@@ -486,3 +486,88 @@ def test_an_input_cannot_make_a_dot_segment_that_climbs_out_of_the_path(template
     for safe in ("%2e%2e", "..x", "a..", "...."):
         path = urlsplit(fill("https://shop.example/orders/{{input:id}}/view", {"id": safe}, url=True)).path
         assert path.startswith("/orders/") and path.endswith("/view") and path.count("/") == 3, path
+
+
+# ------------------------------------------------------------------ 1, 2: secret binding races
+
+RACE_SECRET = "Larkspur 7730 Quay"
+RACE_PAGES = {
+    # the field shows only after the page has left for another host, which has a field of the same id
+    "/late": """<html><body><input id="pw" style="display:none">
+<script>setTimeout(() => { location.href = location.origin.replace('127.0.0.1', 'localhost') + '/steal'; }, 400)</script>
+</body></html>""",
+    "/steal": """<html><body><input id="pw" oninput="window.stolen = this.value"></body></html>""",
+    # the field hands the focus to another host's frame as soon as it receives input
+    "/theft": """<html><body style="margin:0"><input id="pw" style="position:fixed; left:0; top:0; width:400px; height:40px">
+<iframe id="sink" style="position:fixed; left:0; top:100px; width:400px; height:100px; border:0"></iframe>
+<script>
+const sink = document.getElementById('sink');
+sink.src = location.origin.replace('127.0.0.1', 'localhost') + '/sink';
+document.getElementById('pw').addEventListener('input', () => sink.focus());
+document.getElementById('pw').addEventListener('keydown', () => sink.focus());
+</script></body></html>""",
+    "/sink": """<html><body><input id="s" autofocus oninput="window.stolen = this.value">
+<script>window.addEventListener('focus', () => document.getElementById('s').focus());</script></body></html>""",
+}
+
+
+async def _bound_env(tmp_path, monkeypatch):
+    from owrl_sdk.browser import BrowserHost
+    from owrl_sdk.config import Settings
+
+    monkeypatch.setenv("OWRL_SECRET_RACE", RACE_SECRET)
+    settings = Settings(runs_dir=str(tmp_path), secrets_allowed_on={"RACE": ["127.0.0.1"]})
+    host = BrowserHost(settings)
+    return host, await host.new_env(run_dir=tmp_path)
+
+
+async def _write(env, **arguments):
+    from builtin_tools import TOOLS
+    from owrl_sdk.types import ToolCall
+
+    tool = {cls.name: cls() for cls in TOOLS}["write"]
+    call = ToolCall(name="write", arguments=arguments)
+    return await env.execute(tool, tool.parse_args(arguments), call)
+
+
+async def test_a_page_that_leaves_for_another_host_while_the_field_waits_gets_nothing(
+        owrl_page_server, tmp_path, monkeypatch):
+    from owrl_sdk.types import Task
+
+    base = owrl_page_server(RACE_PAGES).rstrip("/")
+    host, env = await _bound_env(tmp_path, monkeypatch)
+    try:
+        await env.reset(Task(intent="x", start_url=f"{base}/late"))
+        with attack("secrets", "the bound host's page navigates to another host while write waits for the field",
+                    "the checked element is filled, never a fresh lookup"):
+            result = await _write(env, selector="#pw", message="{{secret:RACE}}")
+            assert not result.ok
+            if "localhost" in env.page.url:
+                held, stolen = await env.page.evaluate("() => [document.getElementById('pw').value, window.stolen]")
+                assert RACE_SECRET not in (held or "") and RACE_SECRET not in (stolen or "")
+        await env.close()
+    finally:
+        await host.close()
+
+
+@pytest.mark.parametrize("how", [{"point_2d": [150, 20]}, {"selector": "#pw"}, {"selector": "#pw", "clear": False}])
+async def test_a_field_that_hands_the_focus_to_another_hosts_frame_while_typing_leaks_nothing(
+        owrl_page_server, tmp_path, monkeypatch, how):
+    from owrl_sdk.types import Task
+
+    base = owrl_page_server(RACE_PAGES).rstrip("/")
+    host, env = await _bound_env(tmp_path, monkeypatch)
+    try:
+        await env.reset(Task(intent="x", start_url=f"{base}/theft"))
+        await env.page.wait_for_timeout(300)  # the frame loaded
+        with attack("secrets", f"focus stolen by a cross-origin frame while the secret is typed ({', '.join(how)})",
+                    "the text goes into the checked element at once, not key by key"):
+            result = await _write(env, **how, message="{{secret:RACE}}")
+            assert result.ok, result
+            frame = next(f for f in env.page.frames if "/sink" in f.url)
+            sunk, stolen = await frame.evaluate("() => [document.getElementById('s').value, window.stolen]")
+            assert not sunk and not stolen, (sunk, stolen)
+            assert await env.page.input_value("#pw") == RACE_SECRET
+        await env.close()
+    finally:
+        await host.close()

@@ -596,9 +596,9 @@ async def test_a_dialog_picture_a_download_name_and_hook_additions_hold_no_secre
     drawn: list[str] = []
     real_draw = picture.draw_dialog
 
-    def spy(shot, kind, message, *rest):  # the real drawing, with what it was given kept
+    def spy(shot, kind, message, *rest, **options):  # the real drawing, with what it was given kept
         drawn.append(message)
-        return real_draw(shot, kind, message, *rest)
+        return real_draw(shot, kind, message, *rest, **options)
 
     monkeypatch.setattr(picture, "draw_dialog", spy)
 
