@@ -113,7 +113,8 @@ async def person(port: int) -> None:
         await asyncio.sleep(0.5)
         await no_thanks.click()
         await asyncio.sleep(0.8)
-        await page.get_by_role("combobox", name="Size").select_option("M")
+        await page.get_by_role("combobox", name="Size").focus()  # as a person picks: trusted events
+        await page.keyboard.type("m")
         await asyncio.sleep(0.3)
         await page.get_by_role("spinbutton", name="Quantity").fill("2")
         await asyncio.sleep(0.3)

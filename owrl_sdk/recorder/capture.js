@@ -3,12 +3,19 @@
 // window.__owrlRecord(action). A password field's value never leaves the page.
 (() => {
   if (window.__owrlRecorder) return;
+  // The binding is taken into this closure and removed from the page, and every report carries
+  // this session's token (written in by the recorder): a page's own script cannot report an
+  // action the person never made.
+  const send = window.__owrlRecord;
+  try { delete window.__owrlRecord; } catch (e) { /* not configurable: the token still guards */ }
+  const TOKEN = "__OWRL_TOKEN__";
   const report = (action) => {
     if (action.kind !== "effects") {
       action.doc = prefix;
       action.before = pending ? Array.from(pending.before.keys()).slice(0, 2000) : [];
     }
-    try { window.__owrlRecord(action); } catch (e) { /* binding gone */ }
+    action.token = TOKEN;
+    try { send(action); } catch (e) { /* binding gone */ }
   };
   const norm = (s) => (s || "").replace(/\s+/g, " ").trim();
   const KEYS = new Set(["Enter", "Escape", "Tab", "ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "PageUp", "PageDown"]);
@@ -211,11 +218,14 @@
   function flushAll() { for (const el of Array.from(dirty)) flush(el); }
   const ACTIONABLE = 'a[href], button, input, select, textarea, summary, label, option, [role], [onclick], [tabindex], [contenteditable=""], [contenteditable=true]';
 
+  // only what the person did counts: a page's synthetic input or change event is no edit of theirs
   document.addEventListener("input", (e) => {
+    if (!e.isTrusted) return;
     const el = e.composedPath()[0];
     if (el && isTextField(el)) dirty.add(el);
   }, true);
   document.addEventListener("change", (e) => {
+    if (!e.isTrusted) return;
     const el = e.composedPath()[0];
     if (!el || !el.tagName) return;
     if (el.tagName === "SELECT") {

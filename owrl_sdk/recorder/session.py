@@ -22,8 +22,10 @@ A password field's value is never sent out of the page: it is recorded as ``{{se
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import os
+import secrets
 import time
 from importlib import resources
 from pathlib import Path
@@ -37,9 +39,11 @@ from .flowbuild import Call, FlowBuilder, choose_text, short_name, upper_snake, 
 CAUSE_WINDOW = 3.0
 
 
-def capture_script() -> str:
-    """The JavaScript injected into every frame (``capture.js``, package data)."""
-    return resources.files("owrl_sdk.recorder").joinpath("capture.js").read_text(encoding="utf-8")
+def capture_script(token: str = "") -> str:
+    """The JavaScript injected into every frame (``capture.js``, package data), with the
+    session's ``token``, which every report it sends carries."""
+    text = resources.files("owrl_sdk.recorder").joinpath("capture.js").read_text(encoding="utf-8")
+    return text.replace("__OWRL_TOKEN__", token)
 
 
 def partial_path(out: Path) -> Path:
@@ -65,6 +69,7 @@ class Recorder:
                  start_url: Optional[str] = None, task: str = "", input_fields: tuple[str, ...] = ()):
         self.url = url
         self.out = Path(out)
+        self._token = secrets.token_hex(16)  # what the capture script's reports carry (see _on_report)
         self.settings = settings
         self.plugins = plugins
         self.builder = FlowBuilder(start_url=start_url or url, task=task)
@@ -104,7 +109,7 @@ class Recorder:
         self.context = await self.host.browser.new_context(
             viewport={"width": s.viewport_width, "height": s.viewport_height}, accept_downloads=True)
         await self.context.expose_binding("__owrlRecord", self._on_report)
-        await self.context.add_init_script(script=capture_script())
+        await self.context.add_init_script(script=capture_script(self._token))
         self.context.on("page", self._on_page)
         self.context.on("close", lambda _ctx: self.finished.set())
         self.host.browser.on("disconnected", lambda _b: self.finished.set())
@@ -194,6 +199,9 @@ class Recorder:
             pass
 
     def _on_report(self, source: dict[str, Any], action: dict[str, Any]) -> None:
+        # only the capture script knows the token: a page that calls the binding itself is ignored
+        if not isinstance(action, dict) or not hmac.compare_digest(str(action.pop("token", "")), self._token):
+            return
         self._queue.put_nowait(("action", source, action))
 
     async def _work(self) -> None:

@@ -571,3 +571,62 @@ async def test_a_field_that_hands_the_focus_to_another_hosts_frame_while_typing_
         await env.close()
     finally:
         await host.close()
+
+
+# ------------------------------------------------------------------ 16: forged recordings
+
+FORGER = """<html><head><title>Bank</title></head><body>
+<label>IBAN <input id="iban"></label> <label>Note <input id="note"></label>
+<select id="plan" aria-label="Plan"><option value="free">Free</option><option value="pro">Pro</option></select>
+<button id="delete">Delete account</button> <button id="ok">OK</button>
+<script>
+const forge = () => {
+  const iban = document.getElementById('iban');
+  iban.value = 'DE00 ATTACKER 0000';
+  iban.dispatchEvent(new Event('input', {bubbles: true}));
+  iban.dispatchEvent(new Event('change', {bubbles: true}));
+  const plan = document.getElementById('plan');
+  plan.value = 'pro';
+  plan.dispatchEvent(new Event('change', {bubbles: true}));
+  document.getElementById('delete').click();  // a script's click: not trusted
+  document.getElementById('delete').dispatchEvent(new MouseEvent('click', {bubbles: true, detail: 1}));
+  document.getElementById('note').dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', bubbles: true}));
+  // the binding itself, as the page sees it (or a copy kept before anything could remove it)
+  for (const fn of [window.__owrlRecord, window.__kept]) {
+    try { fn && fn({kind: 'click', id: 999, target: {role: 'button', name: 'Delete account', selector: '#delete'},
+                    clicks: 1, url: location.href, doc: 'x', before: []}); } catch (e) {}
+  }
+};
+try { window.__kept = window.__owrlRecord; } catch (e) {}
+setTimeout(forge, 300); setTimeout(forge, 1200);
+</script></body></html>"""
+
+
+def test_a_page_cannot_write_actions_into_a_recording(tmp_path, owrl_page_server):
+    import asyncio
+
+    from owrl_sdk.config import Settings
+    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.recorder import Recorder
+
+    url = owrl_page_server({"/bank": FORGER}) + "bank"
+    out = tmp_path / "rec.json"
+
+    async def session():
+        recorder = Recorder(url, out, Settings(headless=True), Plugins(), start_url=url)
+        page = await recorder.start()
+        try:
+            await page.get_by_role("button", name="OK").click()  # the person's one action
+            await asyncio.sleep(2.0)
+        finally:
+            await recorder.stop()
+
+    with attack("recorder", "page forges input/change/click/keydown events and calls the recorder's binding",
+                "only trusted events; the binding is hidden and reports carry a session token"):
+        asyncio.run(session())
+        flow = json.loads(out.read_text())
+        calls = [c for turn in flow["turns"] for c in turn["calls"]]
+        text = json.dumps(flow)
+        assert "ATTACKER" not in text and "Delete account" not in text, text
+        assert [c["name"] for c in calls if c["name"] != "done"] == ["click"], calls
+        assert "OK" in json.dumps(calls[0])
