@@ -101,6 +101,10 @@ class Settings(BaseModel):
     viewport_width: int = Field(1280, ge=100)
     viewport_height: int = Field(1000, ge=100)
     screenshot_quality: int = Field(85, ge=1, le=100)
+    max_downloads: int = Field(20, ge=0, description="downloads an episode may save into its run folder; more are "
+                               "cancelled (0: none saved)")
+    max_download_mb: float = Field(100.0, ge=0, description="megabytes of downloads an episode may keep in its run "
+                                   "folder; a download that passes it is deleted")
     navigation_timeout: float = Field(30.0, gt=0)
     action_timeout: float = Field(5.0, gt=0)
     allowed_domains: list[str] = Field(default_factory=list, description="hosts an episode may visit (empty: any)")

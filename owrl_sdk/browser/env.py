@@ -140,6 +140,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
                                 shown=self._show_dialog_box)
         self._settle_after: Optional[dict[str, float]] = None
         self._waits: dict[str, dict[str, float]] = {}
+        self._downloads, self._download_bytes = 0, 0  # this episode's, against max_downloads / max_download_mb
         self._screenshot_type = "jpeg"
         self._tabs_opened = 0
         self._snapshot: Optional[_Snapshot] = None
@@ -188,6 +189,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
     async def reset(self, task: Task) -> None:
         """A fresh context and page, on the task's start page."""
         await self._close_context()
+        self._downloads, self._download_bytes = 0, 0
         browser, note = await self.host.browser_for_episode()
         self.warnings = [*self.host.warnings, *self._own_warnings]
         if note:
@@ -471,13 +473,32 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
     def _on_download(self, download: "Download") -> None:
         # the page chooses the name (a.download = value + ".txt"): the file is saved under it redacted
         name = (secrets.redact(download.suggested_filename) or "download").replace("/", "_")
-        if self.run_dir is not None:
-            target = self.run_dir / "downloads" / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            self._spawn(download.save_as(target))
-            self._events.append(("download", f'a download started: "{name}" (saved to downloads/{name})'))
-        else:
+        if self.run_dir is None:
             self._events.append(("download", f'a download started: "{name}"'))
+            return
+        self._downloads += 1
+        if self._downloads > self.settings.max_downloads:  # a page that downloads in a loop fills no disk
+            self._spawn(download.cancel())
+            self._events.append(("download", f'a download was refused: "{name}" (this episode saved its limit of '
+                                             f'{self.settings.max_downloads}, the max_downloads setting)'))
+            return
+        target = self.run_dir / "downloads" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self._spawn(self._save_download(download, target, name))
+        self._events.append(("download", f'a download started: "{name}" (saved to downloads/{name})'))
+
+    async def _save_download(self, download: "Download", target: Path, name: str) -> None:
+        """Save a download, then keep it only while the episode's downloads stay under
+        ``max_download_mb``: one that passes it is deleted, and the next look says so."""
+        await download.save_as(target)
+        size = target.stat().st_size if target.exists() else 0
+        limit = self.settings.max_download_mb * 1024 * 1024
+        if self._download_bytes + size > limit:
+            target.unlink(missing_ok=True)
+            self.warnings.append(f'download "{name}" ({size / 1048576:.1f} MB) was deleted: this episode\'s downloads '
+                                 f"would pass max_download_mb ({self.settings.max_download_mb:g} MB)")
+            return
+        self._download_bytes += size
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coro)

@@ -630,3 +630,65 @@ def test_a_page_cannot_write_actions_into_a_recording(tmp_path, owrl_page_server
         assert "ATTACKER" not in text and "Delete account" not in text, text
         assert [c["name"] for c in calls if c["name"] != "done"] == ["click"], calls
         assert "OK" in json.dumps(calls[0])
+
+
+# ------------------------------------------------------------------ limits: downloads
+
+
+async def test_a_page_that_downloads_in_a_loop_fills_no_disk(tmp_path):
+    from owrl_sdk.browser import BrowserHost
+    from owrl_sdk.config import Settings
+    from owrl_sdk.types import Task
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            if self.path.startswith("/file"):
+                size = 3 * 1024 * 1024 if "big" in self.path else 1000
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Disposition", f'attachment; filename="f{self.path[-2:].strip("/")}.bin"')
+                self.send_header("Content-Length", str(size))
+                self.end_headers()
+                self.wfile.write(b"x" * size)
+                return
+            n, kind = (8, "small") if "loop" in self.path else (2, "big")
+            links = "".join(f'<a id="a{i}" href="/file-{kind}-{i:02d}" download>f</a>' for i in range(n))
+            body = (f"<html><body>{links}<script>setTimeout(() => "
+                    f"document.querySelectorAll('a').forEach(a => a.click()), 100)</script></body></html>").encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    settings = Settings(runs_dir=str(tmp_path), max_downloads=3, max_download_mb=4)
+    host = BrowserHost(settings)
+    try:
+        for page, what in (("/loop", "8 downloads in a loop"), ("/big", "two 3 MB downloads past a 4 MB limit")):
+            run_dir = tmp_path / page.strip("/")
+            env = await host.new_env(run_dir=run_dir)
+            await env.reset(Task(intent="x", start_url=base + page))
+            await env.page.wait_for_timeout(3000)
+            for task in list(env._background):
+                try:
+                    await task
+                except Exception:  # noqa: BLE001 - a cancelled download
+                    pass
+            saved = sorted(p.name for p in (run_dir / "downloads").glob("*")) if (run_dir / "downloads").exists() else []
+            with attack("limits", f"a page starts {what}", "max_downloads / max_download_mb"):
+                if page == "/loop":
+                    assert len(saved) == 3, saved
+                    assert sum("was refused" in text for kind, text in env._events if kind == "download") == 5
+                else:
+                    assert len(saved) == 1, saved
+                    assert any("max_download_mb" in w for w in env.warnings), env.warnings
+            await env.close()
+    finally:
+        await host.close()
+        server.shutdown()
+        server.server_close()
