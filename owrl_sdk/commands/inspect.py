@@ -219,8 +219,12 @@ def _check_url(given: str, url: str, settings: Any, plugin_url: bool = False) ->
         raise UsageError(f"cannot open {url}: {refusal}")
 
 
-async def inspect_page(url: str, settings: Any, plugins: Any, wait: float = 0.0) -> tuple[Any, list[Element]]:
-    """Open ``url`` (already resolved) in a fresh context; return its observation and elements."""
+async def inspect_page(url: str, settings: Any, plugins: Any, wait: float = 0.0,
+                       found: Optional[dict[str, Any]] = None) -> tuple[Any, list[Element]]:
+    """Open ``url`` (already resolved) in a fresh context; return its observation and elements.
+    ``found`` receives them as soon as they are read (``observation``, ``elements``, and
+    ``chosen``: how many elements have their selector yet), for a caller that stops early."""
+    found = found if found is not None else {}
     from owrl_sdk.browser import BrowserHost
     from owrl_sdk.errors import InfraError, UsageError
     from owrl_sdk.types import Task
@@ -244,8 +248,10 @@ async def inspect_page(url: str, settings: Any, plugins: Any, wait: float = 0.0)
             await asyncio.sleep(wait)
         observation = await env.observe()
         elements = parse_snapshot(observation.aria)
+        found.update(observation=observation, elements=elements, chosen=0)
         for element in elements:
             await choose_selector(env.page, element)
+            found["chosen"] += 1
         await env.close()
         return observation, elements
     finally:
@@ -280,10 +286,12 @@ def format_table(elements: list[Element]) -> str:
 @click.option("--wait", type=click.FloatRange(min=0), default=0, show_default=True, metavar="SECONDS",
               help="Seconds to wait after the page loaded (for content that appears later).")
 @click.option("--headed", is_flag=True, help="Show the browser window.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=60, show_default=True, metavar="SECONDS",
+              help="Stop after this long and print what was read by then (a page that never settles).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print only the elements, as JSON: a list of {role, name, selector, ref, note}.")
 def inspect_command(url: str, snapshot: bool, allow_domains: tuple[str, ...], wait: float, headed: bool,
-                    as_json: bool) -> None:
+                    timeout: float, as_json: bool) -> None:
     """Open URL in Chromium; print its accessibility snapshot and a selector for each interactive element.
 
     URL is written as for `owrl run --url`: https://..., a bare host, a local file or demo:shop/PATH.
@@ -300,9 +308,24 @@ def inspect_command(url: str, snapshot: bool, allow_domains: tuple[str, ...], wa
     plugin_url = plugin_scheme(url, plugins)  # a plugin's own scheme, resolved by its hook
     resolved = plugins.resolve_url(url if plugin_url else resolve_url(url, plugins=plugins))
     _check_url(url, resolved, settings, plugin_url=plugin_url)
-    observation, elements = asyncio.run(inspect_page(resolved, settings, plugins, wait))
+    found: dict[str, Any] = {}
+    stopped = ""
+    try:
+        observation, elements = asyncio.run(asyncio.wait_for(inspect_page(resolved, settings, plugins, wait, found),
+                                                             timeout))
+    except asyncio.TimeoutError:
+        from owrl_sdk.errors import UsageError
+
+        if "observation" not in found:
+            raise UsageError(f"{url} could not be read in {timeout:g} s (a page that never finishes loading, or "
+                             "one that keeps the browser busy): try --timeout with more seconds") from None
+        observation, elements = found["observation"], found["elements"][: found["chosen"]]
+        stopped = (f"stopped after {timeout:g} s: {found['chosen']} of {len(found['elements'])} elements got a "
+                   "selector (--timeout for more)")
     if as_json:
         click.echo(json.dumps([e.to_json() for e in elements], indent=2, ensure_ascii=False))
+        if stopped:
+            click.echo(stopped, err=True)
         return
     from ..console import terminal_safe  # the page's text cannot drive the terminal
 
@@ -314,6 +337,8 @@ def inspect_command(url: str, snapshot: bool, allow_domains: tuple[str, ...], wa
     if elements:
         click.echo(terminal_safe(format_table(elements)))
         click.echo('\nIn a flow: {"name": "click", "arguments": {"selector": "<SELECTOR>"}}')
+    if stopped:
+        click.echo(f"\n{stopped}", err=True)
 
 
 @hookimpl

@@ -692,3 +692,54 @@ async def test_a_page_that_downloads_in_a_loop_fills_no_disk(tmp_path):
         await host.close()
         server.shutdown()
         server.server_close()
+
+
+# ------------------------------------------------------------------ limits: owrl inspect
+
+
+def test_owrl_inspect_stops_at_its_time_limit_and_prints_what_it_has(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            if self.path == "/hang":  # headers, then a body that never ends
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.end_headers()
+                self.wfile.write(b"<html><body>")
+                self.wfile.flush()
+                time.sleep(30)
+                return
+            buttons = "".join(f"<button>Item {i}</button>" for i in range(4000))
+            body = f"<html><head><title>Huge</title></head><body>{buttons}</body></html>".encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with attack("limits", "owrl inspect on a page of 4000 buttons", "--timeout: stops and prints what it read"):
+            started = time.monotonic()
+            done = subprocess.run([sys.executable, "-m", "owrl_sdk", "inspect", base + "/huge", "--no-snapshot",
+                                   "--timeout", "8"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+            assert time.monotonic() - started < 60, "the limit did not hold"
+            assert done.returncode == 0, done.stderr[-2000:]
+            assert "page: Huge" in done.stdout and "stopped after 8 s:" in done.stderr
+        with attack("limits", "owrl inspect on a page that never finishes loading", "one error line at the limit"):
+            done = subprocess.run([sys.executable, "-m", "owrl_sdk", "inspect", base + "/hang", "--timeout", "5"],
+                                  cwd=tmp_path, capture_output=True, text=True, timeout=120)
+            assert done.returncode != 0 and "Traceback" not in done.stderr
+            assert done.stderr.strip().splitlines()[-1].startswith("Error: "), done.stderr[-2000:]
+    finally:
+        server.shutdown()
+        server.server_close()
