@@ -170,47 +170,63 @@ def _delimiter(header_line: str) -> str:
     return best if counts[best] > counts[","] else ","
 
 
-def _read_csv(path: Path, text: str) -> list[Row]:
+def _too_many(path: Path, max_rows: int) -> UsageError:
+    return UsageError(f"{path}: more than {max_rows} rows; a batch takes at most {max_rows} (the max_rows setting): "
+                      "split the file, or raise max_rows")
+
+
+def _read_csv(path: Path, text: str, max_rows: Optional[int] = None) -> list[Row]:
+    """The rows of a CSV text, read one record at a time: past ``max_rows`` rows it stops with
+    an error (a file of a million rows is refused at the first row too many, not after all of
+    them were read)."""
     first = text.split("\n", 1)[0]
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=_delimiter(first))
     try:
-        records = list(reader)
+        head = next(reader, None)
+        if head is None or not any(cell.strip() for cell in head):
+            raise UsageError(f"{path}: no header (the first line names the columns, one per input)")
+        header = [cell.strip() for cell in head]
+        named = [name for name in header if name]
+        repeated = sorted({name for name in named if named.count(name) > 1})
+        if repeated:
+            raise UsageError(f"{path}: the header names {', '.join(map(repr, repeated))} more than once")
+        unnamed = [i for i, name in enumerate(header) if not name]
+        rows: list[Row] = []
+        contents: list[Any] = []
+        for number, record in enumerate(reader, start=1):
+            for i in unnamed:
+                if i < len(record) and record[i].strip():
+                    raise UsageError(f"{path}: column {i + 1} has values but no name in the header")
+            if not any(cell.strip() for cell in record):
+                continue  # a blank row (",,," as spreadsheets save them): not a row, but counted
+            if max_rows is not None and len(rows) >= max_rows:
+                raise _too_many(path, max_rows)
+            rows.append(_csv_row(number, record, header, named, contents))
     except csv.Error as err:
         raise UsageError(f"{path}: not readable as CSV (line {reader.line_num}: {err})") from None
-    if not records or not any(cell.strip() for cell in records[0]):
-        raise UsageError(f"{path}: no header (the first line names the columns, one per input)")
-    header = [cell.strip() for cell in records[0]]
-    body = records[1:]
-    for i, name in enumerate(header):
-        if not name and any(i < len(r) and r[i].strip() for r in body):
-            raise UsageError(f"{path}: column {i + 1} has values but no name in the header")
-    named = [name for name in header if name]
-    repeated = sorted({name for name in named if named.count(name) > 1})
-    if repeated:
-        raise UsageError(f"{path}: the header names {', '.join(map(repr, repeated))} more than once")
-    rows: list[Row] = []
-    contents: list[Any] = []
-    for number, record in enumerate(body, start=1):
-        if not any(cell.strip() for cell in record):
-            continue  # a blank row (",,," as spreadsheets save them): not a row, but counted
-        values = {header[i]: cell.strip() for i, cell in enumerate(record)
-                  if i < len(header) and header[i] and cell.strip()}
-        extra = [cell for cell in record[len(header):] if cell.strip()]
-        row = Row(number, values)
-        if extra:
-            row.error = (f"row {number} has {len(header) + len(extra)} cells but the header names "
-                         f"{len(named)} columns")
-        rows.append(row)
-        contents.append(record if extra else values)
     return _keyed(rows, contents)
 
 
-def _read_jsonl(path: Path, text: str) -> list[Row]:
+def _csv_row(number: int, record: list[str], header: list[str], named: list[str], contents: list[Any]) -> Row:
+    """One CSV record as a row (its content, for the row's key, appended to ``contents``)."""
+    values = {header[i]: cell.strip() for i, cell in enumerate(record)
+              if i < len(header) and header[i] and cell.strip()}
+    extra = [cell for cell in record[len(header):] if cell.strip()]
+    row = Row(number, values)
+    if extra:
+        row.error = f"row {number} has {len(header) + len(extra)} cells but the header names {len(named)} columns"
+    contents.append(record if extra else values)
+    return row
+
+
+def _read_jsonl(path: Path, text: str, max_rows: Optional[int] = None) -> list[Row]:
     rows: list[Row] = []
     contents: list[Any] = []
     for number, line in enumerate(json_lines(text), start=1):
         if not line.strip():
             continue
+        if max_rows is not None and len(rows) >= max_rows:
+            raise _too_many(path, max_rows)
         try:
             data = json.loads(line)
         except json.JSONDecodeError as err:
@@ -234,14 +250,15 @@ def _read_jsonl(path: Path, text: str) -> list[Row]:
     return _keyed(rows, contents)
 
 
-def read_rows(path: Union[str, Path]) -> list[Row]:
+def read_rows(path: Union[str, Path], max_rows: Optional[int] = None) -> list[Row]:
     """The rows of a ``.csv`` (a header, then one row per line) or ``.jsonl`` (one object per line) file.
 
     Text is UTF-8, with or without a byte-order mark. CSV cells are stripped of surrounding spaces,
     an empty cell gives no value (the input's default applies), a blank row is skipped, and the
     separator is ``,``, or ``;`` or a tab when the header holds more of those. In JSONL a ``null``
     gives no value, a blank line is skipped. A file that cannot be read as rows raises
-    :class:`UsageError`; a single bad record becomes a :class:`Row` with ``error`` set.
+    :class:`UsageError`; a single bad record becomes a :class:`Row` with ``error`` set. Past
+    ``max_rows`` rows the reading stops with a :class:`UsageError`.
     """
     p = Path(path)
     suffix = p.suffix.lower()
@@ -249,7 +266,7 @@ def read_rows(path: Union[str, Path]) -> list[Row]:
         raise UsageError(f"{p}: give the rows as a .csv file (a header row, then one row per run) or a .jsonl "
                          "file (one JSON object per line)")
     text = _decode(p)
-    rows = _read_csv(p, text) if suffix == ".csv" else _read_jsonl(p, text)
+    rows = _read_csv(p, text, max_rows) if suffix == ".csv" else _read_jsonl(p, text, max_rows)
     if not rows:
         raise UsageError(f"{p}: no rows to run" + (" (only a header)" if suffix == ".csv" else ""))
     return rows
@@ -363,7 +380,7 @@ class Batch:
         self.common = {k: v for k, v in dict(common or {}).items() if v is not None}
         if isinstance(rows, (str, Path)):
             self.inputs_file: Optional[str] = str(rows)
-            self.rows = read_rows(rows)
+            self.rows = read_rows(rows, max_rows=self.settings.max_rows)
         else:
             given = list(rows)
             self.inputs_file = None

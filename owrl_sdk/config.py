@@ -101,6 +101,8 @@ class Settings(BaseModel):
     viewport_width: int = Field(1280, ge=100)
     viewport_height: int = Field(1000, ge=100)
     screenshot_quality: int = Field(85, ge=1, le=100)
+    max_rows: int = Field(10_000, ge=1, description="rows a batch (owrl run --inputs, owrl serve) may have; a file "
+                          "with more is refused at the first row past it")
     max_downloads: int = Field(20, ge=0, description="downloads an episode may save into its run folder; more are "
                                "cancelled (0: none saved)")
     max_download_mb: float = Field(100.0, ge=0, description="megabytes of downloads an episode may keep in its run "

@@ -10,6 +10,8 @@ job that already ended.
 
 from __future__ import annotations
 
+import asyncio
+
 import hmac
 import json
 import os
@@ -433,7 +435,7 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         shows each row's status, inputs, outputs and failure as the rows end (``batch``)."""
         spec = batch_spec(body.flow, [dict(r) for r in body.rows], dict(body.inputs), body.workers, body.start_url,
                           body.max_steps, list(body.allowed_domains), ("body", "flow"))
-        rows = check_batch("check", spec, ("body", "rows"))
+        rows = await asyncio.to_thread(check_batch, "check", spec, ("body", "rows"))  # off the event loop
         return queued_batch(runner.submit("batch", spec), rows)
 
     def queued_batch(job: Job, rows: dict[str, Any]) -> Job:
@@ -474,7 +476,9 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         folder.mkdir(parents=True, exist_ok=True)
         try:
             (folder / "rows.csv").write_bytes(data)
-            pending = check_batch(staging, spec, ("body", "rows"))
+            # read off the event loop (health checks and other jobs' streams go on), the row cap
+            # applied while reading
+            pending = await asyncio.to_thread(check_batch, staging, spec, ("body", "rows"))
             if pending["rows"] > MAX_ROWS:  # as many as a JSON batch may have
                 raise SpecError(("body", "rows"), f"the CSV file has {pending['rows']} rows; a batch takes at most "
                                                   f"{MAX_ROWS}: split it into several batches")

@@ -743,3 +743,90 @@ def test_owrl_inspect_stops_at_its_time_limit_and_prints_what_it_has(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+# ------------------------------------------------------------------ 5, 12: rows past the cap
+
+
+def test_a_csv_of_a_million_rows_is_refused_at_the_first_row_past_the_cap(tmp_path):
+    import time
+    import tracemalloc
+
+    from owrl_sdk.batch import read_rows
+    from owrl_sdk.errors import UsageError
+
+    for suffix, body in ((".csv", "q\n" + "\n".join(f"v{i}" for i in range(1_000_000)) + "\n"),
+                         (".jsonl", "\n".join(json.dumps({"q": f"v{i}"}) for i in range(300_000)) + "\n")):
+        path = tmp_path / f"rows{suffix}"
+        path.write_text(body)
+        with attack("batches", f"a {suffix} of {body.count(chr(10)):,} rows to owrl run --inputs",
+                    "max_rows (10,000) applied while reading"):
+            tracemalloc.start()
+            started = time.perf_counter()
+            with pytest.raises(UsageError, match="more than 10000 rows"):
+                read_rows(path, max_rows=10_000)
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            assert peak < 200 * 1024 * 1024, peak  # the text itself, not a million row objects
+            assert time.perf_counter() - started < 20
+    assert len(read_rows(path, max_rows=300_000)) == 300_000
+
+
+def test_the_server_keeps_answering_while_a_csv_at_its_byte_limit_is_read(tmp_path):
+    import sys
+    import time
+    import urllib.request
+
+    import psutil
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "serve"))
+    from serve_support import Served
+
+    from owrl_sdk.server.app import MAX_CSV_BYTES
+
+    server = Served(tmp_path / "data").start()
+    try:
+        rows = ["q"]
+        size = 2
+        while size < MAX_CSV_BYTES - 16:
+            rows.append(f"v{len(rows)}")
+            size += len(rows[-1]) + 1
+        csv_body = ("\n".join(rows) + "\n").encode()[:MAX_CSV_BYTES]
+        flow = json.dumps({"task": "find {{input:q}}", "start_url": "https://example.com/",
+                           "inputs": {"q": {"type": "string"}}, "turns": [{"calls": [{"name": "done"}]}]})
+        boundary = "b0undary"
+        form = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"flow\"\r\n\r\n{flow}\r\n"
+                f"--{boundary}\r\nContent-Disposition: form-data; name=\"rows\"; filename=\"r.csv\"\r\n"
+                f"Content-Type: text/csv\r\n\r\n").encode() + csv_body + f"\r\n--{boundary}--\r\n".encode()
+        latencies: list[float] = []
+        peak = [0]
+        stop = threading.Event()
+        proc = psutil.Process(server.proc.pid)
+
+        def poll():
+            while not stop.is_set():
+                started = time.perf_counter()
+                urllib.request.urlopen(server.base + "/health", timeout=10).read()
+                latencies.append(time.perf_counter() - started)
+                peak[0] = max(peak[0], proc.memory_info().rss)
+                time.sleep(0.05)
+
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+        req = urllib.request.Request(server.base + "/v1/jobs/batch/csv", data=form, method="POST", headers={
+            "Authorization": f"Bearer {server.token}", "Content-Type": f"multipart/form-data; boundary={boundary}"})
+        with attack("server", f"a {len(csv_body) / 1e6:.1f} MB CSV upload of {len(rows) - 1:,} rows while /health "
+                    "is polled", "the cap applied while reading, off the event loop"):
+            try:
+                urllib.request.urlopen(req, timeout=120)
+                status = 201
+            except urllib.error.HTTPError as err:
+                status = err.code
+                detail = err.read().decode()
+            stop.set()
+            poller.join(15)
+            assert status == 422 and "10000" in detail, (status, detail)
+            assert latencies and max(latencies) < 1.0, max(latencies)
+            assert peak[0] < 300 * 1024 * 1024, peak[0] / 1e6
+    finally:
+        server.stop()
