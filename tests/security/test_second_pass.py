@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import threading
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable, Iterator
 
 import pytest
 
@@ -16,29 +18,51 @@ from owrl_cli import owrl
 from security_support import attack
 
 
-@pytest.fixture
-def canary():
-    """A loopback server that answers every GET with a schema and records the path asked for."""
-    hits: list[str] = []
+@contextmanager
+def loopback(respond: Callable[[BaseHTTPRequestHandler], None]) -> Iterator[str]:
+    """A server on 127.0.0.1 that answers every GET and POST with ``respond(handler)``; its base URL."""
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *a):
             pass
 
         def do_GET(self):
-            hits.append(self.path)
-            body = json.dumps({"type": "string", "const": "CANARY-CONTENT"}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/schema+json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            respond(self)
+
+        do_POST = do_GET
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", hits
-    server.shutdown()
-    server.server_close()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def answer(handler: BaseHTTPRequestHandler, body: bytes, content_type: str = "text/html; charset=utf-8",
+           headers: tuple[tuple[str, str], ...] = ()) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    for name, value in headers:
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+@pytest.fixture
+def canary():
+    """A loopback server that answers every GET with a schema and records the path asked for."""
+    hits: list[str] = []
+
+    def respond(handler):
+        hits.append(handler.path)
+        answer(handler, json.dumps({"type": "string", "const": "CANARY-CONTENT"}).encode(), "application/schema+json")
+
+    with loopback(respond) as base:
+        yield base, hits
 
 
 # ------------------------------------------------------------------ 3: a schema that fetches
@@ -98,28 +122,17 @@ def test_a_flow_whose_output_schema_refers_outside_is_refused_at_load(canary, tm
 def listener():
     """A loopback chat-completions endpoint that records the Authorization header it is sent."""
     seen: list[str] = []
+    reply = json.dumps({"choices": [{"message": {"content": "</think><tool_call>\n"
+                                                 '{"name": "done", "arguments": {"response": "x"}}\n</tool_call>'},
+                                     "finish_reason": "stop"}]}).encode()
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
+    def respond(handler):
+        seen.append(handler.headers.get("Authorization", ""))
+        handler.rfile.read(int(handler.headers.get("Content-Length", 0)))
+        answer(handler, reply, "application/json")
 
-        def do_POST(self):
-            seen.append(self.headers.get("Authorization", ""))
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            body = json.dumps({"choices": [{"message": {"content": "</think><tool_call>\n"
-                                                        '{"name": "done", "arguments": {"response": "x"}}'
-                                                        "\n</tool_call>"}, "finish_reason": "stop"}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    server.shutdown()
-    server.server_close()
+    with loopback(respond) as base:
+        yield base, seen
 
 
 def job_runner(tmp_path, settings=None):
@@ -240,43 +253,33 @@ def test_a_blocked_ipv4_is_blocked_in_every_ipv4_mapped_ipv6_spelling(spelling):
 
 async def test_a_blocked_ipv4_reached_as_mapped_ipv6_in_chromium_is_refused_before_it_leaves(tmp_path):
     """The browser canonicalises the literal ([::ffff:7f00:1]); the route still refuses it."""
-    hits: list[str] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
-
-        def do_GET(self):
-            hits.append(self.path)
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.end_headers()
-            self.wfile.write(b"<h1>reached</h1>")
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    port = server.server_address[1]
     from owrl_sdk.browser import BrowserHost
     from owrl_sdk.config import Settings
     from owrl_sdk.types import Task
 
+    hits: list[str] = []
+
+    def respond(handler):
+        hits.append(handler.path)
+        answer(handler, b"<h1>reached</h1>")
+
     settings = Settings(runs_dir=str(tmp_path), blocked_domains=["127.0.0.1"])
     host = BrowserHost(settings)
-    try:
-        env = await host.new_env(run_dir=tmp_path)
-        await env.reset(Task(intent="x", start_url="about:blank"))
-        with attack("domains", "page navigates to a blocked IPv4 as http://[::ffff:127.0.0.1]:PORT/ in Chromium",
-                    "refused by the route: the server is never reached"):
-            try:
-                await env.page.goto(f"http://[::ffff:127.0.0.1]:{port}/secret", timeout=5000)
-            except Exception:  # noqa: BLE001 - the refusal aborts the navigation
-                pass
-            assert hits == []
-        await env.close()
-    finally:
-        await host.close()
-        server.shutdown()
-        server.server_close()
+    with loopback(respond) as base:
+        port = base.rsplit(":", 1)[1]
+        try:
+            env = await host.new_env(run_dir=tmp_path)
+            await env.reset(Task(intent="x", start_url="about:blank"))
+            with attack("domains", "page navigates to a blocked IPv4 as http://[::ffff:127.0.0.1]:PORT/ in Chromium",
+                        "refused by the route: the server is never reached"):
+                try:
+                    await env.page.goto(f"http://[::ffff:127.0.0.1]:{port}/secret", timeout=5000)
+                except Exception:  # noqa: BLE001 - the refusal aborts the navigation
+                    pass
+                assert hits == []
+            await env.close()
+        finally:
+            await host.close()
 
 
 @pytest.mark.parametrize("entry, url", [
@@ -377,34 +380,17 @@ async def test_owrl_inspect_prints_a_hostile_pages_text_harmlessly(tmp_path):
     import sys
 
     hostile = "".join(ESCAPES.values())
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
-
-        def do_GET(self):
-            body = (f"<title>Shop{hostile}</title><h1>Hi</h1><button>Buy{hostile}</button>"
-                    f"<a href='/x'>Link{hostile}</a>").encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/"
+    page = (f"<title>Shop{hostile}</title><h1>Hi</h1><button>Buy{hostile}</button>"
+            f"<a href='/x'>Link{hostile}</a>").encode()
+    with loopback(lambda handler: answer(handler, page)) as base:
         with attack("terminal", "a page's title and element names full of escapes, through owrl inspect",
                     "printed without a control character"):
-            done = subprocess.run([sys.executable, "-m", "owrl_sdk", "inspect", url, "--snapshot"], cwd=tmp_path,
+            done = subprocess.run([sys.executable, "-m", "owrl_sdk", "inspect", base + "/", "--snapshot"], cwd=tmp_path,
                                   capture_output=True, timeout=120)
             assert done.returncode == 0, done.stderr[-2000:]
             assert b"Buy" in done.stdout and b"Shop" in done.stdout
             for byte in (b"\x1b", b"\x07", b"\xc2\x9b"):
                 assert byte not in done.stdout and byte not in done.stderr, byte
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 # ------------------------------------------------------------------ 7: --no-auth and the user's own browser
@@ -640,58 +626,43 @@ async def test_a_page_that_downloads_in_a_loop_fills_no_disk(tmp_path):
     from owrl_sdk.config import Settings
     from owrl_sdk.types import Task
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
+    def respond(handler):
+        if handler.path.startswith("/file"):
+            size = 3 * 1024 * 1024 if "big" in handler.path else 1000
+            name = f'attachment; filename="f{handler.path[-2:]}.bin"'
+            answer(handler, b"x" * size, "application/octet-stream", (("Content-Disposition", name),))
+            return
+        n, kind = (8, "small") if "loop" in handler.path else (2, "big")
+        links = "".join(f'<a id="a{i}" href="/file-{kind}-{i:02d}" download>f</a>' for i in range(n))
+        answer(handler, (f"<html><body>{links}<script>setTimeout(() => "
+                         f"document.querySelectorAll('a').forEach(a => a.click()), 100)</script></body></html>").encode())
 
-        def do_GET(self):
-            if self.path.startswith("/file"):
-                size = 3 * 1024 * 1024 if "big" in self.path else 1000
-                self.send_response(200)
-                self.send_header("Content-Type", "application/octet-stream")
-                self.send_header("Content-Disposition", f'attachment; filename="f{self.path[-2:].strip("/")}.bin"')
-                self.send_header("Content-Length", str(size))
-                self.end_headers()
-                self.wfile.write(b"x" * size)
-                return
-            n, kind = (8, "small") if "loop" in self.path else (2, "big")
-            links = "".join(f'<a id="a{i}" href="/file-{kind}-{i:02d}" download>f</a>' for i in range(n))
-            body = (f"<html><body>{links}<script>setTimeout(() => "
-                    f"document.querySelectorAll('a').forEach(a => a.click()), 100)</script></body></html>").encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
     settings = Settings(runs_dir=str(tmp_path), max_downloads=3, max_download_mb=4)
     host = BrowserHost(settings)
-    try:
-        for page, what in (("/loop", "8 downloads in a loop"), ("/big", "two 3 MB downloads past a 4 MB limit")):
-            run_dir = tmp_path / page.strip("/")
-            env = await host.new_env(run_dir=run_dir)
-            await env.reset(Task(intent="x", start_url=base + page))
-            await env.page.wait_for_timeout(3000)
-            for task in list(env._background):
-                try:
-                    await task
-                except Exception:  # noqa: BLE001 - a cancelled download
-                    pass
-            saved = sorted(p.name for p in (run_dir / "downloads").glob("*")) if (run_dir / "downloads").exists() else []
-            with attack("limits", f"a page starts {what}", "max_downloads / max_download_mb"):
-                if page == "/loop":
-                    assert len(saved) == 3, saved
-                    assert sum("was refused" in text for kind, text in env._events if kind == "download") == 5
-                else:
-                    assert len(saved) == 1, saved
-                    assert any("max_download_mb" in w for w in env.warnings), env.warnings
-            await env.close()
-    finally:
-        await host.close()
-        server.shutdown()
-        server.server_close()
+    with loopback(respond) as base:
+        try:
+            for page, what in (("/loop", "8 downloads in a loop"), ("/big", "two 3 MB downloads past a 4 MB limit")):
+                run_dir = tmp_path / page.strip("/")
+                env = await host.new_env(run_dir=run_dir)
+                await env.reset(Task(intent="x", start_url=base + page))
+                await env.page.wait_for_timeout(3000)
+                for task in list(env._background):
+                    try:
+                        await task
+                    except Exception:  # noqa: BLE001 - a cancelled download
+                        pass
+                folder = run_dir / "downloads"
+                saved = sorted(p.name for p in folder.glob("*")) if folder.exists() else []
+                with attack("limits", f"a page starts {what}", "max_downloads / max_download_mb"):
+                    if page == "/loop":
+                        assert len(saved) == 3, saved
+                        assert sum("was refused" in text for kind, text in env._events if kind == "download") == 5
+                    else:
+                        assert len(saved) == 1, saved
+                        assert any("max_download_mb" in w for w in env.warnings), env.warnings
+                await env.close()
+        finally:
+            await host.close()
 
 
 # ------------------------------------------------------------------ limits: owrl inspect
@@ -702,32 +673,19 @@ def test_owrl_inspect_stops_at_its_time_limit_and_prints_what_it_has(tmp_path):
     import sys
     import time
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *a):
-            pass
+    def respond(handler):
+        if handler.path == "/hang":  # headers, then a body that never ends
+            handler.send_response(200)
+            handler.send_header("Content-Type", "text/html")
+            handler.end_headers()
+            handler.wfile.write(b"<html><body>")
+            handler.wfile.flush()
+            time.sleep(30)
+            return
+        buttons = "".join(f"<button>Item {i}</button>" for i in range(4000))
+        answer(handler, f"<html><head><title>Huge</title></head><body>{buttons}</body></html>".encode())
 
-        def do_GET(self):
-            if self.path == "/hang":  # headers, then a body that never ends
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html")
-                self.end_headers()
-                self.wfile.write(b"<html><body>")
-                self.wfile.flush()
-                time.sleep(30)
-                return
-            buttons = "".join(f"<button>Item {i}</button>" for i in range(4000))
-            body = f"<html><head><title>Huge</title></head><body>{buttons}</body></html>".encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with loopback(respond) as base:
         with attack("limits", "owrl inspect on a page of 4000 buttons", "--timeout: stops and prints what it read"):
             started = time.monotonic()
             done = subprocess.run([sys.executable, "-m", "owrl_sdk", "inspect", base + "/huge", "--no-snapshot",
@@ -740,9 +698,6 @@ def test_owrl_inspect_stops_at_its_time_limit_and_prints_what_it_has(tmp_path):
                                   cwd=tmp_path, capture_output=True, text=True, timeout=120)
             assert done.returncode != 0 and "Traceback" not in done.stderr
             assert done.stderr.strip().splitlines()[-1].startswith("Error: "), done.stderr[-2000:]
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 # ------------------------------------------------------------------ 5, 12: rows past the cap
