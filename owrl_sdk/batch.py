@@ -367,6 +367,7 @@ class Batch:
 
         self.flow_file = None if isinstance(flow, Flow) else str(flow)
         self.flow = flow if isinstance(flow, Flow) else load_flow(flow)
+        self._shared_flow: Optional[dict[str, Any]] = None  # the flow as every row's task carries it
         self.plugins = plugins or Plugins()
         base = settings or load_settings()
         #: The settings the episodes run with: the flow memory unless another is configured.
@@ -564,7 +565,7 @@ class Batch:
     def prepare(self, row: Row) -> Union[Task, RowResult]:
         """The row's task (its flow, inputs filled in, in the task's metadata) or, when its
         values do not make the flow's inputs, its failed result."""
-        from .flowplayer import FLOW_METADATA
+        from .flowplayer import FLOW_INPUTS, FLOW_METADATA
 
         if row.error is not None:
             return self._failed(row, row.error)
@@ -572,18 +573,25 @@ class Batch:
         declared, used = self._names()
         try:
             values = api.resolve_inputs(declared, {**self.common, **row.values}, used)
-            flow = api.apply_inputs(self.flow, values)
+            flow = api.apply_inputs(self.flow, values)  # checked now; filled again when the row runs
         except UsageError as err:  # "pass --input NAME=..." is the command line's remedy, not a row's
             why = re.sub(r"pass --input (\w+)=\.\.\.", r"give \1 a value in this row", str(err))
             return self._failed(row, why, inputs=row.values)
         start = api.fill(self.url, values, url=True) if self.url else (flow.start_url or "")
         resolved = self.plugins.resolve_url(start)
-        metadata = {FLOW_METADATA: flow.model_dump(mode="json", by_alias=True, exclude_none=True),
-                    "inputs": values, "batch_row": row.number, "batch_key": row.key}
+        # every row's task carries the batch's one flow (the same object) and its own values: the
+        # flow player fills them in when the row runs, so a batch of N rows does not hold N flows
+        metadata = {FLOW_METADATA: self._flow_data(), FLOW_INPUTS: values, "inputs": values,
+                    "batch_row": row.number, "batch_key": row.key}
         if resolved != start:
             metadata["given_start_url"] = start
         return Task(id=f"row-{row.number}", intent=flow.task or f"row {row.number}", start_url=resolved,
                     output_schema=flow.output_schema, metadata=metadata)
+
+    def _flow_data(self) -> dict[str, Any]:
+        if self._shared_flow is None:
+            self._shared_flow = self.flow.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return self._shared_flow
 
     def _failed(self, row: Row, why: str, inputs: Optional[dict[str, Any]] = None) -> RowResult:
         return RowResult(row=row.number, key=row.key, status="fail", inputs=dict(inputs or {}), failure=BAD_INPUTS,

@@ -41,6 +41,9 @@ FLOW_POLICY = "scripted"
 #: A task's metadata key that carries the flow to play for that task (``owrl.flow/1`` data or a
 #: :class:`Flow`); a batch gives every row its own flow this way (:mod:`owrl_sdk.batch`).
 FLOW_METADATA = "flow"
+#: With it, the values to fill into the carried flow when the episode starts (a batch's rows
+#: share one flow object and carry their own values).
+FLOW_INPUTS = "flow_inputs"
 
 #: The registered name of :class:`FlowMemory`.
 FLOW_MEMORY = "flow-history"
@@ -67,8 +70,13 @@ class ScriptedPolicy(Policy):
         if not context.history:
             self.position = 0
             carried = context.task.metadata.get(FLOW_METADATA)
-            if carried is not None:  # a batch's row: this task's own flow, its inputs filled in
+            if carried is not None:  # a batch's row: the batch's flow, with this row's inputs
                 self.flow = carried if isinstance(carried, Flow) else flow_from_data(carried, "task.metadata.flow")
+                values = context.task.metadata.get(FLOW_INPUTS)
+                if values:
+                    from .inputs import apply_inputs
+
+                    self.flow = apply_inputs(self.flow, values)
             if self.flow.output_schema is not None and context.task.output_schema is None:
                 # the flow's schema is its task's (the task is the one the episode's hooks check done against)
                 context.task.output_schema = self.flow.output_schema

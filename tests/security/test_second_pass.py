@@ -785,3 +785,40 @@ def test_the_server_keeps_answering_while_a_csv_at_its_byte_limit_is_read(tmp_pa
             assert peak[0] < 300 * 1024 * 1024, peak[0] / 1e6
     finally:
         server.stop()
+
+
+# ------------------------------------------------------------------ 6: one flow per batch, not per row
+
+
+def test_a_batch_holds_its_flow_once_whatever_its_row_count(tmp_path):
+    import tracemalloc
+
+    from owrl_sdk.batch import Batch
+    from owrl_sdk.config import Settings
+    from owrl_sdk.documents import Flow
+
+    calls = [{"name": "click", "arguments": {"selector": f"#b{i}"}} for i in range(2000)]
+    flow = Flow.model_validate({"task": "find {{input:q}}", "start_url": "https://shop.example/?q={{input:q}}",
+                                "inputs": {"q": {"type": "string"}},
+                                "turns": [{"calls": calls}, {"calls": [{"name": "done"}]}]})
+    batch = Batch(flow, [{"q": f"item {i}"} for i in range(60)], out=tmp_path / "b",
+                  settings=Settings(runs_dir=str(tmp_path)))
+    with attack("server", "a 2,000-call flow x 60 rows as one batch", "the rows share one flow; each is filled "
+                "when it runs"):
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        tasks = [batch.prepare(row) for row in batch.rows]
+        held = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
+        assert held < 25 * 1024 * 1024, held / 1e6  # one flow and 60 small tasks, not 60 flows
+        assert len({id(t.metadata["flow"]) for t in tasks}) == 1
+    # the row's own flow is what the player runs
+    import asyncio
+
+    from owrl_sdk.flowplayer import ScriptedPolicy
+    from owrl_sdk.memory import Context
+    from owrl_sdk.types import Observation
+
+    player = ScriptedPolicy(Settings(runs_dir=str(tmp_path)), flow=flow)
+    asyncio.run(player.act(Context(task=tasks[7], observation=Observation(url="u"), tools=[])))
+    assert player.flow.start_url == "https://shop.example/?q=item%207" and player.flow.task == "find item 7"
