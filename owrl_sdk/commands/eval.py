@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -45,10 +46,12 @@ def _fmt_rate(block: dict[str, Any]) -> str:
               help="(ray) Browser contexts, i.e. episodes in flight, per worker.")
 @click.option("--out", type=click.Path(file_okay=False), help="Output folder (default: eval/<suite>-<policy>).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json to stdout instead of the table.")
+@click.option("--fail-under", type=click.FloatRange(0, 1), metavar="RATE",
+              help="Exit 1 when the success rate (of the judged episodes, 0 to 1) is below RATE: a CI gate.")
 def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: int, policy: Optional[str],
                  model: Optional[str], profile: Optional[str], judge: str, max_steps: Optional[int], browser_endpoint: Optional[str],
                  cdp_endpoint: Optional[str], backend: str, ray_address: Optional[str], contexts: int,
-                 out: Optional[str], as_json: bool) -> None:
+                 out: Optional[str], as_json: bool, fail_under: Optional[float]) -> None:
     """Evaluate a policy on a task suite; re-running the same command resumes."""
     from ..console import SafeConsole as Console  # page text cannot drive the terminal
     from rich.markup import escape
@@ -130,6 +133,7 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
     console.print(f"report: {escape(str(write_eval_report(out_dir)))}", highlight=False, soft_wrap=True)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
+        _gate(summary, fail_under)
         return
     from rich.table import Table
 
@@ -149,6 +153,17 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
         out_console.print(f"{escape(backend)}: {summary['workers_lost']} worker(s) lost, {summary['episodes_retried']} episode(s) retried")
     out_console.print(f"results: {escape(str(out_dir / 'summary.json'))} · episodes: {escape(str(out_dir / 'episodes.jsonl'))}",
                       highlight=False, soft_wrap=True)
+    _gate(summary, fail_under)
+
+
+def _gate(summary: dict[str, Any], fail_under: Optional[float]) -> None:
+    """``--fail-under``: exit 1, with a line saying why, when the success rate is below it."""
+    if fail_under is None:
+        return
+    rate = float(summary.get("success_rate") or 0.0)
+    if rate < fail_under:
+        click.echo(f"success rate {rate:.1%} is below --fail-under {fail_under:.1%}", err=True)
+        sys.exit(1)
 
 
 @hookimpl

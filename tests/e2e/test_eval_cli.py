@@ -50,6 +50,14 @@ def test_miniwob_oracle_and_random(tmp_path):
                "--workers", "2", "--out", "random", "--json", cwd=tmp_path)
     random_ = json.loads(out.stdout)
     assert random_["success_rate"] < oracle["success_rate"] - 0.5
+    # --fail-under gates a CI job (re-running resumes: no episode is played again)
+    gate = ("eval", "--suite", "miniwob", "--tasks", tasks, "--episodes", "5", "--workers", "2", "--json",
+            "--fail-under", "0.9")
+    passed = owrl(*gate, "--policy", "oracle", "--out", "oracle", cwd=tmp_path)
+    assert passed.returncode == 0 and json.loads(passed.stdout)["success_rate"] == 1.0, passed.stderr[-2000:]
+    failed = owrl(*gate, "--policy", "random", "--out", "random", cwd=tmp_path)
+    assert failed.returncode == 1 and json.loads(failed.stdout)["episodes"] == 15
+    assert f"success rate {random_['success_rate']:.1%} is below --fail-under 90.0%" in failed.stderr
 
 
 def test_a_task_file_may_start_on_a_plugins_scheme_as_owrl_run_does(tmp_path):
