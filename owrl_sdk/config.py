@@ -134,6 +134,11 @@ class Settings(BaseModel):
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                 raise ValueError(f"'{name}' is not a secret's NAME (as in {{{{secret:NAME}}}}); write "
                                  "NAME=host,host;OTHER=host")
+        from .domains import normalize_domain
+
+        for hosts in value.values():
+            for host in hosts:
+                normalize_domain(host)  # a port or scheme would bind the secret to nothing, silently
         return value
 
     @field_validator("browser_endpoint", "cdp_endpoint", "remote_chromium")
