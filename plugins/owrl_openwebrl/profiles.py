@@ -487,7 +487,10 @@ class OpenWebRLProfile:
             messages.append({"role": "assistant", "content": [_text(restore_think(said))]})
             lines = self.feedback(step)
             head = _text("<tool_response>\n" + "\n".join(lines) + "\n\n")
-            body = observation_parts(observations[i + 1], self.screen, images[i + 1])
+            # an answer with no call ran nothing: the official loop answers it with the observation
+            # it had already sent (its text here; the screenshot is the latest, of the same page)
+            unread = bool(step.turn.parse_error or not step.calls)
+            body = observation_parts(observations[i] if unread else observations[i + 1], self.screen, images[i + 1])
             messages.append({"role": "user", "content": _merge([head, *body, _text("\n</tool_response>")])})
         return Prompt(messages=messages, tools=self.tools, keep_assistant_text=True)
 

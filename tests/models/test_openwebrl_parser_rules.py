@@ -91,3 +91,21 @@ def test_the_profiles_parse_by_their_own_rules():
     assert OwrlProfile().parse(text).parse_error  # owrl's profile fails the answer on its bad block
     # the declared tools decide what is known: the stand-in list has no call_user
     assert OpenWebRLProfile().parse(block({"name": "call_user", "arguments": {}})).parse_error
+
+
+def test_a_parse_failure_is_answered_with_the_observation_already_sent():
+    """The official loop does not step the environment after an unreadable answer: the next
+    tool response holds the parse-failure line and the previous observation."""
+    from openwebrl_case import context
+    from owrl_sdk.types import Observation, Step, Tab, Turn
+
+    ctx = context()
+    before = ctx.history[-1].observation
+    unread = Step(index=3, observation=Observation(url=before.url, title="Before", tabs=[
+        Tab(index=0, url=before.url, title="Before", active=True)]), turn=Turn(raw="hm", parse_error="no call"))
+    ctx.history.append(unread)
+    msgs = OpenWebRLProfile().render(ctx, tools_in_system=False).text_only()
+    last = msgs[-1]["content"][0]["text"]
+    assert last.startswith("<tool_response>\nFailed: the answer could not be read: no call")
+    assert "- Tab 0 (active): " + before.url + " - Before" in last  # the step's own observation
+    assert "Help" not in last  # not the page as it was looked at again
