@@ -89,8 +89,9 @@ class Write(BrowserTool):
         if secrets.has_placeholder(args.message):
             handle = await _focused_element(page)
             if handle is None:
-                return ToolResult.failure("no text field has the focus, so the secret was not typed: give the "
-                                          "field's point_2d, ref or selector", kind="action.failed")
+                _, refused = _with_secrets(env, args, [page.url])  # a secret not set says so first
+                return refused or ToolResult.failure("no text field has the focus, so the secret was not typed: "
+                                                     "give the field's point_2d, ref or selector", kind="action.failed")
             return await _write_secret(env, args, handle)
         element = await describe_element(env, None)
         focused = await page.evaluate(_FOCUSED, args.clear)
