@@ -12,7 +12,7 @@ escape sequences); :func:`terminal_safe` does the same for a plain line.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from typing import Iterable
 
 from rich.console import Console
 from rich.segment import Segment
@@ -34,10 +34,6 @@ class SafeConsole(Console):
         return super()._render_buffer(
             segment if segment.control else Segment(terminal_safe(segment.text), segment.style, segment.control)
             for segment in buffer)
-
-
-def make_console(**options: Any) -> Console:
-    return SafeConsole(**options)
 
 
 __all__ = ["SafeConsole", "terminal_safe"]
