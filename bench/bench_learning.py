@@ -218,7 +218,7 @@ def main() -> None:
                          "in trajectory order, an unreadable turn fails its episode and is not trained)")
     ap.add_argument("--optimizer-steps", type=int, default=4, help="optimizer steps per RL iteration (new trainer)")
     ap.add_argument("--kl-coef", type=float, default=0.05, help="KL to the SFT adapter (new trainer)")
-    ap.add_argument("--target-kl", type=float, default=0.01, help="early stop of an iteration's updates (new trainer)")
+    ap.add_argument("--target-kl", type=float, default=0.01, help="the trust region: KL from the sampling policy a step may reach (new trainer)")
     ap.add_argument("--probe-every", type=int, default=4, help="a greedy probe every N RL iterations (0: none)")
     ap.add_argument("--rl-temperature", type=float, default=0.8, help="sampling temperature of the RL rollouts")
     ap.add_argument("--rescue", choices=["none", "hot", "demo"], default="demo",

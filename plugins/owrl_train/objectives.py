@@ -131,8 +131,8 @@ def ppo_clip_loss(logp: Any, old_logp: Any, advantages: Any, mask: Any, *, clip_
         if dual is not None:
             metrics["dual_clip_fraction"] = float((dual.to(mask.dtype) * mask).sum() / n)
         metrics["ratio_mean"] = float((ratio * mask).sum() / n)
-        # KL(old || new) by the k3 estimator on the sampled tokens: how far the update has moved
-        metrics["kl_old_new"] = float((k3_kl(logp, old_logp) * mask).sum() / n)
+        # KL(old || new) on tokens the old policy sampled: how far the update has moved
+        metrics["kl_old_new"] = float((sampled_kl(old_logp, logp) * mask).sum() / n)
     if ref_logp is not None:
         kl = k3_kl(logp, ref_logp).clamp(max=kl_clamp)
         kl_term = reduce(kl)
@@ -163,4 +163,18 @@ def k3_kl(logp: Any, ref_logp: Any) -> Any:
     import torch
 
     d = ref_logp - logp
+    return torch.exp(d) - d - 1.0
+
+
+def sampled_kl(sampler_logp: Any, logp: Any) -> Any:
+    """KL(sampler || policy) per token, estimated on tokens the sampler drew: r - 1 - log r,
+    r = policy / sampler (k3 with the ratio the right way up for these samples).
+
+    :func:`k3_kl` has the ratio the other way up (it estimates KL(policy || reference) on the
+    policy's own samples). Used on the sampler's tokens it grows as exp(drop) where an update
+    pushes a sampled token down, so one pushed-down token made an iteration read KL 10 where
+    this reads about its log-ratio."""
+    import torch
+
+    d = logp - sampler_logp
     return torch.exp(d) - d - 1.0

@@ -15,8 +15,9 @@ One iteration:
    groups, ``optimizer_steps`` accumulated steps per epoch, each turn weighed by
    ``loss_type`` (default: every episode weighs the same), PPO-clip (dual-clip) on
    log-probabilities at the sampling temperature, a k3 KL to the policy RL started from
-   (a frozen copy of the starting adapter), and an early stop once the policy has moved
-   ``target_kl`` from the one that sampled;
+   (a frozen copy of the starting adapter), and a trust region: a step that moves the
+   policy more than ``target_kl`` from the one that sampled is shrunk, or undone and the
+   iteration's updates stop;
 5. diagnostics (``metrics.jsonl``, TensorBoard): KL to the reference and old to new,
    entropy, clipping, gradient norm, steps taken, unreadable and cut answers, advantage
    mass, all-fail and all-success groups, the adapter's drift, per-task success and a
@@ -48,7 +49,7 @@ from owrl_sdk.types import Task, Trajectory
 from .checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
 from .data import trajectory_samples
 from .logging import Scalars
-from .objectives import LOSS_TYPES, demonstration_loss, group_advantages, ppo_clip_loss, turn_weights
+from .objectives import LOSS_TYPES, demonstration_loss, group_advantages, ppo_clip_loss, sampled_kl, turn_weights
 from .rewards import ungated
 
 
@@ -127,8 +128,11 @@ class RLConfig:
     #: Weight of the k3 KL to the reference (the adapter RL started from); the KL is logged even at 0.
     kl_coef: float = 0.05
     kl_clamp: float = 10.0
-    #: Stop an iteration's updates once KL(old || new) on the sampled tokens passes this (0: never).
+    #: The trust region: after each optimizer step, KL(sampling policy || new) on the iteration's
+    #: sampled tokens; a step past this is halved along its direction up to ``kl_backtracks``
+    #: times, then undone, and the iteration's updates stop (0: no trust region).
     target_kl: float = 0.01
+    kl_backtracks: int = 4
     entropy_coef: float = 0.0
     max_grad_norm: float = 1.0
     optimizer: str = "mm-grpo"
@@ -203,6 +207,8 @@ class RLConfig:
             raise ConfigError(f"{where}: unknown alarm(s) {', '.join(unknown)}; known: {', '.join(ALARMS)}")
         if int(self.optimizer_steps) < 0:
             raise ConfigError(f"{where}: optimizer_steps must be 0 (a step per minibatch) or more, not {self.optimizer_steps!r}")
+        if int(self.kl_backtracks) < 0:
+            raise ConfigError(f"{where}: kl_backtracks must be 0 or more, not {self.kl_backtracks!r}")
         for key in ("minibatch", "ppo_epochs", "group_size"):
             if int(getattr(self, key)) < 1:
                 raise ConfigError(f"{where}: {key} must be at least 1, not {getattr(self, key)!r}")
@@ -342,6 +348,7 @@ class MMGRPO(Optimizer):
         stopped = 0.0
         grad_norms: list[float] = []
         last_kl = 0.0
+        backtracks = undone = 0
         started = time.perf_counter()
         for _ in range(c.ppo_epochs):
             for rows in prepared:
@@ -379,24 +386,47 @@ class MMGRPO(Optimizer):
                     for k, v in metrics.items():
                         totals[k] = totals.get(k, 0.0) + v
                     count += 1
-                last_kl = step_kl / step_tokens if step_tokens else 0.0
-                if c.target_kl and steps_taken and last_kl > c.target_kl:
-                    # the policy has moved far enough from the one that sampled: this step is not taken
-                    self.torch_optimizer.zero_grad(set_to_none=True)
-                    stopped = 1.0
-                    break
+                if not c.target_kl:
+                    last_kl = step_kl / step_tokens if step_tokens else 0.0
                 norm = float(torch.nn.utils.clip_grad_norm_(model.trainable_parameters(), c.max_grad_norm))
                 grad_norms.append(norm)
                 if not math.isfinite(norm):  # a step on a non-finite gradient would ruin the adapter
                     self.torch_optimizer.zero_grad(set_to_none=True)
                     continue
+                params = model.trainable_parameters()
+                before = [p.detach().clone() for p in params] if c.target_kl else []
                 self.torch_optimizer.step()
                 steps_taken += 1
+                if not c.target_kl:
+                    continue
+                # the trust region: the step is shrunk along its direction until the policy is
+                # within target_kl of the one that sampled, and undone if even the smallest is not
+                kl, halvings = self._kl_from_sampler(prepared), 0
+                while kl > c.target_kl and halvings < c.kl_backtracks:
+                    halvings += 1
+                    with torch.no_grad():
+                        for p, p0 in zip(params, before):
+                            p.copy_(p0 + (p - p0) * 0.5)
+                    kl = self._kl_from_sampler(prepared)
+                backtracks += halvings
+                if kl > c.target_kl:
+                    with torch.no_grad():
+                        for p, p0 in zip(params, before):
+                            p.copy_(p0)
+                    steps_taken -= 1
+                    undone += 1
+                    stopped = 1.0
+                    break
+                last_kl = kl
             if stopped:
                 break
         seconds = time.perf_counter() - started
         out = {k: v / count for k, v in totals.items()} if count else {}
-        out["kl_old_new"] = last_kl  # measured before the last step considered: the policy's move so far
+        # with target_kl: measured after the last step kept, on all the iteration's sampled turns;
+        # without: measured during the last step's forward (the move of the steps before it)
+        out["kl_old_new"] = last_kl
+        out["kl_backtracks"] = float(backtracks)
+        out["steps_undone"] = float(undone)
         out["grad_norm"] = sum(grad_norms) / len(grad_norms) if grad_norms else 0.0
         out["grad_norm_max"] = max(grad_norms) if grad_norms else 0.0
         out["optimizer_steps"] = float(steps_taken)
@@ -407,6 +437,23 @@ class MMGRPO(Optimizer):
         out["samples"] = float(len(samples))
         out["demo_samples"] = float(sum(1 for s in samples if s.meta.get("demo")))
         return out
+
+
+    def _kl_from_sampler(self, prepared: list[list[tuple[Any, ...]]]) -> float:
+        """KL(sampling policy || current) per sampled token over the iteration's policy-gradient
+        turns (demonstrations left out), without gradients."""
+        import torch
+
+        total, count = 0.0, 0
+        with torch.no_grad():
+            for rows in prepared:
+                for b, enc, old, _ref, temps, _n in rows:
+                    logp, mask, _ = self.model.token_logprobs(enc, temperature=temps)
+                    keep = torch.tensor([not s.meta.get("demo") for s in b], device=logp.device)
+                    m = mask * keep.to(mask.dtype).unsqueeze(1)
+                    total += float((sampled_kl(old, logp) * m).sum())
+                    count += int(m.sum())
+        return total / count if count else 0.0
 
 
 # ============================================================================ the loop

@@ -288,10 +288,62 @@ def test_the_trust_region_stops_an_iterations_updates(tiny_qwen3, tmp_path, plug
     for i, colour in enumerate(["green", "red", "blue", "yellow"]):
         samples += run._samples(toy_trajectory([readable(colour)], colour == "green", str(i)),
                                 1.0 if colour == "green" else -1 / 3)
+    start = [p.detach().clone() for p in model.trainable_parameters()]
     m = run.optimizer.optimize(samples)
-    assert m["optimizer_steps"] == 1.0 and m["stopped_at_target_kl"] == 1.0 and m["kl_old_new"] > 1e-9
+    # no step fits a region this small: the first is halved kl_backtracks times, then undone
+    assert m["optimizer_steps"] == 0.0 and m["steps_undone"] == 1.0 and m["stopped_at_target_kl"] == 1.0
+    assert m["kl_backtracks"] == float(run.cfg.kl_backtracks)
+    assert all(torch.equal(p, p0) for p, p0 in zip(model.trainable_parameters(), start))
     run.cfg.target_kl = 0.0
     assert run.optimizer.optimize(samples)["optimizer_steps"] == 4.0
+
+
+def test_a_step_past_the_trust_region_is_shrunk_until_it_fits(tiny_qwen3, tmp_path, plugins, settings):
+    model = model_of(tiny_qwen3)
+    run = run_of(config(tiny_qwen3, tmp_path / "rl", optimizer_steps=1, minibatch=4, lr=5e-2, target_kl=0.0),
+                 model, plugins, settings)
+    samples = []
+    for i, colour in enumerate(["green", "red", "blue", "yellow"]):
+        samples += run._samples(toy_trajectory([readable(colour)], colour == "green", str(i)),
+                                1.0 if colour == "green" else -1 / 3)
+    start = [p.detach().clone() for p in model.trainable_parameters()]
+    run.optimizer.optimize(samples)  # one full step, no region: how far it goes
+    rows = [[(samples, model.encode(samples), *_sampler(model, samples, start))]]
+    full = run.optimizer._kl_from_sampler(rows)
+    assert full > 1e-4
+    with torch.no_grad():
+        for p, p0 in zip(model.trainable_parameters(), start):
+            p.copy_(p0)
+    run.optimizer.torch_optimizer = torch.optim.AdamW(model.trainable_parameters(), lr=5e-2)
+    run.cfg.target_kl = full / 3  # the full step does not fit; a half or a quarter of it does
+    m = run.optimizer.optimize(samples)
+    assert m["optimizer_steps"] == 1.0 and m["steps_undone"] == 0.0 and m["kl_backtracks"] >= 1.0
+    assert 0.0 < m["kl_old_new"] <= full / 3
+    assert not all(torch.equal(p, p0) for p, p0 in zip(model.trainable_parameters(), start))
+
+
+def _sampler(model, samples, start):
+    """(old log-probabilities, ref, temperatures, lengths) of ``samples`` under the ``start`` weights."""
+    now = [p.detach().clone() for p in model.trainable_parameters()]
+    enc = model.encode(samples)
+    with torch.no_grad():
+        for p, p0 in zip(model.trainable_parameters(), start):
+            p.copy_(p0)
+        temps = [1.0] * len(samples)
+        old, mask, _ = model.token_logprobs(enc, temperature=temps)
+        for p, p1 in zip(model.trainable_parameters(), now):
+            p.copy_(p1)
+    return old, old, temps, mask.sum(-1).tolist()
+
+
+def test_the_old_to_new_kl_is_estimated_on_the_samplers_tokens():
+    from owrl_train.objectives import k3_kl, sampled_kl
+
+    # a sampled token the update pushed from probability 0.9 down to 1e-4: KL(old || new)
+    # on it is about log(0.9 / 1e-4) = 9.1; the reversed ratio would read about 9000
+    old, new = torch.tensor([[math.log(0.9)]]), torch.tensor([[math.log(1e-4)]])
+    assert 8.0 < float(sampled_kl(old, new)) < 9.2
+    assert float(k3_kl(new, old)) > 1000
 
 
 # ------------------------------------------------------------------ seeing collapse
