@@ -98,6 +98,9 @@ def _one_line_warning(message: Any, category: type, filename: str, lineno: int, 
 def main(argv: Optional[list[str]] = None) -> Any:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
+    from .interrupts import exit_code, install
+
+    install()
     if not debug:
         import warnings
 
@@ -106,7 +109,7 @@ def main(argv: Optional[list[str]] = None) -> Any:
         return cli.main(args=args, prog_name="owrl", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
-        sys.exit(130)
+        sys.exit(exit_code())
     except click.ClickException as err:
         err.show()
         sys.exit(2 if err.exit_code == 2 else err.exit_code)
@@ -120,5 +123,5 @@ def main(argv: Optional[list[str]] = None) -> Any:
         click.echo(f"Error: {terminal_safe(str(err))}", err=True)
         sys.exit(err.exit_code)
     except KeyboardInterrupt:
-        click.echo("Interrupted.", err=True)
-        sys.exit(130)
+        click.echo("Terminated." if exit_code() == 143 else "Interrupted.", err=True)
+        sys.exit(exit_code())

@@ -453,7 +453,9 @@ def run_batch(flow_file: Optional[str], inputs_file: Optional[str], workers: Opt
             left = len(batch.pending())
             console.print(f"interrupted: {total - left} of {total} rows done, {left} left; the same command resumes "
                           f"them ({escape(str(batch.out / 'batch.json'))})", highlight=False, soft_wrap=True)
-            sys.exit(130)
+            from owrl_sdk.interrupts import exit_code
+
+            sys.exit(exit_code())
     if as_json:
         click.echo(json.dumps(summary, indent=2, ensure_ascii=False))
     colour = "green" if not summary["failed"] else "red"
