@@ -12,7 +12,7 @@ from .dialogs import HandleDialog, HandleDialogArgs
 from .navigation import GoBack, GotoUrl, GotoUrlArgs
 from .pointer import Click, ClickArgs, Drag, DragArgs, Hover, HoverArgs, Scroll, ScrollArgs
 from .tabs import CloseTab, CloseTabArgs, NewTab, NewTabArgs, SwitchTab, SwitchTabArgs
-from .text import PressKeys, PressKeysArgs, SelectOption, SelectOptionArgs, Write, WriteArgs
+from .text import PressKeys, PressKeysArgs, SelectOption, SelectOptionArgs, SetChecked, SetCheckedArgs, Write, WriteArgs
 
 BROWSER_TOOLS = (
     Click,
@@ -27,6 +27,7 @@ BROWSER_TOOLS = (
     SwitchTab,
     CloseTab,
     SelectOption,
+    SetChecked,
     HandleDialog,
 )
 
@@ -34,7 +35,7 @@ BROWSER_TOOLS = (
 __all__ = [
     "BROWSER_TOOLS", "POINT_HELP", "REF_HELP", "SELECTOR_HELP", "BrowserTool", "Point", "describe_element",
     "Click", "ClickArgs", "Hover", "HoverArgs", "Drag", "DragArgs", "Scroll", "ScrollArgs",
-    "Write", "WriteArgs", "PressKeys", "PressKeysArgs", "SelectOption", "SelectOptionArgs",
+    "Write", "WriteArgs", "PressKeys", "PressKeysArgs", "SelectOption", "SelectOptionArgs", "SetChecked", "SetCheckedArgs",
     "HandleDialog", "HandleDialogArgs", "GotoUrl", "GotoUrlArgs", "GoBack",
     "NewTab", "NewTabArgs", "SwitchTab", "SwitchTabArgs", "CloseTab", "CloseTabArgs",
 ]

@@ -1,4 +1,4 @@
-"""The tools that type and choose: write (text into a field), press_keys, select_option."""
+"""The tools that type and choose: write (text into a field), press_keys, select_option, set_checked."""
 
 from __future__ import annotations
 
@@ -312,3 +312,46 @@ class SelectOption(BrowserTool):
             raise ActionError(f'no option "{wanted}" in {where.description}; its options are: {listed}',
                               kind="action.no_option") from None
         return ToolResult(data={"selected": chosen})
+
+
+class SetCheckedArgs(TargetArgs):
+    checked: bool = Field(True, description="true to tick the box or choose the radio, false to clear the box")
+
+
+_CHECKABLE = """el => {
+  const type = (el.getAttribute && (el.getAttribute('type') || '').toLowerCase()) || '';
+  const role = (el.getAttribute && el.getAttribute('role')) || '';
+  if (el.tagName === 'INPUT' && (type === 'checkbox' || type === 'radio')) return type;
+  if (['checkbox', 'radio', 'switch', 'menuitemcheckbox', 'menuitemradio'].includes(role)) return role;
+  if (el.tagName === 'LABEL' && el.control && ['checkbox', 'radio'].includes((el.control.type || '').toLowerCase()))
+    return el.control.type.toLowerCase();
+  return '';
+}"""
+
+
+class SetChecked(BrowserTool):
+    name = "set_checked"
+    description = ("Tick or clear a checkbox, or choose a radio button (checked: true or false). "
+                   "Does nothing when the box is already as asked.")
+    Args = SetCheckedArgs
+
+    async def run(self, env: BrowserEnv, args: SetCheckedArgs) -> ToolResult:
+        where = env.locate(args.target)
+        if where.point is not None:
+            handle = await env.page.evaluate_handle(_ELEMENT_AT, list(where.point))
+            element = handle.as_element()
+            if element is None:
+                raise ActionError(f"there is no element at {where.description}", kind="action.no_element")
+            kind = await element.evaluate(_CHECKABLE)
+        else:
+            element = where.locator
+            kind = await element.evaluate(_CHECKABLE, timeout=5000)
+        if not kind:
+            raise ActionError(f"{where.description} is not a checkbox or a radio button; click it instead",
+                              kind="action.not_checkable")
+        if kind.endswith("radio") and not args.checked:
+            raise ActionError(f"{where.description} is a radio button: it cannot be cleared, only another one "
+                              "of its group chosen (set_checked with checked true on that one)",
+                              kind="action.not_checkable")
+        await element.set_checked(args.checked)
+        return ToolResult(data={"checked": args.checked, "kind": kind})

@@ -11,10 +11,10 @@ import re
 from pathlib import Path
 from typing import Any, Optional, TypeVar, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import DocumentError
-from .inputs import DeclaredInputs, OutputSchema
+from .inputs import DeclaredInputs, OutputSchema, check_condition
 from .types import ToolCall, Trajectory
 
 FLOW_SCHEMA = "owrl.flow/1"
@@ -133,6 +133,10 @@ class FlowTurn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     thought: str = ""
     calls: list[ToolCall] = Field(min_length=1)
+    #: The turn is played only when this condition holds (see ``ToolCall.when``).
+    when: Optional[Union[bool, str]] = None
+
+    _when = field_validator("when")(classmethod(lambda cls, v: check_condition(v)))
 
 
 class Flow(BaseModel):

@@ -84,12 +84,37 @@ class ScriptedPolicy(Policy):
         diverged = _failed_expectation(last) if last is not None else None
         if diverged:
             return Turn(end=f"flow stopped: {diverged}")
-        if self.position >= len(self.flow.turns):
-            return Turn(end=f"flow ran out of turns after {len(self.flow.turns)} without done")
-        planned = self.flow.turns[self.position]
-        self.position += 1
-        calls = [c.model_copy(deep=True) for c in planned.calls]
-        return Turn(thought=planned.thought, calls=calls, raw=None)
+        skipped: list[str] = []
+        while self.position < len(self.flow.turns):
+            planned = self.flow.turns[self.position]
+            self.position += 1
+            try:
+                calls = [c.model_copy(deep=True) for c in planned.calls
+                         if self._holds(planned.when, context) and self._holds(c.when, context)]
+            except UsageError as err:
+                return Turn(end=f"flow stopped: turn {self.position}: {err}")
+            if len(calls) < len(planned.calls):
+                skipped.append(f"turn {self.position}" if not calls else
+                               f"{len(planned.calls) - len(calls)} of turn {self.position}'s calls")
+            if calls:
+                note = f"(skipped, their condition false: {', '.join(skipped)}) " if skipped else ""
+                return Turn(thought=note + planned.thought, calls=calls, raw=None)
+        return Turn(end=f"flow ran out of turns after {len(self.flow.turns)} without done")
+
+    def _holds(self, when: Any, context: Context) -> bool:
+        """Whether a turn's or a call's ``when`` holds: decided when the inputs were filled in,
+        or here, on the outputs saved so far (UsageError: an input with no value)."""
+        if when is None or isinstance(when, bool):
+            return when is not False
+        from .inputs import evaluate_condition
+        from .outputs import record_output
+
+        outputs: dict[str, Any] = {}
+        for step in context.history:
+            for record in step.calls:
+                if not record.skipped:
+                    record_output(outputs, record.call, record.result)
+        return evaluate_condition(when, context.task.metadata.get(FLOW_INPUTS) or {}, outputs)
 
 
 def _failed_expectation(step: Step) -> Optional[str]:

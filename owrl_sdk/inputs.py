@@ -291,15 +291,76 @@ def fill(text: str, values: Mapping[str, Any], url: bool = False) -> str:
 _URL_KEYS = {"start_url": "url", "url": "url", "url_contains": "url", "url_matches": "regex"}
 
 
+#: A condition (``when`` of a flow's turn or call): ``{{input:NAME}}`` or ``{{output:NAME}}`` (a
+#: value an earlier call saved with ``save_as``), with ``not`` before it, or ``== TEXT`` /
+#: ``!= TEXT`` after it. Nothing else: a flow is not a script.
+CONDITION = re.compile(r"^\s*(not\s+)?\{\{\s*(input|output):([A-Za-z_][A-Za-z0-9_]*)\s*\}\}\s*"
+                       r"(?:(==|!=)\s*(.*?))?\s*$", re.DOTALL)
+
+
+def check_condition(when: Any) -> Any:
+    """``when`` as a flow may write it (a condition, or already true or false), else ValueError."""
+    if when is None or isinstance(when, bool):
+        return when
+    m = CONDITION.match(when) if isinstance(when, str) else None
+    if m is None or (m.group(1) and m.group(4)):
+        raise ValueError(f"{when!r} is not a condition: write {{{{input:NAME}}}} or {{{{output:NAME}}}}, with "
+                         "'not ' before it or '== TEXT' / '!= TEXT' after it")
+    return when
+
+
+def truthy(value: Any) -> bool:
+    """A value as a condition reads it, by its type: a boolean is itself, a number is true
+    unless 0, a text is true unless empty (or only spaces), a list or object unless empty,
+    and null is false."""
+    if isinstance(value, bool):
+        return value
+    if value is None:
+        return False
+    if isinstance(value, (int, float)):
+        return value != 0
+    if isinstance(value, str):
+        return value.strip() != ""
+    return bool(value)
+
+
+def evaluate_condition(when: Any, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> bool:
+    """Whether ``when`` holds; a condition on an input with no value raises UsageError (an
+    output not saved yet reads as null)."""
+    if when is None:
+        return True
+    if isinstance(when, bool):
+        return when
+    m = CONDITION.match(check_condition(when))
+    assert m is not None
+    negate, source, name, op, text = m.groups()
+    if source == "input" and name not in inputs:
+        raise UsageError(f"the condition {when!r} names the input {name!r}, which has no value")
+    value = (inputs if source == "input" else outputs).get(name)
+    if op:
+        return (text_of(value) == text) == (op == "==")
+    return truthy(value) != bool(negate)
+
+
 def _walk(value: Any, values: Mapping[str, Any], how: str) -> Any:
     if isinstance(value, str):
         return _fill(value, values, how)
     if isinstance(value, dict):
-        return {k: _walk(v, values, _URL_KEYS.get(k, "text") if isinstance(k, str) else "text")
+        return {k: _when(v, values) if k == "when" else
+                _walk(v, values, _URL_KEYS.get(k, "text") if isinstance(k, str) else "text")
                 for k, v in value.items()}
     if isinstance(value, list):
         return [_walk(v, values, how) for v in value]
     return value
+
+
+def _when(when: Any, values: Mapping[str, Any]) -> Any:
+    """A condition on inputs decided with their typed values (true or false); one on an output,
+    or on an input not given, is left for the player."""
+    m = CONDITION.match(when) if isinstance(when, str) else None
+    if m is None or m.group(2) != "input" or m.group(3) not in values:
+        return when
+    return evaluate_condition(when, values, {})
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -323,4 +384,5 @@ def flow_or_task_inputs(obj: "Flow | Task") -> dict[str, InputSpec]:
     return dict(getattr(obj, "inputs", None) or {})
 
 
-__all__ = ["InputSpec", "PLACEHOLDER", "apply_inputs", "convert", "fill", "placeholders", "resolve_inputs", "text_of"]
+__all__ = ["CONDITION", "InputSpec", "PLACEHOLDER", "apply_inputs", "check_condition", "convert", "evaluate_condition",
+           "fill", "placeholders", "resolve_inputs", "text_of", "truthy"]

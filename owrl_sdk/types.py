@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import uuid
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .inputs import DeclaredInputs, OutputSchema
+from .inputs import DeclaredInputs, OutputSchema, check_condition
 
 TRAJECTORY_SCHEMA: Literal["owrl.trajectory/1"] = "owrl.trajectory/1"
 
@@ -130,6 +130,12 @@ class ToolCall(_Model):
     #: In a flow: the name under which the call's value (``ToolResult.data["value"]``, what
     #: ``extract`` read) is saved in the episode's outputs (``Outcome.outputs``).
     save_as: Optional[str] = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    #: In a flow: the call runs only when this condition holds (``{{input:NAME}}``,
+    #: ``not {{output:NAME}}``, ``{{input:NAME}} == TEXT``: :data:`owrl_sdk.inputs.CONDITION`);
+    #: true or false once the inputs are filled in.
+    when: Optional[Union[bool, str]] = None
+
+    _when = field_validator("when")(classmethod(lambda cls, v: check_condition(v)))
 
     def describe(self) -> str:
         import json

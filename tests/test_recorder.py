@@ -181,7 +181,7 @@ def test_a_recorded_login_replays_and_never_holds_the_password(tmp_path, owrl_pa
     calls = calls_of(flow)
     names = [c["name"] for c in calls]
     assert flow["task"] == "Sign in and tidy the account" and flow["start_url"] == base + "login"
-    assert names == ["write", "write", "select_option", "click", "click", "write", "press_keys", "click", "click",
+    assert names == ["write", "write", "select_option", "set_checked", "click", "write", "press_keys", "click", "click",
                      "handle_dialog", "done"], names
     selectors = [c["arguments"].get("selector", "") for c in calls]
     assert selectors[:5] == ['role=textbox[name="Email"]', 'role=textbox[name="Password"]', 'role=combobox[name="Plan"]',
@@ -192,6 +192,7 @@ def test_a_recorded_login_replays_and_never_holds_the_password(tmp_path, owrl_pa
     assert calls[0]["expect"] == {"value_equals": {"selector": 'role=textbox[name="Email"]', "value": "maria@example.org"}}
     assert calls[1]["arguments"]["message"] == "{{secret:PASSWORD}}" and "expect" not in calls[1]
     assert calls[2]["arguments"]["value"] == "pro"
+    assert calls[3]["arguments"] == {"selector": 'role=checkbox[name="Keep me signed in"]', "checked": True}
     assert calls[4]["expect"] == {"url_contains": "/account?tab=orders"}
     assert calls[6] == {"name": "press_keys", "arguments": {"keys": "Enter"}, "expect": {"text_visible": "Showing orders for shirts"}}
     assert calls[7]["expect"] == {"text_visible": "Orders refreshed"}
@@ -247,12 +248,16 @@ def test_input_fields_become_placeholders_with_the_typed_default(tmp_path, owrl_
     async def person(page: Any, recorder: Any) -> None:
         await page.get_by_label("Email").fill("maria@example.org")
         await page.get_by_label("Password").fill(PASSWORD)
+        await page.get_by_label("Keep me signed in").click()
         await page.get_by_role("button", name="Log in").click()
         await page.wait_for_url("**/account?tab=orders")
 
-    flow = asyncio.run(record(base + "login", out, person, input_fields=("email",)))
+    flow = asyncio.run(record(base + "login", out, person, input_fields=("email", "remember")))
     write = calls_of(flow)[0]
     assert write["arguments"]["message"] == "{{input:email}}"
+    box = calls_of(flow)[2]
+    assert box["name"] == "set_checked" and box["arguments"]["checked"] == "{{input:remember}}"
+    assert flow["inputs"]["remember"] == {"type": "boolean", "default": True, "description": "set while recording"}
     from owrl_sdk.documents import Flow
 
     if "inputs" in Flow.model_fields:  # declared, with the typed value as default; the replay fills it in
@@ -263,7 +268,8 @@ def test_input_fields_become_placeholders_with_the_typed_default(tmp_path, owrl_
         done = owrl("run", "--flow", str(out), "--out", str(tmp_path / "runs"), "--json", env=env, timeout=180)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         result = json.loads(done.stdout)
-        assert result["outcome"]["status"] == "success" and result["inputs"] == {"email": "maria@example.org"}
+        assert result["outcome"]["status"] == "success"
+        assert result["inputs"] == {"email": "maria@example.org", "remember": True}
     assert grep_folder(tmp_path, PASSWORD) == []
 
 
@@ -345,8 +351,8 @@ def test_labels_double_clicks_prompts_and_typed_addresses(tmp_path, owrl_page_se
         await page.goto(base + "account")
 
     calls = calls_of(asyncio.run(record(base + "picker", out, person)))
-    assert [c["name"] for c in calls] == ["click", "click", "click", "handle_dialog", "goto_url", "done"], calls
-    assert calls[0]["arguments"] == {"selector": 'role=checkbox[name="Gift wrap"]'}
+    assert [c["name"] for c in calls] == ["set_checked", "click", "click", "handle_dialog", "goto_url", "done"], calls
+    assert calls[0]["arguments"] == {"selector": 'role=checkbox[name="Gift wrap"]', "checked": True}
     assert calls[1]["arguments"] == {"selector": 'role=button[name="Open"s]', "clicks": 2} or \
         calls[1]["arguments"] == {"selector": 'role=button[name="Open"]', "clicks": 2}, calls[1]
     assert calls[1]["expect"] == {"text_visible": "Opened twice"}

@@ -48,6 +48,7 @@ KINDS: dict[str, str] = {
     "action.detached": "the element left the page while acting",
     "action.navigated_away": "the page navigated away while acting",
     "action.no_option": "no such option, or not a select element",
+    "action.not_checkable": "not a checkbox or radio button, or a radio asked to be cleared",
     "action.dialog_blocked": "a JavaScript dialog blocks the page",
     "action.no_tab": "no such tab",
     "action.no_history": "no earlier page to go back to",

@@ -252,7 +252,9 @@
     if (e.detail === 0 && el !== document.activeElement && !el.contains(document.activeElement)) return;
     flushAll();
     const id = begin(el);
-    report({ kind: "click", id, target: describe(el), clicks: e.detail > 1 ? Math.min(e.detail, 3) : 1, url: location.href });
+    const box = el.tagName === "INPUT" && ["checkbox", "radio"].includes((el.type || "").toLowerCase());
+    report({ kind: "click", id, target: describe(el), clicks: e.detail > 1 ? Math.min(e.detail, 3) : 1, url: location.href,
+             checked: box ? el.checked : null });
   }, true);
   document.addEventListener("keydown", (e) => {
     if (!e.isTrusted || !KEYS.has(e.key) || e.isComposing) return;

@@ -196,7 +196,9 @@ class FlowBuilder:
         data: dict[str, Any] = {"schema": FLOW_SCHEMA, "task": self.task or f"Replay of the recording on {host}",
                                 "start_url": self.start_url, "turns": self.turns()}
         if self.inputs and "inputs" in Flow.model_fields:  # declared inputs, where Flow knows them
-            data["inputs"] = {name: {"type": "string", "default": value, "description": "typed while recording"}
+            data["inputs"] = {name: {"type": "boolean", "default": value, "description": "set while recording"}
+                              if isinstance(value, bool) else
+                              {"type": "string", "default": value, "description": "typed while recording"}
                               for name, value in self.inputs.items()}
         return data
 

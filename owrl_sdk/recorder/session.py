@@ -317,7 +317,9 @@ class Recorder:
             last.arguments["clicks"] = int(action["clicks"])  # the first clicks of a double click are this one
             self._by_id[str(action.get("id"))] = last  # what the double click changed
             return
-        if kind == "click" and selector:
+        if kind == "click" and selector and isinstance(action.get("checked"), bool):
+            call = self._set_checked(selector, target, bool(action["checked"]))
+        elif kind == "click" and selector:
             args: dict[str, Any] = {"selector": selector}
             if int(action.get("clicks") or 1) > 1:
                 args["clicks"] = int(action["clicks"])
@@ -341,6 +343,20 @@ class Recorder:
         call.before = frozenset(str(t) for t in action.get("before") or [])
         self._add(call, page)
         self._by_id[str(action.get("id"))] = call
+
+    def _set_checked(self, selector: str, target: dict[str, Any], checked: bool) -> Call:
+        """A click that ticked, cleared or chose a box: the state it left, as ``set_checked``
+        (replayed, it does not toggle a box that is already as wanted); a box or radio group
+        named in ``--input-fields`` takes its state from that input."""
+        label = self._label(target)
+        wanted = {upper_snake(str(target.get(k) or ""), "") for k in ("field_name", "label", "name")} - {""}
+        for field_name in self.input_fields:
+            if upper_snake(field_name, "") in wanted and target.get("role") == "checkbox":
+                self.builder.inputs[field_name] = checked
+                return Call("set_checked", {"selector": selector, "checked": f"{{{{input:{field_name}}}}}"},
+                            f"Set {label} from the input {field_name}.")
+        verb = "Choose" if target.get("role") == "radio" else ("Tick" if checked else "Clear")
+        return Call("set_checked", {"selector": selector, "checked": checked}, f"{verb} {label}.")
 
     def _write(self, selector: str, target: dict[str, Any], action: dict[str, Any]) -> Call:
         label = self._label(target)
