@@ -7,6 +7,9 @@
     async with Agent(policy="scripted", flow=flow) as agent:      # async
         trajectory = await agent.run(task)
 
+    with Agent() as agent:                                         # a flow with its inputs
+        trajectory = agent.run_flow_sync("invoice.json", inputs={"customer": "Globex Ltd", "amount": 120})
+
 One Agent owns one browser process (started on first use, closed by ``close()``); each
 run gets a fresh browser context and its own run folder.
 """
@@ -27,6 +30,7 @@ from .types import Step, Task, Trajectory
 
 if TYPE_CHECKING:
     from .browser.host import BrowserHost
+    from .documents import Flow
 
 #: Makes the environment of one episode: (run folder, trace?) -> environment.
 EnvFactory = Callable[[Optional[RunDir], bool], Awaitable[Environment]]
@@ -45,15 +49,28 @@ class Agent:
     ):
         self.settings = settings or load_settings()
         self.plugins = plugins or Plugins()
-        if isinstance(policy, Policy):
-            self.policy = policy
-        else:
-            cls = self.plugins.catalogue.get("policies", policy or self.settings.policy)
-            self.policy = cls(self.settings, **policy_options)
+        self._policy: Optional[Policy] = policy if isinstance(policy, Policy) else None
+        # the name is checked now; the policy is made when first used, so an Agent that only
+        # plays flows (run_flow) never loads the default model
+        self._policy_class = None if self._policy is not None else \
+            self.plugins.catalogue.get("policies", policy or self.settings.policy)
+        self._policy_options = policy_options
         self.memory_name = memory or self.settings.memory
         self.plugins.catalogue.get("memories", self.memory_name)  # fail early on a bad name
         self._env_factory = env_factory
         self._host: Optional[BrowserHost] = None
+
+    @property
+    def policy(self) -> Policy:
+        """The policy :meth:`run` plays tasks with (made on first use)."""
+        if self._policy is None:
+            assert self._policy_class is not None
+            self._policy = self._policy_class(self.settings, **self._policy_options)
+        return self._policy
+
+    @policy.setter
+    def policy(self, value: Policy) -> None:
+        self._policy = value
 
     # ------------------------------------------------------------------ browser
 
@@ -99,12 +116,76 @@ class Agent:
         Both see a step after the run folder has written it (with ``store``); the final
         ``trajectory.json`` is written before this returns."""
         task = self.make_task(task, url)
+        return await self._run(task, self.policy, self.memory_name, out=out, trace=trace, on_step=on_step,
+                               store=store, hooks=hooks)
+
+    def prepare_flow(self, flow: Union["Flow", str, Path, dict[str, Any]], inputs: Optional[dict[str, Any]] = None,
+                     url: Optional[str] = None) -> Task:
+        """The task that plays ``flow`` (a file, its data or a :class:`~owrl_sdk.documents.Flow`) with
+        ``inputs``: every input checked and typed at once (the errors ``owrl run --input`` gives, as
+        one :class:`~owrl_sdk.errors.UsageError`), the tools checked, the placeholders filled in.
+        Nothing starts a browser; :meth:`run_flow` runs the task."""
+        from .documents import Flow, check_flow_tools, flow_from_data, load_flow
+        from .errors import UsageError
+        from .flowplayer import FLOW_INPUTS, FLOW_METADATA
+        from .inputs import apply_inputs, fill, placeholders, resolve_inputs
+
+        source = str(flow) if isinstance(flow, (str, Path)) else "flow"
+        loaded = flow if isinstance(flow, Flow) else (flow_from_data(flow, source) if isinstance(flow, dict)
+                                                     else load_flow(flow))
+        check_flow_tools(loaded, self.plugins.catalogue.items["tools"], source)
+        given = {str(k): v for k, v in (inputs or {}).items()}
+        used = placeholders(loaded) | placeholders(url or "")
+        values = resolve_inputs(dict(loaded.inputs), given, used) if (given or loaded.inputs or used) else {}
+        filled = apply_inputs(loaded, values) if values else loaded
+        start = fill(url, values, url=True) if url else filled.start_url
+        if not start:
+            raise UsageError(f"{source}: the flow has no start_url: pass url=...")
+        task = self.make_task(filled.task or f"Play {source}", start)
+        task.output_schema = filled.output_schema
+        data = filled.model_dump(mode="json", by_alias=True, exclude_none=True)
+        task.metadata.update({"inputs": values, FLOW_METADATA: data, FLOW_INPUTS: values} if values
+                             else {FLOW_METADATA: data})
+        return task
+
+    async def run_flow(self, flow: Union["Flow", str, Path, dict[str, Any]], inputs: Optional[dict[str, Any]] = None,
+                       url: Optional[str] = None, **kwargs: Any) -> Trajectory:
+        """Play ``flow`` with ``inputs`` (checked, typed and filled in by :meth:`prepare_flow`
+        before a browser starts), whatever policy this Agent has for tasks; ``kwargs`` are
+        :meth:`run`'s (``out``, ``trace``, ``on_step``, ``store``, ``hooks``)."""
+        from .documents import flow_from_data
+        from .flowplayer import FLOW_METADATA, HealingPolicy, ScriptedPolicy, flow_memory
+
+        task = self.prepare_flow(flow, inputs, url)
+        mine = self._policy  # a flow player (or a healing one) given to this Agent plays it; else a new player
+        policy = mine if isinstance(mine, (ScriptedPolicy, HealingPolicy)) else \
+            ScriptedPolicy(self.settings, flow=flow_from_data(task.metadata[FLOW_METADATA], "flow"))
+        memory = self.memory_name if policy is mine else flow_memory(self.plugins.catalogue, self.settings)
+        return await self._run(task, policy, memory, **kwargs)
+
+    def run_flow_sync(self, flow: Union["Flow", str, Path, dict[str, Any]], inputs: Optional[dict[str, Any]] = None,
+                      url: Optional[str] = None, **kwargs: Any) -> Trajectory:
+        """:meth:`run_flow` for code without an event loop. Closes the browser after."""
+        task = self.prepare_flow(flow, inputs, url)  # input errors before any event loop or browser
+
+        async def once() -> Trajectory:
+            try:
+                return await self.run_flow(task.metadata["flow"], task.metadata.get("inputs"), task.start_url,
+                                           **kwargs)
+            finally:
+                await self.close()
+
+        return asyncio.run(once())
+
+    async def _run(self, task: Task, policy: Policy, memory_name: str, *, out: Union[str, Path, None] = None,
+                   trace: bool = False, on_step: Optional[Callable[[Trajectory, Optional[Step]], None]] = None,
+                   store: bool = True, hooks: Iterable[Any] = ()) -> Trajectory:
         run = RunStore(out or self.settings.runs_dir).new_run(task.intent) if store else None
         factory = self._env_factory or self._browser_env
         env = await factory(run, trace)
-        memory = self.plugins.catalogue.get("memories", self.memory_name)(self.settings)
+        memory = self.plugins.catalogue.get("memories", memory_name)(self.settings)
         extra = [run, *hooks, StepCallback(on_step) if on_step is not None else None]
-        trajectory = await run_episode(task, env, self.policy, self.settings, self.plugins, memory=memory,
+        trajectory = await run_episode(task, env, policy, self.settings, self.plugins, memory=memory,
                                        extra_hooks=extra)
         if run is not None:
             trajectory.metadata.setdefault("run_dir", str(run.path.resolve()))
@@ -126,7 +207,8 @@ class Agent:
         if self._host is not None:
             host, self._host = self._host, None
             await host.close()
-        await self.policy.close()
+        if self._policy is not None:
+            await self._policy.close()
 
     async def __aenter__(self) -> "Agent":
         return self

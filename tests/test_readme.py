@@ -20,7 +20,7 @@ def blocks(lang: str) -> list[str]:
 
 
 def test_the_python_block_prints_success(tmp_path):
-    (code,) = blocks("python")
+    code = blocks("python")[0]
     env = {k: v for k, v in os.environ.items() if not k.startswith("OWRL_") or k in KEEP}
     env["OWRL_RUNS_DIR"] = str(tmp_path / "runs")  # the checkout stays clean
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -28,6 +28,19 @@ def test_the_python_block_prints_success(tmp_path):
     assert out.stdout.split()[:1] == ["success"], out.stdout
     assert "Added 2 blue Classic Oxford Shirts in M." in out.stdout
     assert list((tmp_path / "runs").iterdir())  # the run folder went where the setting says
+
+
+def test_the_flow_with_inputs_block_reads_the_order_status(tmp_path):
+    code = blocks("python")[1]
+    assert "run_flow_sync" in code
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OWRL_") or k in KEEP}
+    env.update(OWRL_RUNS_DIR=str(tmp_path / "runs"), OWRL_SECRET_SHOP_PASSWORD="demo1234")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["success", "Delivered"], out.stdout
+    bad = code.replace('"order": "DS-198342"', '"ordr": "DS-198342"')
+    out = subprocess.run([sys.executable, "-c", bad], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 1 and "unknown input 'ordr'" in out.stderr
 
 
 def test_the_flow_snippet_runs_as_written(tmp_path):
