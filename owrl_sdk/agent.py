@@ -49,11 +49,13 @@ class Agent:
     ):
         self.settings = settings or load_settings()
         self.plugins = plugins or Plugins()
-        self._policy: Optional[Policy] = policy if isinstance(policy, Policy) else None
-        # the name is checked now; the policy is made when first used, so an Agent that only
-        # plays flows (run_flow) never loads the default model
-        self._policy_class = None if self._policy is not None else \
-            self.plugins.catalogue.get("policies", policy or self.settings.policy)
+        self._policy: Optional[Policy] = None
+        self._policy_class: Any = None
+        if isinstance(policy, Policy):
+            self._policy = policy
+        else:  # the name is checked now; the policy is made when first used, so an Agent that
+            # only plays flows (run_flow) never loads the default model
+            self._policy_class = self.plugins.catalogue.get("policies", policy or self.settings.policy)
         self._policy_options = policy_options
         self.memory_name = memory or self.settings.memory
         self.plugins.catalogue.get("memories", self.memory_name)  # fail early on a bad name

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Union
 from urllib.parse import parse_qsl, unquote_plus, urlsplit, urlunsplit
 
 from owrl_sdk.documents import FLOW_SCHEMA, Flow, flow_from_data
@@ -166,7 +166,7 @@ class FlowBuilder:
     task: str = ""
     calls: list[Call] = field(default_factory=list)
     #: declared inputs: name -> the value typed while recording
-    inputs: dict[str, str] = field(default_factory=dict)
+    inputs: dict[str, Union[str, bool]] = field(default_factory=dict)
 
     def add(self, call: Call) -> Call:
         self.calls.append(call)
