@@ -184,12 +184,16 @@ class Verdict(_Model):
     ok: bool
     checks: list[Check] = Field(default_factory=list)
     waited_ms: float = 0.0
+    #: When the expectation failed: what the page says about it, quoted (its alerts and status
+    #: lines, the messages of fields marked invalid), at most a few short lines.
+    page_says: list[str] = Field(default_factory=list)
 
     def describe(self) -> str:
         failed = [c for c in self.checks if not c.ok]
         if not failed:
             return "expectation met"
-        return "expectation failed: " + "; ".join(f"{c.key}: {c.detail}" for c in failed)
+        said = "; the page says: " + "; ".join(f'"{t}"' for t in self.page_says) if self.page_says else ""
+        return "expectation failed: " + "; ".join(f"{c.key}: {c.detail}" for c in failed) + said
 
 
 # ---------------------------------------------------------------------------- observation

@@ -376,7 +376,8 @@ def test_five_rows_on_the_demo_shop_then_resume_with_nothing_to_do(tmp_path):
     failed = by_row[3]
     assert failed["status"] == "fail" and failed["failure"] == "policy.gave_up"
     assert failed["detail"] == ('flow stopped: click: expectation failed: element_visible: no element matches '
-                                'selector role=link[name="Invisible Unicorn Cloak"]')
+                                'selector role=link[name="Invisible Unicorn Cloak"]; the page says: '
+                                '"No products found for “Invisible Unicorn Cloak”."')  # the shop's own words
     assert "row 3: fail · policy.gave_up: flow stopped" in first.stderr
     for n in (1, 2, 4, 5):
         row = by_row[n]

@@ -402,9 +402,11 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
             if all(c.ok for c in checks) or time.monotonic() >= deadline:
                 break
             await asyncio.sleep(min(POLL_S, max(deadline - time.monotonic(), 0)))
+        ok = all(c.ok for c in checks)
+        said = [] if ok else await expectations.page_says(self.page)
         # a check's detail quotes the page (a field's value, the URL): scrubbed like feedback
-        return secrets.scrub(Verdict(ok=all(c.ok for c in checks), checks=checks,
-                                     waited_ms=(time.monotonic() - started) * 1000))
+        return secrets.scrub(Verdict(ok=ok, checks=checks, waited_ms=(time.monotonic() - started) * 1000,
+                                     page_says=said))
 
     async def close(self) -> None:
         """Close this episode's context (the browser stays for other episodes)."""

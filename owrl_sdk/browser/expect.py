@@ -160,3 +160,43 @@ _CHECKS: dict[str, Callable[..., Awaitable[tuple[bool, str]]]] = {
     "value_equals": _value_equals,
     "new_tab": _new_tab,
 }
+
+
+#: What a page says about a failure: its alerts and live regions, and the messages of the
+#: fields it marks invalid (``aria-invalid`` with ``aria-errormessage`` / ``aria-describedby``,
+#: or a native field the person's input made invalid, ``:user-invalid``, by its
+#: ``validationMessage``). Read without side effects: ``checkValidity()`` would fire events.
+_PAGE_SAYS = """(limit) => {
+  const out = [], seen = new Set();
+  const shown = (el) => el.checkVisibility ? el.checkVisibility({visibilityProperty: true}) : el.getClientRects().length > 0;
+  const add = (text, label) => {
+    text = (text || '').replace(/\\s+/g, ' ').trim();
+    if (!text || seen.has(text)) return;
+    seen.add(text);
+    if (text.length > 200) text = text.slice(0, 199) + '…';
+    out.push(label ? label + ': ' + text : text);
+  };
+  const labelOf = (el) => ((el.labels && el.labels[0] && el.labels[0].innerText) || el.getAttribute('aria-label')
+                           || el.name || el.id || '').replace(/\\s+/g, ' ').trim();
+  for (const el of document.querySelectorAll('[role=alert], [role=alertdialog], [role=status], [aria-live=assertive], [aria-live=polite], output'))
+    if (shown(el)) add(el.innerText);
+  for (const el of document.querySelectorAll('input, select, textarea, [aria-invalid=true]')) {
+    let userInvalid = false;
+    try { userInvalid = el.matches(':user-invalid'); } catch (e) {}
+    if (el.getAttribute('aria-invalid') !== 'true' && !userInvalid) continue;
+    const ids = (el.getAttribute('aria-errormessage') || el.getAttribute('aria-describedby') || '').split(/\\s+/);
+    for (const id of ids) { const m = id && document.getElementById(id); if (m && shown(m)) add(m.innerText, labelOf(el)); }
+    if (el.validationMessage) add(el.validationMessage, labelOf(el));
+  }
+  return out.slice(0, limit);
+}"""
+
+
+async def page_says(page: "Page", limit: int = 5) -> list[str]:
+    """Up to ``limit`` short lines the page shows about a failure (see :data:`_PAGE_SAYS`); none
+    when the page cannot be read (closed, navigating, blocked by a dialog)."""
+    try:
+        said = await asyncio.wait_for(page.evaluate(_PAGE_SAYS, limit), timeout=2.0)
+    except Exception:  # noqa: BLE001 - a page that cannot be read says nothing
+        return []
+    return [str(t) for t in said][:limit] if isinstance(said, list) else []

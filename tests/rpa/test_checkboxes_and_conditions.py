@@ -114,3 +114,12 @@ def test_conditions_read_values_by_their_type():
                           "flow.json")
     filled = apply_inputs(flow, {"p": False, "s": "false"})
     assert [t.when for t in filled.turns] == [False, True] and filled.turns[1].calls[0].when is True
+
+
+def test_a_failed_expectation_quotes_what_the_page_says(tmp_path, invoice_site):
+    code, result, err = run(tmp_path, invoice_site, "customer=Initech", "amount=-5")
+    assert code == 1
+    detail = result["outcome"]["failure"]["detail"]
+    assert "text_visible" in detail and 'the page says: "' in detail
+    assert "Amount must be a positive number" in detail
+    assert "Wrong user name" not in detail  # the log-in's alert is hidden with its section

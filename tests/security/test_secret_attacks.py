@@ -51,6 +51,10 @@ PAGES = {
     "/echo": """<html><head><title>Echo</title></head><body><h1>Echo</h1><p id="out"></p>
 <script>document.getElementById('out').textContent = 'You sent: ' + new URLSearchParams(location.search).get('q')</script>
 </body></html>""",
+    "/says": """<html><head><title>Says</title></head><body>
+<label>Code <input id="code"></label>
+<button onclick="document.getElementById('said').textContent = 'Rejected code: ' + document.getElementById('code').value">Check</button>
+<p role="alert" id="said"></p></body></html>""",
 }
 
 
@@ -128,6 +132,12 @@ def url_contains_flow(url: str) -> dict:
                  DONE)
 
 
+def page_says_flow(url: str) -> dict:
+    """A page whose alert repeats the secret typed; the failed expectation quotes what the page says."""
+    return _flow(url.rstrip("/") + "/says", [write("#code", "ATTACK_PLAIN"),
+                                             {**click("Check"), "expect": {"text_visible": "Accepted"}}], DONE)
+
+
 SECRET_ENV = {"OWRL_SECRET_ATTACK": SECRET, "OWRL_SECRET_ATTACK_LONG": LONG, "OWRL_SECRET_ATTACK_PLAIN": PLAIN}
 
 
@@ -197,12 +207,12 @@ def test_scrub_walks_models_and_data_and_keeps_bytes(secret_env):
 # ---------------------------------------------------------------------------- failure details (CLI)
 
 
-@pytest.mark.parametrize("which", ["value_equals", "url_contains"])
+@pytest.mark.parametrize("which", ["value_equals", "url_contains", "page_says"])
 @pytest.mark.parametrize("mode", ["live", "json"])
 def test_failure_details_are_redacted_in_the_cli_and_the_run_folder(which, mode, owrl_page_server, tmp_path):
     url = owrl_page_server(PAGES)
-    flow = (value_equals_flow if which == "value_equals" else url_contains_flow)(url)
-    secret = PLAIN if which == "value_equals" else SECRET
+    flow = {"value_equals": value_equals_flow, "url_contains": url_contains_flow, "page_says": page_says_flow}[which](url)
+    secret = SECRET if which == "url_contains" else PLAIN
     (tmp_path / "f.json").write_text(json.dumps(flow))
     args = ["run", "--flow", "f.json", "--allow-domain", "127.0.0.1", "--out", "runs"] + (["--json"] if mode == "json" else [])
     done = owrl(*args, cwd=tmp_path, env={**SECRET_ENV, "COLUMNS": "200"})
