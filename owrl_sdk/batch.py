@@ -27,8 +27,15 @@ not be read: of its text) and ``#N`` for the N-th row with the same content, so 
 same command after an interruption runs only the rows not in ``rows.jsonl``, whatever rows were
 added or moved; a row whose values changed is a new row and runs. Rows that ended in
 ``infra_error`` (the machinery's failure, not the row's) run again; every other status, failures
-included, is done. A batch folder belongs to one flow: re-running it with a changed flow is a
-:class:`~owrl_sdk.errors.UsageError` (give a new folder).
+included, is done, unless ``retry_failed`` asks for the failed ones. A batch folder belongs to
+one flow: re-running it with a changed flow is a :class:`~owrl_sdk.errors.UsageError`, except
+with ``retry_failed`` (the old flow is kept as ``flow-DIGEST.json``).
+
+A flow's call marked ``commit`` is its point of no return: a line in ``commits.jsonl`` is written
+before it runs, and a row that fails after it, or is found cut short after it, is ``needs_review``
+and never run again automatically (``retry_needs_review`` does). ``retries`` runs a row again on
+an ``infra_error`` before that point; ``max_failures`` and ``stop_after_same_failure`` stop a batch
+that keeps failing (the rows not started stay pending).
 
 One row never stops the others: a row whose inputs do not resolve, or a line that is not a JSON
 object, is recorded as failed (``task.bad_inputs``, the reason as its detail) without a browser;
@@ -48,6 +55,7 @@ import io
 import json
 import os
 import re
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Union
@@ -57,12 +65,12 @@ from .components import TaskSuite
 from .config import Settings, load_settings
 from .documents import Flow, json_lines, load_flow, not_utf8
 from .errors import UsageError
-from .executors import Executor, LocalExecutor, NamedPolicy, WorkItem, WorkResult, Workload
+from .executors import STOP, Executor, LocalExecutor, NamedPolicy, WorkItem, WorkResult, Workload
 from .plugins import Plugins
 from .runstore import slugify
 from .types import Task, Trajectory
 
-__all__ = ["Batch", "Row", "RowResult", "read_rows", "BAD_INPUTS", "RETRIED"]
+__all__ = ["Batch", "Row", "RowResult", "read_rows", "BAD_INPUTS", "INTERRUPTED_AFTER_COMMIT", "NEEDS_REVIEW", "RETRIED"]
 
 #: The failure kind of a row whose values could not be made into the flow's inputs.
 BAD_INPUTS = "task.bad_inputs"
@@ -90,6 +98,15 @@ def spreadsheet_safe(text: str) -> str:
 
 #: The status of a row not yet run, in ``batch.json`` and ``batch.csv``.
 PENDING = "pending"
+
+#: The status of a row that failed, or was cut short, after its flow's point of no return (a
+#: call marked ``commit``): the site may hold what the row created, so no re-run runs it again
+#: unless told to (``retry_needs_review``).
+NEEDS_REVIEW = "needs_review"
+
+#: The failure kind of a row found cut short after its point of no return (its process died or
+#: was stopped between the commit call and the row's end).
+INTERRUPTED_AFTER_COMMIT = "task.interrupted_after_commit"
 
 BATCH_SCHEMA = "owrl.batch/1"
 
@@ -120,6 +137,14 @@ class RowResult:
     run_dir: Optional[str] = None
     steps: int = 0
     seconds: float = 0.0
+    #: The digest of the flow version the row ran with (:func:`flow_digest`).
+    flow: str = ""
+    #: Episodes the row took: retries of infrastructure failures (``retries``) included.
+    attempts: int = 1
+    #: The call marked ``commit`` that ran (the row passed its point of no return), if any.
+    committed: Optional[str] = None
+    #: When the row ended (seconds since the epoch): orders it against ``commits.jsonl``.
+    ended_at: float = 0.0
 
     @property
     def done(self) -> bool:
@@ -288,12 +313,31 @@ class BatchSuite(TaskSuite):
     name = "batch"
     description = "the rows of an owrl run --inputs batch"
 
-    def __init__(self, settings: Settings, tasks: Optional[list[Task]] = None, **options: Any):
+    def __init__(self, settings: Settings, tasks: Optional[list[Task]] = None, *,
+                 commits: Optional[Path] = None, on_commit: Optional[Callable[[str, str], None]] = None,
+                 **options: Any):
         super().__init__(settings, **options)
         self._tasks = list(tasks or [])
+        self.commits = commits
+        self.on_commit = on_commit
 
     def tasks(self) -> list[Task]:
         return list(self._tasks)
+
+    def before_tool_call(self, call: Any, env: Any, task: Task) -> None:
+        """Before a call marked ``commit`` runs: a line in ``commits.jsonl``, on disk (fsync) before
+        the call acts, so a row stopped anywhere after it is known to have passed that point."""
+        if not getattr(call, "commit", False) or self.commits is None or "batch_key" not in task.metadata:
+            return None
+        line = secrets.scrub({"key": task.metadata["batch_key"], "row": task.metadata.get("batch_row"),
+                              "call": call.describe()[:300], "at": time.time()})
+        with self.commits.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        if self.on_commit is not None:
+            self.on_commit(str(line["key"]), str(line["call"]))
+        return None
 
 
 def _inputs_api() -> Any:
@@ -362,7 +406,9 @@ class Batch:
                  out: Union[str, Path, None] = None, workers: int = 1, settings: Optional[Settings] = None,
                  plugins: Optional[Plugins] = None, *, url: Optional[str] = None,
                  on_row: Optional[Callable[[RowResult], None]] = None, executor: Optional[Executor] = None,
-                 browser_per_worker: bool = False, common: Optional[Mapping[str, Any]] = None):
+                 browser_per_worker: bool = False, common: Optional[Mapping[str, Any]] = None,
+                 retry_failed: bool = False, retry_needs_review: bool = False, retries: int = 0,
+                 max_failures: Optional[int] = None, stop_after_same_failure: Optional[int] = None):
         from .flowplayer import flow_memory
 
         self.flow_file = None if isinstance(flow, Flow) else str(flow)
@@ -377,6 +423,19 @@ class Batch:
         self.on_row = on_row
         self.browser_per_worker = browser_per_worker
         self._executor = executor
+        #: Run the rows that failed again (in this folder, with this flow, changed or not), and
+        #: with ``retry_needs_review`` those that stopped after their point of no return too.
+        self.retry_failed = retry_failed or retry_needs_review
+        self.retry_needs_review = retry_needs_review
+        #: Episodes more for a row whose episode ended in an infra_error before its point of no return.
+        self.retries = max(0, int(retries))
+        #: Stop the batch (the rows not started stay pending) after this many failed rows, or
+        #: after this many failed in a row with the same failure kind.
+        self.max_failures = max_failures
+        self.stop_after_same_failure = stop_after_same_failure
+        self.stopped: Optional[str] = None
+        self._failures = 0
+        self._same: tuple[Optional[str], int] = (None, 0)
         #: Values every row gets (``--input``); a row's own value for the same input wins.
         self.common = {k: v for k, v in dict(common or {}).items() if v is not None}
         if isinstance(rows, (str, Path)):
@@ -406,6 +465,9 @@ class Batch:
         #: Recorded rows by key (what ``rows.jsonl`` holds), and how many rows this run finished.
         self.results: dict[str, RowResult] = self._read_results()
         self.ran = 0
+        self._digest_now = flow_digest(self.flow)
+        #: Rows whose call marked ``commit`` ran in this command (key -> the call), until they end.
+        self._committed: dict[str, str] = {}
 
     # ------------------------------------------------------------------ checks before any browser
 
@@ -540,9 +602,10 @@ class Batch:
             before = load_flow(saved)
         except UsageError:
             return
-        if flow_digest(before) != flow_digest(self.flow):
-            raise UsageError(f"{self.out} holds a batch of another version of this flow ({saved}): give a new "
-                             "--out for the changed flow, or put the flow back to resume")
+        if flow_digest(before) != flow_digest(self.flow) and not self.retry_failed:
+            raise UsageError(f"{self.out} holds a batch of another version of this flow ({saved}): --retry-failed "
+                             "runs its failed rows again with the changed flow (the rows that succeeded are kept); "
+                             "or give a new --out, or put the flow back to resume")
 
     def _read_results(self) -> dict[str, RowResult]:
         found: dict[str, RowResult] = {}
@@ -558,9 +621,55 @@ class Batch:
 
     # ------------------------------------------------------------------ running
 
+    @property
+    def commits_file(self) -> Path:
+        return self.out / "commits.jsonl"
+
+    def _read_commits(self) -> dict[str, dict[str, Any]]:
+        """The last line of ``commits.jsonl`` per row key: when each row last passed its point of no return."""
+        found: dict[str, dict[str, Any]] = {}
+        if self.commits_file.exists():
+            for line in json_lines(self.commits_file.read_text(encoding="utf-8", errors="replace")):
+                try:
+                    entry = json.loads(line)
+                    found[str(entry["key"])] = entry
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    continue
+        return found
+
+    def _again(self, result: RowResult) -> bool:
+        """Whether a recorded row runs again in this command."""
+        if result.status in RETRIED or result.status == PENDING:
+            return True
+        if result.status == NEEDS_REVIEW:
+            return self.retry_needs_review
+        return self.retry_failed and result.status != "success"
+
     def pending(self) -> list[Row]:
-        """The rows not yet done: never run, cut short, or ended in an ``infra_error``."""
-        return [r for r in self.rows if r.key not in self.results or not self.results[r.key].done]
+        """The rows this command runs: never run, cut short before their point of no return, or
+        ended in an ``infra_error``; with ``retry_failed`` also the failed ones, and with
+        ``retry_needs_review`` those that stopped after their point of no return."""
+        return [r for r in self.rows if r.key not in self.results or self._again(self.results[r.key])]
+
+    def _interrupted_after_commit(self) -> list[RowResult]:
+        """Rows whose last commit line is later than their last result: their process stopped
+        between the point of no return and the row's end. Each is recorded as needs_review."""
+        found = []
+        commits = self._read_commits()
+        for row in self.rows:
+            entry = commits.get(row.key)
+            if entry is None:
+                continue
+            last = self.results.get(row.key)
+            if last is not None and last.ended_at >= float(entry.get("at") or 0):
+                continue
+            found.append(RowResult(
+                row=row.number, key=row.key, status=NEEDS_REVIEW, inputs=dict(row.values),
+                failure=INTERRUPTED_AFTER_COMMIT, flow=flow_digest(self.flow), ended_at=time.time(),
+                committed=str(entry.get("call") or ""),
+                detail=f"stopped after its point of no return ({entry.get('call')}) and before its end: check "
+                       "the site for what it created before running it again (--retry-needs-review)"))
+        return found
 
     def prepare(self, row: Row) -> Union[Task, RowResult]:
         """The row's task (its flow, inputs filled in, in the task's metadata) or, when its
@@ -600,18 +709,37 @@ class Batch:
     def workload(self) -> Workload:
         from .flowplayer import FLOW_POLICY
 
-        return Workload(suite=BatchSuite(self.settings), policy=NamedPolicy(FLOW_POLICY, {"flow": self.flow}),
+        suite = BatchSuite(self.settings, commits=self.commits_file, on_commit=self._on_commit)
+        return Workload(suite=suite, policy=NamedPolicy(FLOW_POLICY, {"flow": self.flow}),
                         judge="outcome", out=self.out, record_blocklist=False, with_trajectory=True)
+
+    def _on_commit(self, key: str, call: str) -> None:
+        self._committed[key] = call
+
+    def _save_flow(self) -> None:
+        """``flow.json`` is the flow this command plays; a changed flow (``retry_failed``) keeps
+        the one before beside it, as ``flow-DIGEST.json``, which the rows' ``flow`` name."""
+        saved = self.out / "flow.json"
+        if saved.exists():
+            try:
+                before = load_flow(saved)
+            except UsageError:
+                before = None
+            if before is None or flow_digest(before) == self._digest_now:
+                return
+            saved.replace(self.out / f"flow-{flow_digest(before)}.json")
+        saved.write_text(self.flow.to_json(), encoding="utf-8")
 
     async def run_async(self) -> dict[str, Any]:
         """Run the pending rows; returns (and writes) the batch summary, also when cut short."""
         self.out.mkdir(parents=True, exist_ok=True)
         self._take_lock()
-        if not (self.out / "flow.json").exists():
-            (self.out / "flow.json").write_text(self.flow.to_json(), encoding="utf-8")
         by_key = {r.key: r for r in self.rows}
         items: list[WorkItem] = []
         try:
+            self._save_flow()
+            for stopped in self._interrupted_after_commit():
+                self._add(stopped)
             for row in self.pending():
                 prepared = self.prepare(row)
                 if isinstance(prepared, RowResult):
@@ -623,7 +751,17 @@ class Batch:
                                                            browser_per_worker=self.browser_per_worker)
                 try:
                     await executor.start(self.workload())
-                    await executor.run(items, lambda result: self._finished(by_key[str(result.item.group)], result))
+                    while items and not self.stopped:
+                        again: list[WorkItem] = []
+
+                        def on_result(result: WorkResult, again: list[WorkItem] = again) -> Any:
+                            if self._finished(by_key[str(result.item.group)], result):
+                                item = result.item
+                                again.append(WorkItem(item.task, item.episode + 1, group=item.group))
+                            return STOP if self.stopped else None
+
+                        await executor.run(items, on_result)
+                        items = again
                 finally:
                     await executor.close()
         finally:
@@ -637,17 +775,48 @@ class Batch:
         """:meth:`run_async` for code without an event loop."""
         return asyncio.run(self.run_async())
 
-    def _finished(self, row: Row, result: WorkResult) -> None:
+    def _finished(self, row: Row, result: WorkResult) -> bool:
+        """Record a row's episode; True when it is to run again instead (an infra_error before
+        its point of no return, with ``retries`` left)."""
         traj = result.trajectory
         record = result.record
         outcome = traj.outcome if traj is not None else None
+        committed = self._committed.pop(row.key, None)
+        attempt = result.item.episode + 1
+        if record.status in RETRIED and committed is None and attempt <= self.retries:
+            result.trajectory = None
+            return True
+        status = record.status
+        detail = outcome.failure.detail if outcome is not None and outcome.failure is not None else result.error
+        if committed is not None and status != "success":
+            status = NEEDS_REVIEW
+            detail = f"after its point of no return ({committed}): {detail}"
         inputs = dict(result.item.task.metadata.get("inputs") or {})  # also when the machinery failed it
         self._add(RowResult(
-            row=row.number, key=row.key, status=record.status, inputs=inputs, outputs=outputs_of(traj),
-            failure=record.failure,
-            detail=(outcome.failure.detail if outcome is not None and outcome.failure is not None else result.error),
-            answer=record.answer, run_dir=record.run_dir, steps=record.steps, seconds=record.seconds))
+            row=row.number, key=row.key, status=status, inputs=inputs, outputs=outputs_of(traj),
+            failure=record.failure, detail=detail, answer=record.answer, run_dir=record.run_dir,
+            steps=record.steps, seconds=record.seconds, flow=self._digest_now, attempts=attempt,
+            committed=committed, ended_at=time.time()))
         result.trajectory = None  # its screenshots need not stay in memory for the rest of the batch
+        self._count(status, record.failure)
+        return False
+
+    def _count(self, status: str, failure: Optional[str]) -> None:
+        """Stop the batch (``self.stopped`` says why) once too many rows failed, or too many in a
+        row failed the same way."""
+        if status == "success":
+            self._same = (None, 0)
+            return
+        self._failures += 1
+        kind, n = self._same
+        self._same = (failure, n + 1 if failure == kind else 1)
+        if self.stopped:
+            return
+        if self.max_failures and self._failures >= self.max_failures:
+            self.stopped = f"{self._failures} rows failed (--max-failures {self.max_failures})"
+        elif self.stop_after_same_failure and self._same[1] >= self.stop_after_same_failure:
+            self.stopped = (f"{self._same[1]} rows in a row failed with {failure} "
+                            f"(--stop-after-same-failure {self.stop_after_same_failure})")
 
     def _add(self, result: RowResult) -> None:
         """Record a finished row: appended to ``rows.jsonl`` (secrets scrubbed), then reported."""
@@ -676,6 +845,7 @@ class Batch:
         results = self.row_results()
         done = [r for r in results if r.status != PENDING]
         succeeded = sum(1 for r in done if r.status == "success")
+        review = sum(1 for r in done if r.status == NEEDS_REVIEW)
         return {
             "schema": BATCH_SCHEMA,
             "flow": self.flow_file or self.flow.task,
@@ -683,9 +853,11 @@ class Batch:
             "out": str(self.out),
             "rows": len(results),
             "succeeded": succeeded,
-            "failed": len(done) - succeeded,
+            "failed": len(done) - succeeded - review,
+            "needs_review": review,
             "pending": len(results) - len(done),
             "ran": self.ran,
+            "stopped": self.stopped,
             "results": [asdict(r) for r in results],
         }
 

@@ -101,7 +101,11 @@ class Workload:
     max_steps: Optional[int] = None
 
 
-OnResult = Callable[[WorkResult], None]
+OnResult = Callable[[WorkResult], Any]
+
+#: What an ``on_result`` callback returns to stop a run: the items not started are dropped
+#: (the local executor's workers finish the episodes they are in and take no more).
+STOP = "stop"
 
 
 class Executor:
@@ -186,8 +190,9 @@ async def drain(items: list[WorkItem], hosts: list[Any], workload: Workload, set
                     return
                 result = await one(host, policy, item)
                 results.append(result)
-                if on_result is not None:
-                    on_result(result)
+                if on_result is not None and on_result(result) == STOP:
+                    while not queue.empty():
+                        queue.get_nowait()
         finally:
             if getattr(workload.policy, "owned", True):
                 await policy.close()

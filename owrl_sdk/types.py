@@ -134,6 +134,10 @@ class ToolCall(_Model):
     #: ``not {{output:NAME}}``, ``{{input:NAME}} == TEXT``: :data:`owrl_sdk.inputs.CONDITION`);
     #: true or false once the inputs are filled in.
     when: Optional[Union[bool, str]] = None
+    #: In a flow: the point of no return (the call that creates a record, pays, sends). A batch
+    #: row that fails or is cut short once this call has started is ``needs_review`` and is
+    #: never re-run automatically (:mod:`owrl_sdk.batch`).
+    commit: Optional[bool] = None
 
     _when = field_validator("when")(classmethod(lambda cls, v: check_condition(v)))
 

@@ -96,6 +96,18 @@ class LiveView:
               ".jsonl file (an object of inputs per line); re-running with the same --out resumes the rows not yet done.")
 @click.option("--workers", type=click.IntRange(min=1), help="With --inputs: rows run at a time, each in its own "
               "browser context (default 1).")
+@click.option("--retry-failed", is_flag=True, help="With --inputs and an existing --out: run the rows that failed "
+              "again, in the same folder, with this flow even if it changed (rows that succeeded are kept; rows that "
+              "stopped after their point of no return are not run: see --retry-needs-review).")
+@click.option("--retry-needs-review", is_flag=True, help="With --retry-failed: run the needs_review rows again too "
+              "(after checking the site for what they created).")
+@click.option("--retries", type=click.IntRange(min=0), default=0, show_default=True,
+              help="With --inputs: run a row again up to N times when it ends in an infrastructure error before "
+              "its point of no return.")
+@click.option("--max-failures", type=click.IntRange(min=1), help="With --inputs: stop the batch after N rows failed "
+              "(the rows not started stay pending).")
+@click.option("--stop-after-same-failure", type=click.IntRange(min=1), help="With --inputs: stop the batch after N "
+              "rows in a row failed with the same failure kind.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON result to stdout instead of the live view.")
 @click.option("--input", "given_inputs", multiple=True, metavar="NAME=VALUE",
               help="A value for {{input:NAME}} in the flow or the task; repeat for more. Checked against the "
@@ -105,16 +117,25 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
                 browser_endpoint: Optional[str], cdp_endpoint: Optional[str],
                 out: Optional[str], trace: bool, trace_with_secrets: bool, as_json: bool,
                 given_inputs: tuple[str, ...] = (), inputs_file: Optional[str] = None,
-                workers: Optional[int] = None) -> None:
+                workers: Optional[int] = None, retry_failed: bool = False, retry_needs_review: bool = False,
+                retries: int = 0, max_failures: Optional[int] = None,
+                stop_after_same_failure: Optional[int] = None) -> None:
     """Run one task in a real Chromium and show each step.
 
     With --flow and --inputs, run a batch: the flow once per row of a CSV or JSONL file."""
+    batch_options = {"retry_failed": retry_failed, "retry_needs_review": retry_needs_review, "retries": retries,
+                     "max_failures": max_failures, "stop_after_same_failure": stop_after_same_failure}
     if inputs_file is not None or workers is not None:
         run_batch(flow_file, inputs_file, workers, intent=intent, url=url, policy=policy, replay=replay, healer=healer,
                   allow_domains=allow_domains, max_steps=max_steps, headed=headed, browser_endpoint=browser_endpoint,
                   cdp_endpoint=cdp_endpoint, out=out, trace=trace or trace_with_secrets, as_json=as_json,
-                  given_inputs=given_inputs)
+                  given_inputs=given_inputs, **batch_options)
         return
+    given = [f"--{k.replace('_', '-')}" for k, v in batch_options.items() if v]
+    if given:
+        from owrl_sdk.errors import UsageError
+
+        raise UsageError(f"{', '.join(given)}: for a batch only: give --flow FILE --inputs ROWS too")
     from owrl_sdk.agent import Agent
     from owrl_sdk.config import load_checked_settings as load_settings
     from owrl_sdk.documents import Flow, load_flow, load_trajectory
@@ -381,7 +402,7 @@ def run_batch(flow_file: Optional[str], inputs_file: Optional[str], workers: Opt
               url: Optional[str], policy: Optional[str], replay: Optional[str], healer: Optional[str],
               allow_domains: tuple[str, ...], max_steps: Optional[int], headed: bool, browser_endpoint: Optional[str],
               cdp_endpoint: Optional[str], out: Optional[str], trace: bool, as_json: bool,
-              given_inputs: tuple[str, ...] = ()) -> None:
+              given_inputs: tuple[str, ...] = (), **batch_options: Any) -> None:
     """``owrl run --flow F --inputs ROWS``: a :class:`owrl_sdk.batch.Batch` with a progress bar on
     stderr (``--input`` values apply to every row; a row's own value wins); exit 0 when every row
     succeeded, 1 when any failed."""
@@ -396,6 +417,8 @@ def run_batch(flow_file: Optional[str], inputs_file: Optional[str], workers: Opt
 
     if inputs_file is None:
         raise UsageError("--workers runs the rows of a batch in parallel: give --inputs FILE too")
+    if batch_options.get("retry_needs_review") and not batch_options.get("retry_failed"):
+        batch_options["retry_failed"] = True  # --retry-needs-review is a wider --retry-failed
     if not flow_file:
         raise UsageError("--inputs runs a flow once per row: give --flow FILE too")
     for given, name in ((replay, "--replay"), (healer, "--heal-with"), (intent, "--task"), (trace, "--trace")):
@@ -437,8 +460,10 @@ def run_batch(flow_file: Optional[str], inputs_file: Optional[str], workers: Opt
                           soft_wrap=True)
         progress.update(bar, advance=1, counts=f"{counts['ok']} ok · {counts['failed']} failed")
 
+    if batch_options.get("retry_failed") and not (out and (Path(out) / "rows.jsonl").exists()):
+        raise UsageError("--retry-failed runs the failed rows of an earlier batch again: give its folder as --out")
     batch = Batch(flow_file, inputs_file, out, workers or 1, settings, plugins, url=start, on_row=on_row,
-                  common=parse_inputs(given_inputs))
+                  common=parse_inputs(given_inputs), **batch_options)
     check_flow_tools(batch.flow, plugins.catalogue.items["tools"], flow_file)
     total, todo = len(batch.rows), len(batch.pending())
     with progress:
@@ -458,12 +483,17 @@ def run_batch(flow_file: Optional[str], inputs_file: Optional[str], workers: Opt
             sys.exit(exit_code())
     if as_json:
         click.echo(json.dumps(summary, indent=2, ensure_ascii=False))
-    colour = "green" if not summary["failed"] else "red"
-    console.print(f"[bold {colour}]{summary['succeeded']} succeeded, {summary['failed']} failed[/bold {colour}] of "
-                  f"{summary['rows']} rows ({summary['ran']} run now)", highlight=False, soft_wrap=True)
+    colour = "green" if not (summary["failed"] or summary["needs_review"]) else "red"
+    n = summary["needs_review"]
+    review = f", {n} need{'s' if n == 1 else ''} review" if n else ""
+    console.print(f"[bold {colour}]{summary['succeeded']} succeeded, {summary['failed']} failed{review}[/bold {colour}] "
+                  f"of {summary['rows']} rows ({summary['ran']} run now)", highlight=False, soft_wrap=True)
+    if summary["stopped"]:
+        console.print(f"[red]stopped: {escape(summary['stopped'])}; {summary['pending']} rows not run[/red]",
+                      highlight=False, soft_wrap=True)
     console.print(f"batch: {escape(str(batch.out / 'batch.json'))} · {escape(str(batch.out / 'batch.csv'))}",
                   highlight=False, soft_wrap=True)
-    if summary["failed"]:
+    if summary["failed"] or summary["needs_review"] or summary["stopped"]:
         sys.exit(1)
 
 

@@ -87,6 +87,8 @@ KINDS: dict[str, str] = {
     "task.max_steps": "the step limit was reached",
     "task.invalid_start_url": "the start URL is not a valid address",
     "task.bad_inputs": "a batch row's values do not make the flow's inputs (no episode ran)",
+    "task.interrupted_after_commit": "a batch row stopped after its point of no return (a call marked commit) "
+                                     "and before its end: check the site before running it again",
 }
 
 SITE_CATEGORIES = frozenset({"network", "page"})
