@@ -869,6 +869,14 @@ class Batch:
         tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
         tmp.replace(self.out / "batch.json")
         self._write_csv(summary["results"])
+        try:  # the page a person opens: counts, rows, failures with their last screenshot
+            from .report import write_batch_report
+
+            write_batch_report(self.out)
+        except Exception as err:  # noqa: BLE001 - batch.json and batch.csv are written; the page is extra
+            import warnings
+
+            warnings.warn(f"{self.out}: report.html not written: {err}", stacklevel=2)
         return summary
 
     def _write_csv(self, results: list[dict[str, Any]]) -> None:

@@ -60,6 +60,7 @@ pre { background: var(--soft); padding: 6px 8px; border-radius: 4px; margin: 4px
 .label { color: #5f6673; font-size: 12px; text-transform: uppercase; letter-spacing: .04em; }
 ul.checks { margin: 2px 0; padding-left: 18px; }
 details summary { cursor: pointer; color: #3b4a63; }
+img.thumb { max-width: 320px; }
 """
 
 # No script may run and nothing may load from outside the page (links still navigate).
@@ -364,12 +365,101 @@ def write_eval_report(eval_dir: Union[str, Path], out: Union[str, Path, None] = 
     return target
 
 
+# ---------------------------------------------------------------------------- batch report
+
+#: Rows whose last screenshot a batch page embeds (the rows that did not succeed, in order):
+#: a page of a 10,000-row batch stays readable.
+BATCH_SHOTS = 200
+
+_BATCH_CLASS = {**_STATUS_CLASS, "needs_review": "warn", "pending": "warn"}
+
+
+def _last_shot(run_dir: Path) -> Optional[str]:
+    """The file name, inside ``run_dir``, of the last screenshot its trajectory recorded."""
+    from .documents import load_trajectory
+
+    try:
+        traj = load_trajectory(run_dir / "trajectory.json")
+    except (UsageError, OSError):
+        return None
+    names = [s.observation.screenshot_file for s in traj.steps if s.observation.screenshot_file]
+    return names[-1] if names else None
+
+
+def _cells(values: Any) -> str:
+    if not isinstance(values, dict) or not values:
+        return ""
+    return "".join(f"<div><code>{esc(k)}</code> {esc(_json(v))}</div>" for k, v in values.items())
+
+
+def batch_report_html(batch_dir: Union[str, Path], out: Union[str, Path, None] = None) -> str:
+    """The HTML page of a batch folder (its ``batch.json``): the counts, then one line per row
+    with its inputs, outputs, status, failure and, for a row that did not succeed, its last
+    screenshot; each row that ran links to its run's page (written next to its trajectory)."""
+    batch_dir = Path(batch_dir)
+    page_dir = (Path(out) if out else batch_dir / REPORT_NAME).resolve().parent
+    try:
+        summary = json.loads((batch_dir / "batch.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise UsageError(f"{batch_dir / 'batch.json'}: cannot be read ({err}); run the batch command again "
+                         "with this --out to write it") from None
+    if not isinstance(summary, dict) or not isinstance(summary.get("results"), list):
+        raise UsageError(f"{batch_dir / 'batch.json'}: not a batch summary (no results)")
+    rows, shots = [], 0
+    for r in summary["results"]:
+        if not isinstance(r, dict):
+            continue
+        status = str(r.get("status") or "")
+        run_dir = _find_run(batch_dir, r.get("run_dir"))
+        link, shot = "", ""
+        if run_dir is not None:
+            report, _intent, problem = _run_report_for(run_dir)
+            if report is not None:
+                href = Path(os.path.relpath(report.resolve(), page_dir)).as_posix()
+                link = f'<a class="run-link" href="{esc(href)}">run report</a>'
+            else:
+                link = f'<span class="bad">{esc(problem)}</span>'
+            if status != "success" and shots < BATCH_SHOTS:
+                name = _last_shot(run_dir)
+                if name:
+                    shot, shots = _screenshot(run_dir, name).replace('class="shot"', 'class="shot thumb"'), shots + 1
+        detail = esc(r.get("detail"))
+        failure = f"<code>{esc(r.get('failure'))}</code> {detail}" if r.get("failure") else detail
+        rows.append(
+            f'<tr class="row {esc(status)}"><td class="num">{esc(r.get("row"))}</td>'
+            f'<td>{_badge(status, _BATCH_CLASS.get(status, "warn"))}</td><td>{_cells(r.get("inputs"))}</td>'
+            f'<td>{_cells(r.get("outputs"))}</td><td class="failure">{failure}</td><td>{shot}</td><td>{link}</td></tr>')
+    counts = [("rows", summary.get("rows")), ("succeeded", summary.get("succeeded")), ("failed", summary.get("failed")),
+              ("needs review", summary.get("needs_review")), ("pending", summary.get("pending"))]
+    flow = summary.get("flow") or batch_dir.name
+    header = (f'<header><div class="label">batch</div><h1>{esc(flow)}</h1>'
+              + _facts([("folder", esc(batch_dir)), ("inputs", esc(summary.get("inputs_file"))),
+                        *((k, esc(v)) for k, v in counts if v is not None),
+                        ("stopped", esc(summary.get("stopped")))])
+              + "</header>")
+    body = ('<h2>Rows</h2><table class="rows"><tr><th class="num">row</th><th>status</th><th>inputs</th>'
+            f'<th>outputs</th><th>failure</th><th>last screenshot</th><th>report</th></tr>{"".join(rows)}</table>')
+    if shots >= BATCH_SHOTS:
+        body += f'<p class="dim">Screenshots are shown for the first {BATCH_SHOTS} rows that did not succeed.</p>'
+    return _page(f"owrl batch · {flow}", header + "<main>" + body + "</main>")
+
+
+def write_batch_report(batch_dir: Union[str, Path], out: Union[str, Path, None] = None) -> Path:
+    """Write the batch's page (default ``BATCH/report.html``) and its rows' run pages."""
+    batch_dir = Path(batch_dir)
+    target = Path(out) if out else batch_dir / REPORT_NAME
+    _write(target, batch_report_html(batch_dir, target))
+    return target
+
+
 def write_report(path: Union[str, Path], out: Union[str, Path, None] = None) -> Path:
-    """A run folder or an evaluation folder, told apart by what it holds."""
+    """A run folder, an evaluation folder or a batch folder, told apart by what it holds."""
     p = Path(path)
     if (p / "trajectory.json").is_file():
         return write_run_report(p, out)
     if (p / "episodes.jsonl").is_file() or (p / "summary.json").is_file():
         return write_eval_report(p, out)
-    raise UsageError(f"{p}: neither a run folder (trajectory.json) nor an evaluation folder "
-                     "(episodes.jsonl); give one of those")
+    if (p / "batch.json").is_file() or (p / "rows.jsonl").is_file():
+        return write_batch_report(p, out)
+    raise UsageError(f"{p}: not a run folder (trajectory.json), an evaluation folder (episodes.jsonl) or a "
+                     "batch folder (batch.json); give one of those")

@@ -1,8 +1,8 @@
 """Run folders: ``runs/<timestamp>-<slug>/`` written step by step.
 
 Layout: ``trajectory.json`` (owrl.trajectory/1, rewritten atomically after every step,
-so a crash loses at most the step in flight), ``screenshots/NNNN.jpg``, ``result.json``
-once the episode ended, ``trace.zip`` and ``downloads/`` when the environment makes them.
+so a crash loses at most the step in flight), ``screenshots/NNNN.jpg``, ``result.json`` and
+``report.html`` once the episode ended, ``trace.zip`` and ``downloads/`` when the environment makes them.
 
 A :class:`RunDir` is a per-episode plugin (``extra_hooks`` of :func:`owrl_sdk.runner.build_episode`):
 its ``step_end`` writes the step's screenshot and rewrites ``trajectory.json``, its
@@ -66,6 +66,20 @@ class RunDir:
         save_trajectory(trajectory, self.trajectory_file)
         if trajectory.outcome is not None:
             self.write_result(trajectory)
+            self.write_report()
+
+    def write_report(self) -> None:
+        """``report.html``, from the trajectory just written: every run has one, whichever door
+        it came through (the CLI, ``--json``, a batch row, Python, the server). A report that
+        cannot be written costs the run nothing but a warning."""
+        import warnings
+
+        from .report import write_run_report
+
+        try:
+            write_run_report(self.path)
+        except Exception as err:  # noqa: BLE001 - the run's own files are written; the page is extra
+            warnings.warn(f"{self.path}: report.html not written: {err}", stacklevel=2)
 
     def write_result(self, trajectory: Trajectory) -> None:
         out = trajectory.outcome

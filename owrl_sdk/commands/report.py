@@ -1,4 +1,4 @@
-"""``owrl report``: a self-contained HTML page of a run folder or of an evaluation folder."""
+"""``owrl report``: a self-contained HTML page of a run folder, an evaluation folder or a batch folder."""
 
 from __future__ import annotations
 
@@ -14,16 +14,18 @@ from owrl_sdk.plugins import hookimpl
 
 
 @click.command("report")
-@click.argument("path", type=PathArg("folder", "a run or evaluation folder", exists=True))
+@click.argument("path", type=PathArg("folder", "a run, evaluation or batch folder", exists=True))
 @click.option("--out", type=PathArg("file", "a report file"),
-              help="The page to write (default: PATH/report.html). An evaluation's run reports always go "
-                   "next to each run's trajectory.json.")
+              help="The page to write (default: PATH/report.html). An evaluation's or a batch's run reports "
+                   "always go next to each run's trajectory.json.")
 def report_command(path: str, out: Optional[str]) -> None:
-    """Write an HTML report of a run folder or an evaluation folder.
+    """Write an HTML report of a run folder, an evaluation folder or a batch folder.
 
     A run's page holds every step (screenshot, thought, calls, results, verdicts, feedback)
     and the judgements; an evaluation's page holds the summary and per-task tables and links
-    each episode to its run's page, written next to that run's trajectory.json."""
+    each episode to its run's page, written next to that run's trajectory.json; a batch's page
+    holds its counts and one line per row (inputs, outputs, status, failure, the last
+    screenshot of a row that did not succeed) linked to the row's run page."""
     from owrl_sdk.report import write_report
 
     _check_eval_inputs(Path(path))

@@ -259,9 +259,11 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
             console.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False, soft_wrap=True)
         console.print(f"run folder: {escape(str(run_dir))}", highlight=False, soft_wrap=True)
         if run_dir:
-            from owrl_sdk.report import write_run_report
+            from owrl_sdk.report import REPORT_NAME, write_run_report
 
-            console.print(f"report: {escape(str(write_run_report(run_dir)))}", highlight=False, soft_wrap=True)
+            page = Path(run_dir) / REPORT_NAME  # the run folder wrote it when the episode ended
+            console.print(f"report: {escape(str(page if page.exists() else write_run_report(run_dir)))}",
+                          highlight=False, soft_wrap=True)
     code = STATUS_EXIT[outcome.status]
     if code:
         sys.exit(code)
@@ -491,8 +493,8 @@ def run_batch(flow_file: Optional[str], inputs_file: Optional[str], workers: Opt
     if summary["stopped"]:
         console.print(f"[red]stopped: {escape(summary['stopped'])}; {summary['pending']} rows not run[/red]",
                       highlight=False, soft_wrap=True)
-    console.print(f"batch: {escape(str(batch.out / 'batch.json'))} · {escape(str(batch.out / 'batch.csv'))}",
-                  highlight=False, soft_wrap=True)
+    console.print(f"batch: {escape(str(batch.out / 'batch.json'))} · {escape(str(batch.out / 'batch.csv'))} · "
+                  f"{escape(str(batch.out / 'report.html'))}", highlight=False, soft_wrap=True)
     if summary["failed"] or summary["needs_review"] or summary["stopped"]:
         sys.exit(1)
 

@@ -66,6 +66,11 @@ def serve_command(host: str, port: int, data_dir: str, max_concurrent: int, no_a
         click.echo(f"owrl serve: warning: secrets {', '.join(loose)} may be typed on any page a job opens "
                    "(no allowed_domains): bind each to its hosts with secrets_allowed_on (docs/serve.md)", err=True)
     config: Any = uvicorn.Config(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=3)
+    import signal
+
+    # the server shuts down gracefully on SIGTERM itself (uvicorn's handler, then the signal's own
+    # default), not through the CLI's SIGTERM-as-Ctrl-C of batch commands (owrl_sdk.interrupts)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         uvicorn.Server(config).run()
     finally:
