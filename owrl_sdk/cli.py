@@ -95,6 +95,28 @@ def _one_line_warning(message: Any, category: type, filename: str, lineno: int, 
     click.echo(f"warning: {terminal_safe(str(message))}", err=True)
 
 
+def storage_options(command: Any) -> Any:
+    """``--load-storage FILE`` / ``--save-storage FILE`` (a saved log-in), for the commands that
+    open a browser: they become the ``storage_state`` and ``save_storage`` settings."""
+    command = click.option("--save-storage", "save_storage", type=PathArg("file", "a storage-state file"),
+                           help="Save the browser's session (cookies, local storage) to FILE when done, mode 0600 "
+                           "(a log-in to start from later with --load-storage; never inside the runs folder).")(command)
+    return click.option("--load-storage", "load_storage", type=PathArg("file", "a storage-state file", exists=True),
+                        help="Start from a saved session (cookies, local storage): FILE as written by "
+                        "--save-storage (or Playwright's storage_state()); its values are treated as secrets.")(command)
+
+
+def check_storage(settings: Any) -> None:
+    """The settings' storage files checked before any browser starts (UsageError): the one to
+    load is readable by its owner only and a storage state; the one to save is not in runs_dir."""
+    from .browser.storage import check_target, load_state
+
+    if settings.storage_state:
+        load_state(settings.storage_state)
+    if settings.save_storage:
+        check_target(settings.save_storage, settings.runs_dir)
+
+
 def main(argv: Optional[list[str]] = None) -> Any:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args

@@ -103,6 +103,12 @@ class Settings(BaseModel):
     screenshot_quality: int = Field(85, ge=1, le=100)
     max_rows: int = Field(10_000, ge=1, description="rows a batch (owrl run --inputs, owrl serve) may have; a file "
                           "with more is refused at the first row past it")
+    storage_state: Optional[str] = Field(
+        None, description="a Playwright storage-state file (cookies, local storage) every episode's context starts "
+        "from: a saved log-in (owrl run --load-storage); readable by its owner only, its values treated as secrets")
+    save_storage: Optional[str] = Field(
+        None, description="write each episode's storage state (cookies, local storage) to this file when the episode "
+        "ends, mode 0600 (owrl run --save-storage); never inside runs_dir")
     max_downloads: int = Field(20, ge=0, description="downloads an episode may save into its run folder; more are "
                                "cancelled (0: none saved)")
     max_download_mb: float = Field(100.0, ge=0, description="megabytes of downloads an episode may keep in its run "

@@ -205,6 +205,10 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
             **self._context_options,
             **self._unsafe,
         }
+        if s.storage_state:  # a saved log-in: checked, its values made secrets, before any page opens
+            from .storage import load_state
+
+            options["storage_state"] = load_state(s.storage_state)
         if self.domains.routes and options.get("service_workers") != "block":
             self.warnings.append("service workers are allowed: their requests are not held to the domain policy")
         try:
@@ -509,6 +513,14 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
 
     # ================================================================== closing
 
+    async def _save_storage(self, context: Any) -> None:
+        from .storage import check_target, save_state
+
+        try:
+            await save_state(context, check_target(str(self.settings.save_storage), self.settings.runs_dir))
+        except Exception as err:  # noqa: BLE001 - the episode is over; losing its session is a warning
+            self.warnings.append(f"the storage state was not saved to {self.settings.save_storage}: {err}")
+
     async def _close_context(self) -> None:
         context, self.context = self.context, None
         self._closing = self._dialogs.closing = True
@@ -519,6 +531,8 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
                 await asyncio.wait(set(self._background), timeout=self.settings.navigation_timeout)
             if self.trace:
                 await self._save_trace(context)
+            if self.settings.save_storage:
+                await self._save_storage(context)
             try:
                 await asyncio.wait_for(context.close(), timeout=10)
             except Exception:  # noqa: BLE001 - the browser may be going down; the host kills it

@@ -23,6 +23,7 @@ from typing import Any, Optional
 
 import click
 
+from owrl_sdk.cli import check_storage, storage_options
 from owrl_sdk.hookspecs import Register
 from owrl_sdk.plugins import hookimpl
 
@@ -290,8 +291,10 @@ def format_table(elements: list[Element]) -> str:
               help="Stop after this long and print what was read by then (a page that never settles).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print only the elements, as JSON: a list of {role, name, selector, ref, note}.")
+@storage_options
 def inspect_command(url: str, snapshot: bool, allow_domains: tuple[str, ...], wait: float, headed: bool,
-                    timeout: float, as_json: bool) -> None:
+                    timeout: float, as_json: bool, load_storage: Optional[str] = None,
+                    save_storage: Optional[str] = None) -> None:
     """Open URL in Chromium; print its accessibility snapshot and a selector for each interactive element.
 
     URL is written as for `owrl run --url`: https://..., a bare host, a local file or demo:shop/PATH.
@@ -302,7 +305,9 @@ def inspect_command(url: str, snapshot: bool, allow_domains: tuple[str, ...], wa
     from owrl_sdk.plugins import Plugins
 
     plugins = Plugins()
-    settings = load_settings({"headless": False if headed else None, "allowed_domains": list(allow_domains) or None})
+    settings = load_settings({"headless": False if headed else None, "allowed_domains": list(allow_domains) or None,
+                              "storage_state": load_storage, "save_storage": save_storage})
+    check_storage(settings)  # a saved log-in lets inspect see past the log-in page
     if url.startswith("~"):
         url = str(Path(url).expanduser())
     plugin_url = plugin_scheme(url, plugins)  # a plugin's own scheme, resolved by its hook

@@ -25,6 +25,7 @@ from typing import Any, Optional
 
 import click
 
+from owrl_sdk.cli import check_storage, storage_options
 from owrl_sdk.hookspecs import Register
 from owrl_sdk.plugins import hookimpl
 
@@ -83,8 +84,10 @@ async def _record(recorder: Any) -> Any:
               help="Record in a browser without a window (for scripted recording and tests).")
 @click.option("--debug-port", type=click.IntRange(1, 65535), default=None, metavar="PORT",
               help="Open Chromium's remote debugging on this port, so a script can drive the recorded browser.")
+@storage_options
 def record_command(url: str, out: Path, task: Optional[str], input_fields: str, headless: bool,
-                   debug_port: Optional[int]) -> None:
+                   debug_port: Optional[int], load_storage: Optional[str] = None,
+                   save_storage: Optional[str] = None) -> None:
     """Open URL in Chromium and record what you do there as a flow (owrl.flow/1).
 
     Clicks, typing (one write per field, with its final value), selections, key presses
@@ -105,7 +108,9 @@ def record_command(url: str, out: Path, task: Optional[str], input_fields: str, 
             raise UsageError("no display to show the browser in (DISPLAY is unset and Xvfb is not installed); "
                              "record without a window with --headless")
     plugins = Plugins()
-    settings = load_checked_settings({"headless": headless})
+    settings = load_checked_settings({"headless": headless, "storage_state": load_storage,
+                                      "save_storage": save_storage})
+    check_storage(settings)
     given = str(Path(url).expanduser()) if url.startswith("~") else url
     plugin_url = plugin_scheme(given, plugins)
     start_url = given if plugin_url or "://" in given else resolve_url(given, plugins=plugins)

@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional, Union
 
 import click
 
-from owrl_sdk.cli import PathArg
+from owrl_sdk.cli import PathArg, check_storage, storage_options
 from owrl_sdk.flowplayer import FLOW_POLICY
 from owrl_sdk.hookspecs import Register
 from owrl_sdk.plugins import Plugins, hookimpl
@@ -108,6 +108,7 @@ class LiveView:
               "(the rows not started stay pending).")
 @click.option("--stop-after-same-failure", type=click.IntRange(min=1), help="With --inputs: stop the batch after N "
               "rows in a row failed with the same failure kind.")
+@storage_options
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON result to stdout instead of the live view.")
 @click.option("--input", "given_inputs", multiple=True, metavar="NAME=VALUE",
               help="A value for {{input:NAME}} in the flow or the task; repeat for more. Checked against the "
@@ -119,7 +120,8 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
                 given_inputs: tuple[str, ...] = (), inputs_file: Optional[str] = None,
                 workers: Optional[int] = None, retry_failed: bool = False, retry_needs_review: bool = False,
                 retries: int = 0, max_failures: Optional[int] = None,
-                stop_after_same_failure: Optional[int] = None) -> None:
+                stop_after_same_failure: Optional[int] = None, load_storage: Optional[str] = None,
+                save_storage: Optional[str] = None) -> None:
     """Run one task in a real Chromium and show each step.
 
     With --flow and --inputs, run a batch: the flow once per row of a CSV or JSONL file."""
@@ -129,7 +131,8 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
         run_batch(flow_file, inputs_file, workers, intent=intent, url=url, policy=policy, replay=replay, healer=healer,
                   allow_domains=allow_domains, max_steps=max_steps, headed=headed, browser_endpoint=browser_endpoint,
                   cdp_endpoint=cdp_endpoint, out=out, trace=trace or trace_with_secrets, as_json=as_json,
-                  given_inputs=given_inputs, **batch_options)
+                  given_inputs=given_inputs, storage={"storage_state": load_storage, "save_storage": save_storage},
+                  **batch_options)
         return
     given = [f"--{k.replace('_', '-')}" for k, v in batch_options.items() if v]
     if given:
@@ -192,7 +195,9 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
     settings = load_settings({"policy": policy, "model": model, "profile": profile, "max_steps": max_steps,
                               "headless": False if headed else None,
                               "allowed_domains": list(allow_domains) or None,
+                              "storage_state": load_storage, "save_storage": save_storage,
                               **remote_browser(browser_endpoint, cdp_endpoint)})
+    check_storage(settings)
     if healer:
         assert flow is not None  # --heal-with without --flow was refused above
         healing = HealingPolicy(settings, flow=flow, healer=plugins.catalogue.get("policies", healer)(settings))
@@ -404,7 +409,8 @@ def run_batch(flow_file: Optional[str], inputs_file: Optional[str], workers: Opt
               url: Optional[str], policy: Optional[str], replay: Optional[str], healer: Optional[str],
               allow_domains: tuple[str, ...], max_steps: Optional[int], headed: bool, browser_endpoint: Optional[str],
               cdp_endpoint: Optional[str], out: Optional[str], trace: bool, as_json: bool,
-              given_inputs: tuple[str, ...] = (), **batch_options: Any) -> None:
+              given_inputs: tuple[str, ...] = (), storage: Optional[dict[str, Any]] = None,
+              **batch_options: Any) -> None:
     """``owrl run --flow F --inputs ROWS``: a :class:`owrl_sdk.batch.Batch` with a progress bar on
     stderr (``--input`` values apply to every row; a row's own value wins); exit 0 when every row
     succeeded, 1 when any failed."""
@@ -430,9 +436,10 @@ def run_batch(flow_file: Optional[str], inputs_file: Optional[str], workers: Opt
         raise UsageError(f"--flow plays with the {FLOW_POLICY} policy, not '{policy}'")
     if browser_endpoint and cdp_endpoint:
         raise UsageError("give --browser-endpoint or --cdp-endpoint, not both")
-    settings = load_checked_settings({"max_steps": max_steps, "headless": False if headed else None,
+    settings = load_checked_settings({**(storage or {}), "max_steps": max_steps, "headless": False if headed else None,
                                       "allowed_domains": list(allow_domains) or None,
                                       **remote_browser(browser_endpoint, cdp_endpoint)})
+    check_storage(settings)
     plugins = Plugins()
     console = Console(stderr=True)
 

@@ -106,8 +106,13 @@ class Recorder:
         self.host = BrowserHost(self.settings, launch_hook=self.launch_hook)
         await self.host.start()
         s = self.settings
+        saved: dict[str, Any] = {}
+        if s.storage_state:  # record from a saved log-in (--load-storage)
+            from owrl_sdk.browser.storage import load_state
+
+            saved["storage_state"] = load_state(s.storage_state)
         self.context = await self.host.browser.new_context(
-            viewport={"width": s.viewport_width, "height": s.viewport_height}, accept_downloads=True)
+            viewport={"width": s.viewport_width, "height": s.viewport_height}, accept_downloads=True, **saved)
         await self.context.expose_binding("__owrlRecord", self._on_report)
         await self.context.add_init_script(script=capture_script(self._token))
         self.context.on("page", self._on_page)
@@ -149,6 +154,8 @@ class Recorder:
             await asyncio.wait(list(self._tasks), timeout=10)
         if self._worker is not None:
             self._worker.cancel()
+        if self.settings.save_storage:
+            await self._save_storage()
         flow = self.builder.flow()
         self._check(flow)
         partial = partial_path(self.out)
@@ -343,6 +350,19 @@ class Recorder:
         call.before = frozenset(str(t) for t in action.get("before") or [])
         self._add(call, page)
         self._by_id[str(action.get("id"))] = call
+        if self.settings.save_storage:  # after each action: the person may close the window at any time
+            self._keep(asyncio.ensure_future(self._save_storage()))
+
+    async def _save_storage(self) -> None:
+        """The session as it is now to ``save_storage`` (--save-storage), mode 0600."""
+        from owrl_sdk.browser.storage import check_target, save_state
+
+        if self.context is None:
+            return
+        try:
+            await save_state(self.context, check_target(str(self.settings.save_storage), self.settings.runs_dir))
+        except Exception:  # noqa: BLE001 - a context closing under us: the last save stands
+            pass
 
     def _set_checked(self, selector: str, target: dict[str, Any], checked: bool) -> Call:
         """A click that ticked, cleared or chose a box: the state it left, as ``set_checked``

@@ -1,0 +1,84 @@
+"""Saved sessions: a Playwright storage state (cookies, local storage) loaded into every
+episode's context, or saved when an episode ends.
+
+A storage state holds a log-in: its cookies are credentials. So a file is written with mode
+0600 (atomically, never wider, never into a runs folder), a file others can read is refused
+when loaded, and every cookie value and local-storage value read or written is registered
+as a secret (:func:`owrl_sdk.secrets.register`): a page that echoes a session cookie has it
+redacted from trajectories, reports and the terminal like a typed password.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any, Union
+
+from .. import secrets
+from ..errors import UsageError
+
+
+def _register(state: dict[str, Any]) -> None:
+    for cookie in state.get("cookies") or []:
+        if isinstance(cookie, dict):
+            secrets.register(str(cookie.get("value") or ""), f"COOKIE_{str(cookie.get('name') or '').upper()}")
+    for origin in state.get("origins") or []:
+        for item in (origin.get("localStorage") or []) if isinstance(origin, dict) else []:
+            if isinstance(item, dict):
+                secrets.register(str(item.get("value") or ""), f"STORAGE_{str(item.get('name') or '').upper()}")
+
+
+def load_state(path: Union[str, Path]) -> dict[str, Any]:
+    """The storage state in ``path``, checked: a JSON object with ``cookies`` and ``origins``
+    lists, readable by its owner only. Its values become secrets."""
+    p = Path(path).expanduser()
+    try:
+        mode = p.stat().st_mode
+        text = p.read_text(encoding="utf-8")
+    except OSError as err:
+        raise UsageError(f"storage state {p}: cannot be read ({err.strerror or err}); save one with --save-storage FILE") from None
+    if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise UsageError(f"storage state {p}: other users may read it (mode {stat.S_IMODE(mode):o}); it holds log-in "
+                         f"cookies: chmod 600 {p}")
+    try:
+        state = json.loads(text)
+    except ValueError:
+        raise UsageError(f"storage state {p}: not JSON (a file written by --save-storage, or Playwright's "
+                         "storage_state())") from None
+    if not isinstance(state, dict) or not isinstance(state.get("cookies", []), list) \
+            or not isinstance(state.get("origins", []), list):
+        raise UsageError(f"storage state {p}: not a storage state (an object with cookies and origins lists)")
+    _register(state)
+    return {"cookies": state.get("cookies", []), "origins": state.get("origins", [])}
+
+
+def check_target(path: Union[str, Path], runs_dir: Union[str, Path]) -> Path:
+    """Where a storage state may be saved: not inside the runs folder, whose run folders are
+    shared and shown (UsageError)."""
+    p = Path(path).expanduser().resolve()
+    runs = Path(runs_dir).expanduser().resolve()
+    if p == runs or runs in p.parents:
+        raise UsageError(f"--save-storage {path}: inside the runs folder ({runs_dir}), which is shared with whoever "
+                         "reads the runs; the file holds log-in cookies: save it elsewhere")
+    return p
+
+
+async def save_state(context: Any, path: Union[str, Path]) -> None:
+    """Write ``context``'s storage state to ``path``: mode 0600 from the first byte, replaced
+    atomically; its values become secrets."""
+    state = await context.storage_state()
+    _register(state)
+    p = Path(path).expanduser()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(state, fh)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, p)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
