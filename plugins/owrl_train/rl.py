@@ -400,14 +400,21 @@ class MMGRPO(Optimizer):
                 if not c.target_kl:
                     continue
                 # the trust region: the step is shrunk along its direction until the policy is
-                # within target_kl of the one that sampled, and undone if even the smallest is not
+                # within target_kl of the one that sampled, and undone if even the smallest is not.
+                # The first shrink is sized by the KL's quadratic growth with the step (KL ~ scale^2),
+                # so one forward pass over the turns usually settles it; then halvings.
                 kl, halvings = self._kl_from_sampler(prepared), 0
-                while kl > c.target_kl and halvings < c.kl_backtracks:
-                    halvings += 1
-                    with torch.no_grad():
-                        for p, p0 in zip(params, before):
-                            p.copy_(p0 + (p - p0) * 0.5)
-                    kl = self._kl_from_sampler(prepared)
+                if kl > c.target_kl:
+                    direction = [p.detach() - p0 for p, p0 in zip(params, before)]
+                    scale = 1.0
+                    while kl > c.target_kl and halvings < c.kl_backtracks:
+                        halvings += 1
+                        scale = min(scale * 0.5, 0.9 * scale * math.sqrt(c.target_kl / kl)) if halvings == 1 \
+                            else scale * 0.5
+                        with torch.no_grad():
+                            for p, p0, d in zip(params, before, direction):
+                                p.copy_(p0 + d * scale)
+                        kl = self._kl_from_sampler(prepared)
                 backtracks += halvings
                 if kl > c.target_kl:
                     with torch.no_grad():
@@ -440,20 +447,26 @@ class MMGRPO(Optimizer):
 
 
     def _kl_from_sampler(self, prepared: list[list[tuple[Any, ...]]]) -> float:
-        """KL(sampling policy || current) per sampled token over the iteration's policy-gradient
-        turns (demonstrations left out), without gradients."""
+        """KL(policy before the update || current) per token over every turn the iteration
+        trains, without gradients: on the sampled turns, KL from the policy that sampled; on a
+        rescue demonstration's turns, the same estimate of how far the update moved the policy
+        there. The demonstrations count too: with Adam, a term's small weight does not make a
+        small step when it is the only term, so an iteration that trains only a demonstration
+        would otherwise move the adapter unbounded."""
+        total, count = 0.0, 0
+        for rows in prepared:
+            for _b, enc, old, _ref, temps, _n in rows:
+                with self._no_grad():
+                    logp, mask, _ = self.model.token_logprobs(enc, temperature=temps)
+                total += float((sampled_kl(old, logp) * mask).sum())
+                count += int(mask.sum())
+        return total / count if count else 0.0
+
+    @staticmethod
+    def _no_grad() -> Any:
         import torch
 
-        total, count = 0.0, 0
-        with torch.no_grad():
-            for rows in prepared:
-                for b, enc, old, _ref, temps, _n in rows:
-                    logp, mask, _ = self.model.token_logprobs(enc, temperature=temps)
-                    keep = torch.tensor([not s.meta.get("demo") for s in b], device=logp.device)
-                    m = mask * keep.to(mask.dtype).unsqueeze(1)
-                    total += float((sampled_kl(old, logp) * m).sum())
-                    count += int(m.sum())
-        return total / count if count else 0.0
+        return torch.no_grad()
 
 
 # ============================================================================ the loop

@@ -289,11 +289,13 @@ def test_the_trust_region_stops_an_iterations_updates(tiny_qwen3, tmp_path, plug
         samples += run._samples(toy_trajectory([readable(colour)], colour == "green", str(i)),
                                 1.0 if colour == "green" else -1 / 3)
     start = [p.detach().clone() for p in model.trainable_parameters()]
+    run.cfg.kl_backtracks = 0  # no shrinking: a step past the region is undone and the updates stop
     m = run.optimizer.optimize(samples)
-    # no step fits a region this small: the first is halved kl_backtracks times, then undone
     assert m["optimizer_steps"] == 0.0 and m["steps_undone"] == 1.0 and m["stopped_at_target_kl"] == 1.0
-    assert m["kl_backtracks"] == float(run.cfg.kl_backtracks)
     assert all(torch.equal(p, p0) for p, p0 in zip(model.trainable_parameters(), start))
+    run.cfg.kl_backtracks = 4  # shrunk instead: each step kept lies within the region
+    m = run.optimizer.optimize(samples)
+    assert m["kl_backtracks"] >= m["optimizer_steps"] >= 1.0 and m["kl_old_new"] <= 1e-9
     run.cfg.target_kl = 0.0
     assert run.optimizer.optimize(samples)["optimizer_steps"] == 4.0
 
@@ -319,6 +321,25 @@ def test_a_step_past_the_trust_region_is_shrunk_until_it_fits(tiny_qwen3, tmp_pa
     m = run.optimizer.optimize(samples)
     assert m["optimizer_steps"] == 1.0 and m["steps_undone"] == 0.0 and m["kl_backtracks"] >= 1.0
     assert 0.0 < m["kl_old_new"] <= full / 3
+    assert not all(torch.equal(p, p0) for p, p0 in zip(model.trainable_parameters(), start))
+
+
+def test_a_demonstration_only_update_is_held_by_the_trust_region_too(tiny_qwen3, tmp_path, plugins, settings):
+    # with Adam, demo_coef does not make the step small when the demonstration is the only term
+    model = model_of(tiny_qwen3)
+    run = run_of(config(tiny_qwen3, tmp_path / "rl", optimizer_steps=1, minibatch=4, lr=5e-2, target_kl=1e-9),
+                 model, plugins, settings)
+    rescue = toy_trajectory([readable("green")], True, "demo")
+    rescue.metadata["rescued"] = "demo"  # a rescue demonstration: trained through the SFT term only
+    samples = run._samples(rescue, None)
+    assert samples and all(s.meta.get("demo") for s in samples)
+    start = [p.detach().clone() for p in model.trainable_parameters()]
+    run.cfg.kl_backtracks = 0
+    m = run.optimizer.optimize(samples)
+    assert m["demo_samples"] == float(len(samples)) and m["steps_undone"] == 1.0
+    assert all(torch.equal(p, p0) for p, p0 in zip(model.trainable_parameters(), start))
+    run.cfg.target_kl = 0.0  # without the region the same update moves the adapter
+    assert run.optimizer.optimize(samples)["optimizer_steps"] == 1.0
     assert not all(torch.equal(p, p0) for p, p0 in zip(model.trainable_parameters(), start))
 
 
