@@ -141,7 +141,7 @@ def test_screenshot_outside_the_run_folder_is_refused(tmp_path):
 def test_report_of_a_folder_that_is_neither_is_a_usage_error(tmp_path):
     out = owrl("report", str(tmp_path))
     assert out.returncode == 2
-    assert "neither a run folder" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert "not a run folder" in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
 def test_eval_writes_a_report_linking_each_run(tmp_path):
