@@ -279,20 +279,26 @@ _ELEMENT_AT = """([x, y]) => {
 }"""
 
 
+async def _element(env: BrowserEnv, target: Any) -> tuple[Any, Any]:
+    """(where, the element): the element under a point (through shadow roots), or the locator
+    of a ref or selector."""
+    where = env.locate(target)
+    if where.point is None:
+        return where, where.locator
+    handle = await env.page.evaluate_handle(_ELEMENT_AT, list(where.point))
+    element = handle.as_element()
+    if element is None:
+        raise ActionError(f"there is no element at {where.description}", kind="action.no_element")
+    return where, element
+
+
 class SelectOption(BrowserTool):
     name = "select_option"
     description = "Choose an option in a <select> dropdown, by its value or its label."
     Args = SelectOptionArgs
 
     async def run(self, env: BrowserEnv, args: SelectOptionArgs) -> ToolResult:
-        where = env.locate(args.target)
-        if where.point is not None:
-            handle = await env.page.evaluate_handle(_ELEMENT_AT, list(where.point))
-            element = handle.as_element()
-            if element is None:
-                raise ActionError(f"there is no element at {where.description}", kind="action.no_element")
-        else:
-            element = where.locator
+        where, element = await _element(env, args.target)
         options = await element.evaluate(_OPTIONS)
         if options is None:
             raise ActionError(
@@ -336,16 +342,8 @@ class SetChecked(BrowserTool):
     Args = SetCheckedArgs
 
     async def run(self, env: BrowserEnv, args: SetCheckedArgs) -> ToolResult:
-        where = env.locate(args.target)
-        if where.point is not None:
-            handle = await env.page.evaluate_handle(_ELEMENT_AT, list(where.point))
-            element = handle.as_element()
-            if element is None:
-                raise ActionError(f"there is no element at {where.description}", kind="action.no_element")
-            kind = await element.evaluate(_CHECKABLE)
-        else:
-            element = where.locator
-            kind = await element.evaluate(_CHECKABLE, timeout=5000)
+        where, element = await _element(env, args.target)
+        kind = await element.evaluate(_CHECKABLE)
         if not kind:
             raise ActionError(f"{where.description} is not a checkbox or a radio button; click it instead",
                               kind="action.not_checkable")
