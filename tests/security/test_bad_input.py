@@ -241,7 +241,7 @@ def test_owrl_file_arguments_are_one_line(tmp_path):
         assert assert_one_error(owrl("report", "missing", cwd=tmp_path), "Error: ") == \
             "Error: missing: no such folder"
         assert assert_one_error(owrl("report", "notes.txt", cwd=tmp_path), "Error: ") == \
-            "Error: notes.txt: is a file, not a run or evaluation folder"
+            "Error: notes.txt: is a file, not a run, evaluation or batch folder"
         assert assert_one_error(owrl("report", "folder", "--out", "folder", cwd=tmp_path), "Error: ") == \
             "Error: folder: is a folder, not a report file"
         assert assert_one_error(owrl("run", "--task", "x", "--url", "https://example.com/", "--out", "notes.txt",
