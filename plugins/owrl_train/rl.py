@@ -453,20 +453,16 @@ class MMGRPO(Optimizer):
         there. The demonstrations count too: with Adam, a term's small weight does not make a
         small step when it is the only term, so an iteration that trains only a demonstration
         would otherwise move the adapter unbounded."""
-        total, count = 0.0, 0
-        for rows in prepared:
-            for _b, enc, old, _ref, temps, _n in rows:
-                with self._no_grad():
-                    logp, mask, _ = self.model.token_logprobs(enc, temperature=temps)
-                total += float((sampled_kl(old, logp) * mask).sum())
-                count += int(mask.sum())
-        return total / count if count else 0.0
-
-    @staticmethod
-    def _no_grad() -> Any:
         import torch
 
-        return torch.no_grad()
+        total, count = 0.0, 0
+        with torch.no_grad():
+            for rows in prepared:
+                for _b, enc, old, _ref, temps, _n in rows:
+                    logp, mask, _ = self.model.token_logprobs(enc, temperature=temps)
+                    total += float((sampled_kl(old, logp) * mask).sum())
+                    count += int(mask.sum())
+        return total / count if count else 0.0
 
 
 # ============================================================================ the loop
