@@ -255,7 +255,9 @@ class PressKeys(BrowserTool):
                     if pauses:
                         await asyncio.sleep(args.gap_ms / 1000)
         skipped = args._skipped
-        return ToolResult(feedback=f"skipped keys it does not know: {', '.join(skipped)}" if skipped else "")
+        # data.keys: the names pressed, after the key-name corrections (what a status line lists)
+        return ToolResult(feedback=f"skipped keys it does not know: {', '.join(skipped)}" if skipped else "",
+                          data={"keys": list(args.keys)})
 
 
 class SelectOptionArgs(TargetArgs):

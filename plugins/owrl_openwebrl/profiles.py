@@ -261,8 +261,7 @@ def status_line(record: CallRecord, viewport: tuple[int, int] = SCREEN, raw: Opt
         if moved == 0 and a.get("point_2d") is None:
             text += " The page did not move: it may be at its edge."
     elif name == "press_keys":
-        keys = a.get("keys", [])
-        text = f"Succeed: `press_keys` {json.dumps(keys if isinstance(keys, list) else [keys])}."
+        text = f"Succeed: `press_keys` {json.dumps(_pressed(a, data))}."
     elif name == "wait":
         text = f"Succeed: waited {a.get('seconds', 3)} seconds."
     elif name == "goto_url":
@@ -286,6 +285,21 @@ def status_line(record: CallRecord, viewport: tuple[int, int] = SCREEN, raw: Opt
     if name == "write" and data.get("value") and data["value"] != a.get("message"):
         text += f' The field holds "{_short(data["value"], 200)}", which is not the text typed.'
     return _short(text, FEEDBACK_CHARS)
+
+
+def _pressed(arguments: dict[str, Any], data: dict[str, Any]) -> list[str]:
+    """press_keys' keys as the line names them: the names pressed, after the key-name
+    corrections and without the unknown ones (``enter`` is ``Enter``), as the tool recorded them;
+    the keys as written where it recorded none. A sequence pressed ``presses`` times apiece is
+    listed once per key, as the official line lists it."""
+    keys = data.get("keys")
+    if not isinstance(keys, list):
+        written = arguments.get("keys", [])
+        return [written] if isinstance(written, str) else list(written or [])
+    presses = arguments.get("presses", 1)
+    if isinstance(presses, int) and presses > 1 and not arguments.get("is_hotkey") and len(keys) % presses == 0:
+        keys = keys[::presses]  # the profile expanded [a, b] x2 into [a, a, b, b]
+    return [str(k) for k in keys]
 
 
 #: The notes each tool's official line may append, in the order its handler appends them.
@@ -335,8 +349,7 @@ def official_status_line(record: CallRecord, templates: dict[str, Any], viewport
                               if isinstance(point, list) and len(point) == 2 else None)
             ns["target"] = official.render(tool["target"], ns) if ns["point_2d"] and tool.get("target") else ""
         elif name == "press_keys":
-            keys = a.get("keys", [])
-            ns["legal_keys"] = [keys] if isinstance(keys, str) else list(keys)
+            ns["legal_keys"] = _pressed(a, data)
         elif name == "wait":
             ns["seconds"] = a.get("seconds", 3)
         elif name == "done":
@@ -488,9 +501,13 @@ class OpenWebRLProfile:
             lines = self.feedback(step)
             head = _text("<tool_response>\n" + "\n".join(lines) + "\n\n")
             # an answer with no call ran nothing: the official loop answers it with the observation
-            # it had already sent (its text here; the screenshot is the latest, of the same page)
+            # it had already sent, text and screenshot (the latest look, of the same page, only
+            # where the step no longer holds its own)
             unread = bool(step.turn.parse_error or not step.calls)
-            body = observation_parts(observations[i] if unread else observations[i + 1], self.screen, images[i + 1])
+            image = images[i + 1]
+            if unread and image is not None and observations[i].screenshot:
+                image = observations[i].screenshot
+            body = observation_parts(observations[i] if unread else observations[i + 1], self.screen, image)
             messages.append({"role": "user", "content": _merge([head, *body, _text("\n</tool_response>")])})
         return Prompt(messages=messages, tools=self.tools, keep_assistant_text=True)
 

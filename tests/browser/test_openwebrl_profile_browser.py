@@ -134,9 +134,14 @@ async def test_press_keys_skips_names_it_does_not_know_and_pauses_between_keys(e
     await env.reset(task(f"{site}/basic.html"))
     await official(env, "click", point_2d=await centre(env, "#name"))
     started = time.monotonic()
-    result, _ = await official(env, "press_keys", keys=["a", "submit", "b", "c"])
+    result, line = await official(env, "press_keys", keys=["a", "submit", "b", "c"])
     assert result.ok and await env.page.input_value("#name") == "abc"
     assert "submit" in result.feedback
+    assert line.startswith('Succeed: `press_keys` ["a", "b", "c"]')  # the line lists what was pressed
+    # names are listed after their corrections, each key once however many times it is pressed
+    result, line = await official(env, "press_keys", keys=["backspace", "LEFT", "bogus"], presses=2)
+    assert result.ok and line.startswith('Succeed: `press_keys` ["Backspace", "ArrowLeft"]')
+    assert await env.page.input_value("#name") == "a"
     assert time.monotonic() - started >= 0.2  # three keys, two pauses
     result, line = await official(env, "press_keys", keys=["submit", "go"])
     assert not result.ok and line.startswith("Failed: `press_keys`")

@@ -57,6 +57,11 @@ def test_lines_are_the_templates_filled_with_the_recorded_facts(templates):
     assert line(templates, "scroll", {"direction": "up"}, ToolResult(data={"scroll": {"moved": 0}})) == \
         "FAKE-OK scroll up 50%. FAKE-STUCK."
     assert line(templates, "press_keys", {"keys": ["Enter"]}, ToolResult()) == "FAKE-OK keys ['Enter']."
+    # the keys the tool pressed, after the name corrections, each once however many presses
+    assert line(templates, "press_keys", {"keys": ["enter", "esc", "nope"]},
+                ToolResult(data={"keys": ["Enter", "Escape"]})) == "FAKE-OK keys ['Enter', 'Escape']."
+    assert line(templates, "press_keys", {"keys": ["tab", "enter"], "presses": 2},
+                ToolResult(data={"keys": ["Tab", "Tab", "Enter", "Enter"]})) == "FAKE-OK keys ['Tab', 'Enter']."
     assert line(templates, "wait", {}, ToolResult()) == "FAKE-OK slept 3."
     assert line(templates, "done", {"response": "12 dollars"}, ToolResult(answer="12 dollars")) == \
         "FAKE-OK finished => 12 dollars"

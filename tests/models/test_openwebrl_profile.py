@@ -340,3 +340,31 @@ def test_the_owrl_profile_is_unchanged_for_other_checkpoints(tmp_path):
     assert forced.profile.name == "openwebrl"
     with pytest.raises(UsageError, match="unknown interface profile"):
         _policy(backend, tmp_path, profile="nonsense")
+
+
+def test_an_unreadable_answer_gets_back_the_observation_it_had_been_sent():
+    """The official loop answers an answer with no readable call with the observation it had
+    already sent, text and screenshot; owrl's look after it (same page, nothing ran) is not used."""
+    from owrl_sdk.memory import Context
+    from owrl_sdk.types import Observation, Step, Task, Turn
+
+    before = Observation(url="http://s/1", screenshot=b"shot-before")
+    unreadable = Step(index=0, observation=before, turn=Turn(raw="I will click", parse_error="no <tool_call> block found"))
+    after = Observation(url="http://s/1", screenshot=b"shot-after")
+    ctx = Context(task=Task(intent="t", start_url="http://s/1"), observation=after, tools=[], history=[unreadable],
+                  screenshots=[b"shot-before", b"shot-after"])
+    prompt = OpenWebRLProfile(screen=(1280, 1000), screenshots=2).render(ctx, tools_in_system=False)
+    assert prompt.images() == [b"shot-before", b"shot-before"]  # the request's look, then the same again
+    reply = prompt.messages[3]["content"]
+    assert [p["image"] for p in reply if p.get("type") == "image"] == [b"shot-before"]
+    # with one screenshot kept, that one is still the look resent
+    one = OpenWebRLProfile(screen=(1280, 1000), screenshots=1).render(
+        Context(task=ctx.task, observation=after, tools=[], history=[unreadable], screenshots=[b"shot-after"]),
+        tools_in_system=False)
+    assert one.images() == [b"shot-before"]
+    # a step that no longer holds its screenshot (a history read back without images): the latest look
+    bare = unreadable.model_copy(update={"observation": Observation(url="http://s/1")})
+    none = OpenWebRLProfile(screen=(1280, 1000), screenshots=1).render(
+        Context(task=ctx.task, observation=after, tools=[], history=[bare], screenshots=[b"shot-after"]),
+        tools_in_system=False)
+    assert none.images() == [b"shot-after"]
