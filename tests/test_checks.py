@@ -51,4 +51,54 @@ def test_building_the_wheel_prints_no_setuptools_warnings(tmp_path: Path) -> Non
     output = proc.stdout + proc.stderr
     warnings = [line.strip() for line in output.splitlines() if re.search(r"warning", line, re.IGNORECASE)]
     assert not warnings, "building the wheel printed warnings:\n" + "\n".join(warnings) + "\n\n" + output
-    assert list(tmp_path.glob("openwebrl_sdk-*.whl"))
+    wheels = list(tmp_path.glob("openwebrl_sdk-*.whl"))
+    assert wheels
+    import zipfile
+
+    names = zipfile.ZipFile(wheels[0]).namelist()
+    assert "owrl_sdk/py.typed" in names  # PEP 561: embedders type-check against owrl's hints
+    metadata = zipfile.ZipFile(wheels[0]).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert "Provides-Extra: scaffold" in metadata and "Provides-Extra: bench" in metadata
+
+
+#: Import names whose distribution is named otherwise.
+_DISTRIBUTIONS = {"PIL": "pillow", "yaml": "pyyaml", "python_multipart": "python-multipart"}
+
+
+def _imported_packages() -> dict[str, set[str]]:
+    """Third-party top-level packages imported anywhere in owrl's own code (every import,
+    function-local ones included), with the files that import them."""
+    import ast
+
+    found: dict[str, set[str]] = {}
+    for root in ("owrl_sdk", "plugins", "builtin_tools", "builtin_judges"):
+        for path in (ROOT / root).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                         else [])
+                for name in names:
+                    top = name.split(".")[0]
+                    if top not in sys.stdlib_module_names and not top.startswith(("owrl", "builtin_")):
+                        found.setdefault(top, set()).add(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_every_package_owrl_imports_is_declared() -> None:
+    """A package imported by owrl's code but named in no requirement installs only by luck
+    (as another package's dependency). owrl_sdk/testing.py is pytest's plugin: pytest loads it."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    requirements = project["dependencies"] + [r for extra in project["optional-dependencies"].values() for r in extra]
+    declared = {re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0].lower().replace("_", "-") for r in requirements}
+    missing = {}
+    for package, files in _imported_packages().items():
+        if package == "pytest" and files == {"owrl_sdk/testing.py"}:
+            continue
+        if _DISTRIBUTIONS.get(package, package).lower().replace("_", "-") not in declared:
+            missing[package] = sorted(files)
+    assert not missing, f"imported but declared in no requirement of pyproject.toml: {missing}"
+

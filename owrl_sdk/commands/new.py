@@ -50,7 +50,8 @@ def render(kind: str, name: str, out: Path, extra: Optional[dict[str, Any]] = No
     try:
         from cookiecutter.main import cookiecutter
     except ImportError:
-        raise UsageError("owrl new needs cookiecutter: pip install cookiecutter") from None
+        raise UsageError("owrl new needs cookiecutter: pip install 'openwebrl-sdk[scaffold]' "
+                         "(or pip install cookiecutter)") from None
     out.mkdir(parents=True, exist_ok=True)
     try:
         made = cookiecutter(str(root / kind), no_input=True, output_dir=str(out),
