@@ -39,7 +39,7 @@ class LivenessMixin(EnvState):
         if not self.host.connected:
             raise InfraError(self._death_message(), code=self.host.failure_code())
         if self._active is not None and id(self._active) in self._crashed:
-            raise InfraError("the page's renderer process crashed", code="browser_crash")
+            raise InfraError("the page's renderer process crashed", code="renderer_crash")
 
     def _death_message(self) -> str:
         code = self.host.failure_code()
@@ -53,7 +53,7 @@ class LivenessMixin(EnvState):
             if not self.host.process_alive() and self.host.pid is not None:
                 raise InfraError(f"the browser process died: {short(str(error), 200)}", code="browser_crash") from None
             if "crash" in str(error).lower() or (self._active is not None and id(self._active) in self._crashed):
-                raise InfraError(f"the page's renderer crashed: {short(str(error), 200)}", code="browser_crash") from None
+                raise InfraError(f"the page's renderer crashed: {short(str(error), 200)}", code="renderer_crash") from None
 
     def _infra(self, error: BaseException, what: str) -> InfraError:
         if not self.host.connected:

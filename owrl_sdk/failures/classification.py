@@ -159,11 +159,8 @@ def classify(error: BaseException, stage: str = "") -> Failure:
 
 def _classify_infra(error: InfraError, stage: str, message: str) -> Failure:
     code = error.code
-    if code == "browser_crash":
-        # the env says "the page's renderer crashed" when only the tab's process died
-        if _RENDERER.search(message) and "browser process" not in message:
-            return _failure("page", "renderer_crash", stage, message)
-        return _failure("infra", "browser_crash", stage, message)
+    if code == "renderer_crash":  # only the tab's process died: the browser lives on
+        return _failure("page", "renderer_crash", stage, message)
     carried = getattr(error, "kind", None)  # BrowserEnv.reset gives the kind of a start page it could not open
     if code == "start_page_unreachable" and isinstance(carried, str) and "." in carried:
         category, _, name = carried.partition(".")

@@ -226,7 +226,7 @@ async def test_a_crashed_page_is_an_infra_error(env, site):
         for _ in range(50):  # the crash event arrives a moment later
             await asyncio.wait_for(env.observe(), 5)
             await asyncio.sleep(0.05)
-    assert raised.value.code == "browser_crash", str(raised.value)
+    assert raised.value.code == "renderer_crash", str(raised.value)
     await env.reset(task(f"{site}/basic.html"))  # the next episode is fine
     assert (await act(env, "click", selector="#go")).ok
 

@@ -70,8 +70,11 @@ def test_start_page_timeout_is_a_network_timeout():
 
 
 @pytest.mark.parametrize("message,code,kind", [
-    ("the page's renderer process crashed", "browser_crash", "page.renderer_crash"),
-    ("the page's renderer crashed: Page.click: Target crashed", "browser_crash", "page.renderer_crash"),
+    ("the page's renderer process crashed", "renderer_crash", "page.renderer_crash"),
+    ("the page's renderer crashed: Page.click: Target crashed", "renderer_crash", "page.renderer_crash"),
+    # the code decides, never owrl's own sentence: the words of one kind under the other's code
+    ("the page's renderer process crashed", "browser_crash", "infra.browser_crash"),
+    ("the browser process died", "renderer_crash", "page.renderer_crash"),
     ("the browser process died: Target closed", "browser_crash", "infra.browser_crash"),
     ("the browser process died", "browser_crash", "infra.browser_crash"),
     ("the connection to the browser was lost", "browser_disconnected", "infra.browser_disconnected"),
