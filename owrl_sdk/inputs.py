@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, TypeVar
 from urllib.parse import quote
@@ -180,18 +181,50 @@ def placeholders(obj: Any) -> set[str]:
     return found
 
 
+@dataclass(frozen=True)
+class InputProblem:
+    """One thing wrong with the inputs given to a flow, as data: the input's ``name``, a
+    ``code`` (``unknown``, ``secret``, ``type``, ``missing``, ``unset`` for a placeholder with
+    no value, ``optional_unset`` for an optional input a placeholder uses, given no value and no
+    default) and the ``message``. Each front door says how to give a value in its own words
+    (:meth:`text`): the CLI ``pass --input NAME=...``, the server ``give inputs.NAME a value``."""
+
+    name: str
+    code: str
+    message: str
+
+    def text(self, give: str = "pass --input {name}=...") -> str:
+        """The problem in one phrase; ``give`` is how this door asks for a value (``{name}`` filled)."""
+        how = give.format(name=self.name)
+        if self.code == "missing":
+            return f"{self.message}: {how}"
+        if self.code == "unset":
+            return f"{self.message}: declare it or {how}"
+        return self.message
+
+
+class InputsInvalid(UsageError):
+    """Inputs that do not make the flow's: every :class:`InputProblem` at once, in ``problems``;
+    the message is the CLI's one line."""
+
+    def __init__(self, problems: list[InputProblem]):
+        self.problems = problems
+        n = len(problems)
+        super().__init__(f"{n} input problem{'s' if n > 1 else ''}: " + "; ".join(p.text() for p in problems))
+
+
 def resolve_inputs(declared: Mapping[str, InputSpec], given: Mapping[str, Any], used: set[str]) -> dict[str, Any]:
     """The values to fill in: each given value converted to its declared type, and the default of
     each declared input not given. An input used by a placeholder but not declared may be given
     (on the command line): it is taken as a string.
 
-    Raises :class:`~owrl_sdk.errors.UsageError` naming every problem at once: a required input
-    missing, a given name that is neither declared nor used, a value not of its type, a value
-    that holds a ``{{secret:...}}`` placeholder, a placeholder with no value. A given value of
-    None counts as not given (an empty spreadsheet cell is ``""``, which is a value)."""
+    Raises :class:`InputsInvalid` (a :class:`~owrl_sdk.errors.UsageError`) naming every problem
+    at once: a required input missing, a given name that is neither declared nor used, a value not
+    of its type, a value that holds a ``{{secret:...}}`` placeholder, a placeholder with no value.
+    A given value of None counts as not given (an empty spreadsheet cell is ``""``, which is a value)."""
     from .secrets import has_placeholder
 
-    problems: list[str] = []
+    problems: list[InputProblem] = []
     values: dict[str, Any] = {}
     for name, raw in given.items():
         if raw is None:
@@ -199,35 +232,38 @@ def resolve_inputs(declared: Mapping[str, InputSpec], given: Mapping[str, Any], 
         spec = declared.get(name)
         if spec is None and name not in used:
             known = sorted(set(declared) | used)
-            problems.append(f"unknown input {name!r} (" + (f"inputs: {', '.join(known)}" if known
-                                                          else "this flow takes no inputs") + ")")
+            problems.append(InputProblem(name, "unknown", f"unknown input {name!r} (" + (
+                f"inputs: {', '.join(known)}" if known else "this flow takes no inputs") + ")"))
             continue
         if isinstance(raw, str) and has_placeholder(raw):
-            problems.append(f"input {name!r} holds a {{{{secret:...}}}} placeholder: inputs are not secrets "
-                            "(write the placeholder in the flow itself)")
+            problems.append(InputProblem(name, "secret", f"input {name!r} holds a {{{{secret:...}}}} placeholder: "
+                                         "inputs are not secrets (write the placeholder in the flow itself)"))
             continue
         value, problem = convert(spec.type if spec is not None else "string", raw)
         if problem:
             kind = spec.type if spec is not None else "string"
-            problems.append(f"input {name!r} must be {_A[kind]}: {raw!r} ({problem})")
+            problems.append(InputProblem(name, "type", f"input {name!r} must be {_A[kind]}: {raw!r} ({problem})"))
             continue
         values[name] = value
+    named = {p.name for p in problems}
     for name, spec in declared.items():
-        if name in values or any(p.startswith(f"input {name!r}") for p in problems):
+        if name in values or name in named:
             continue
         if spec.default is not None:
             values[name] = spec.default
         elif spec.required:
             about = f" ({spec.description})" if spec.description else ""
-            problems.append(f"missing input {name!r}{about}: pass --input {name}=...")
+            problems.append(InputProblem(name, "missing", f"missing input {name!r}{about}"))
+    named = {p.name for p in problems}
     for name in sorted(used - set(declared) - set(values)):
-        if not any(p.startswith(f"input {name!r}") for p in problems):
-            problems.append(f"{{{{input:{name}}}}} is used but has no value: declare it or pass --input {name}=...")
+        if name not in named:
+            problems.append(InputProblem(name, "unset", f"{{{{input:{name}}}}} is used but has no value"))
     for name in sorted(used & set(declared) - set(values)):
         if not declared[name].required and declared[name].default is None:
-            problems.append(f"{{{{input:{name}}}}} is used but optional input {name!r} was not given and has no default")
+            problems.append(InputProblem(name, "optional_unset", f"{{{{input:{name}}}}} is used but optional input "
+                                         f"{name!r} was not given and has no default"))
     if problems:
-        raise UsageError(f"{len(problems)} input problem{'s' if len(problems) > 1 else ''}: " + "; ".join(problems))
+        raise InputsInvalid(problems)
     return values
 
 
@@ -385,4 +421,4 @@ def flow_or_task_inputs(obj: "Flow | Task") -> dict[str, InputSpec]:
 
 
 __all__ = ["CONDITION", "InputSpec", "PLACEHOLDER", "apply_inputs", "check_condition", "convert", "evaluate_condition",
-           "fill", "placeholders", "resolve_inputs", "text_of", "truthy"]
+           "fill", "placeholders", "resolve_inputs", "text_of", "truthy", "InputProblem", "InputsInvalid"]

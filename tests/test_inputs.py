@@ -80,6 +80,13 @@ def test_every_problem_is_named_in_one_error():
     assert "input 'gift' must be a boolean: 'maybe' (expected true/false, yes/no or 1/0)" in message
     assert "unknown input 'colour' (inputs: coupon, gift, item, name, quantity)" in message
     assert "{{input:coupon}} is used but has no value" in message
+    # the same problems as data, for a door that maps them onto its own fields (the server)
+    problems = {(p.name, p.code) for p in caught.value.problems}
+    assert problems == {("name", "missing"), ("quantity", "type"), ("gift", "type"), ("colour", "unknown"),
+                        ("coupon", "unset")}
+    coupon = next(p for p in caught.value.problems if p.name == "coupon")
+    assert coupon.text("give inputs.{name} a value") == \
+        "{{input:coupon}} is used but has no value: declare it or give inputs.coupon a value"
 
 
 def test_wrong_numbers_are_refused():

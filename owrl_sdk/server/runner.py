@@ -32,9 +32,10 @@ from typing import Any, AsyncIterator, Optional
 from ..config import Settings
 from ..documents import Flow, flow_from_data
 from ..domains import DomainPolicy
-from ..errors import OwrlError, UsageError
+from ..errors import OwrlError
 from ..executors import Executor, OnResult, WorkItem, WorkResult, Workload, drain, error_result, horizon
 from ..flowplayer import FLOW_POLICY
+from ..inputs import InputsInvalid
 from ..policy import Policy
 from ..plugins import Plugins
 from ..runstore import RunDir
@@ -73,21 +74,11 @@ class SpecError(Exception):
         self.message = message
 
 
-def input_errors(err: UsageError, loc: tuple[str, ...]) -> list[dict[str, Any]]:
-    """:func:`owrl_sdk.inputs.resolve_inputs`'s one error as FastAPI's list: one entry per
-    problem, its ``loc`` ending with the input's name when the problem names one."""
-    text = str(err)
-    head = re.match(r"\d+ input problems?: ", text)
-    body = text[head.end():] if head else text
-    parts = re.split(r"; (?=unknown input |input '|missing input |\{\{input:)", body)
-    found = []
-    for part in parts:
-        part = re.sub(r"pass --input (\w+)=\.\.\.", r"give inputs.\1 a value", part)
-        part = part.replace("declare it or give inputs.", "declare it in the flow or give inputs.")
-        name = re.match(r"(?:unknown input |input |missing input )'(\w+)'|\{\{input:(\w+)\}\}", part)
-        where = loc + ((name.group(1) or name.group(2)),) if name else loc
-        found.append({"loc": list(where), "msg": part, "type": "value_error"})
-    return found
+def input_errors(err: InputsInvalid, loc: tuple[str, ...]) -> list[dict[str, Any]]:
+    """:func:`owrl_sdk.inputs.resolve_inputs`' problems as FastAPI's list: one entry per
+    problem, its ``loc`` ending with the input's name, in the API's words for giving a value."""
+    return [{"loc": [*loc, p.name], "msg": p.text("give inputs.{name} a value"), "type": "value_error"}
+            for p in err.problems]
 
 
 class InputsError(Exception):
@@ -105,7 +96,7 @@ def resolve_job_inputs(flow: Flow, given: dict[str, Any], loc: tuple[str, ...]) 
 
     try:
         return resolve_inputs(dict(flow.inputs), given, placeholders(flow))
-    except UsageError as err:
+    except InputsInvalid as err:
         raise InputsError(input_errors(err, loc)) from None
 
 
