@@ -47,9 +47,13 @@ class InfraError(OwrlError):
 
     exit_code = 3
 
-    def __init__(self, message: str, code: str = "infra_error"):
+    def __init__(self, message: str, code: str = "infra_error", kind: str | None = None):
         super().__init__(message)
+        #: What broke, as a code (``browser_crash``, ``renderer_crash``, ``start_page_unreachable``, ...).
         self.code = code
+        #: The failure kind (``category.code`` of :data:`owrl_sdk.failures.KINDS`) when the raiser
+        #: knows it, e.g. why a start page could not be opened; classification reads it as given.
+        self.kind = kind
 
 
 class TaskFailed(OwrlError):

@@ -258,11 +258,9 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         refused = [obj for kind, obj in self._events if kind == "blocked" and obj.frame_id != ""]
         if refused and (failure is not None or page.url in ("", "about:blank")):
             raise InfraError(f"the start page {task.start_url} was refused: {refused[-1]}",
-                             code="start_page_unreachable")
+                             code="start_page_unreachable", kind="network.blocked")
         if failure is not None:
-            unreachable = InfraError(failure, code="start_page_unreachable")
-            unreachable.kind = kind  # type: ignore[attr-defined]  # the failure kind (the classifier reads it)
-            raise unreachable
+            raise InfraError(failure, code="start_page_unreachable", kind=kind)
         self._events.clear()
         self._tabs_opened = 0
 

@@ -161,7 +161,7 @@ def _classify_infra(error: InfraError, stage: str, message: str) -> Failure:
     code = error.code
     if code == "renderer_crash":  # only the tab's process died: the browser lives on
         return _failure("page", "renderer_crash", stage, message)
-    carried = getattr(error, "kind", None)  # BrowserEnv.reset gives the kind of a start page it could not open
+    carried = error.kind  # e.g. BrowserEnv.reset gives the kind of a start page it could not open
     if code == "start_page_unreachable" and isinstance(carried, str) and "." in carried:
         category, _, name = carried.partition(".")
         if carried == "action.invalid_url":
@@ -173,7 +173,7 @@ def _classify_infra(error: InfraError, stage: str, message: str) -> Failure:
         net = net_failure(message)
         if net:
             return _failure(*net, stage, message)
-        if "not a valid URL" in message or "invalid URL" in message:
+        if "invalid URL" in message:  # Playwright's words (owrl's own start pages carry their kind)
             return _failure("task", "invalid_start_url", stage, message)
         if _NAV_TIMEOUT.search(message) or "timed out" in message:
             return _failure("network", "timeout", stage, message)

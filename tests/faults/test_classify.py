@@ -65,8 +65,12 @@ def test_start_page_timeout_is_a_network_timeout():
     assert "did not finish loading" in str(infra)
     assert classify(infra, "reset").kind == "network.timeout"
     invalid = InfraError("opening the start page x failed: that is not a valid URL; give a full address",
-                         code="start_page_unreachable")
+                         code="start_page_unreachable", kind="action.invalid_url")
     assert classify(invalid, "reset").kind == "task.invalid_start_url"
+    # the kind decides, not owrl's sentence: the same words without it are a plain network failure
+    assert classify(InfraError(str(invalid), code="start_page_unreachable"), "reset").kind == "network.failed"
+    refused = InfraError("the start page http://x/ was refused: ...", code="start_page_unreachable", kind="network.blocked")
+    assert classify(refused, "reset").kind == "network.blocked"
 
 
 @pytest.mark.parametrize("message,code,kind", [
