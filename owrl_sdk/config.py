@@ -56,10 +56,11 @@ class OpenAIEndpoint(BaseModel):
 
 
 def openai_endpoint(environ: Optional[Mapping[str, str]] = None) -> OpenAIEndpoint:
-    """The one place the ``OWRL_OPENAI_*`` variables are read (empty values count as unset)."""
+    """The one place the ``OWRL_OPENAI_*`` variables (and the ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``
+    the openai package reads) are read; owrl's own come first, empty values count as unset."""
     environ = os.environ if environ is None else environ
     return OpenAIEndpoint(
-        base_url=environ.get("OWRL_OPENAI_BASE_URL") or None,
+        base_url=environ.get("OWRL_OPENAI_BASE_URL") or environ.get("OPENAI_BASE_URL") or None,
         api_key=environ.get("OWRL_OPENAI_API_KEY") or environ.get("OPENAI_API_KEY") or None,
         model=environ.get("OWRL_OPENAI_MODEL") or None,
     )

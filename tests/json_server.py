@@ -1,7 +1,8 @@
 """A JSON-over-HTTP stand-in server on 127.0.0.1 for tests of owrl's HTTP clients.
 
 ``JsonServer(answer)`` calls ``answer(path, headers, body)`` for every POST and sends back
-the ``(status, reply)`` it returns as JSON; ``requests`` keeps (path, headers, body).
+the ``(status, reply)`` it returns as JSON (``(status, reply, headers)`` adds response
+headers); ``requests`` keeps (path, headers, body).
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ class JsonServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append((self.path, self.headers, body))
-                status, reply = answer(self.path, self.headers, body)
+                status, reply, *extra = answer(self.path, self.headers, body)
                 data = json.dumps(reply).encode()
                 self.send_response(status)
+                for name, value in (extra[0] if extra else {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

@@ -43,11 +43,14 @@ class Sampling:
     top_k: int = 20
     max_new_tokens: int = 512
     seed: Optional[int] = None
+    #: The arguments that were chosen (by options or a profile) rather than left at these
+    #: defaults; None: all of them. A server client sends only these (a local model uses all).
+    given: Optional[frozenset[str]] = None
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> "Sampling":
         known = {k: options[k] for k in ("temperature", "top_p", "top_k", "max_new_tokens", "seed") if k in options}
-        return cls(**known)
+        return cls(**known, given=frozenset(known))
 
 
 @dataclass

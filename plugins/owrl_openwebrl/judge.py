@@ -325,9 +325,14 @@ class OpenWebRLJudge(Judge):
         chosen = self.conf.get("profile") or getattr(settings, "profile", None)
         self.profile = check_profile(chosen) if chosen else default_profile(self.model_id)
         default_tokens = 2048 if self.profile == "openwebrl" else 1024
+        # greedy unless told otherwise: the temperature is sent to a server too; top_p and top_k only when set
         self.sampling = Sampling(temperature=float(self.conf.get("temperature", 0.0)),
+                                 top_p=float(self.conf.get("top_p", Sampling.top_p)),
+                                 top_k=int(self.conf.get("top_k", Sampling.top_k)),
                                  max_new_tokens=int(self.conf.get("max_new_tokens", default_tokens)),
-                                 seed=self.conf.get("seed"))
+                                 seed=self.conf.get("seed"),
+                                 given=frozenset({"temperature", "max_new_tokens"} | {
+                                     k for k in ("top_p", "top_k") if k in self.conf}))
         self.warnings: list[str] = []
         if self.profile == "openwebrl":
             self.layout = str(self.conf.get("layout", "action_history"))

@@ -79,12 +79,24 @@ class TextPolicyOptions(ModelPolicyOptions):
 class OpenAIPolicyOptions(ModelPolicyOptions):
     """``[plugins.openai]``: the OpenAI-compatible policy's options."""
 
-    base_url: Optional[str] = Field(default=None, description="the server (else OWRL_OPENAI_BASE_URL)",
+    base_url: Optional[str] = Field(default=None, description="the server (else OWRL_OPENAI_BASE_URL or OPENAI_BASE_URL)",
                                     json_schema_extra={"server_side": "endpoint"})
-    api_key: Optional[str] = Field(default=None, description="its key (else OWRL_OPENAI_API_KEY)")
+    api_key: Optional[str] = Field(default=None, description="its key (else OWRL_OPENAI_API_KEY or OPENAI_API_KEY)")
     timeout: Optional[float] = Field(default=None, gt=0, description="seconds per request (120)")
     retries: Optional[int] = Field(default=None, ge=0, description="retries of a failed request (4)")
-    backoff: Optional[float] = Field(default=None, ge=0, description="seconds before the first retry (1.0)")
+    backoff: Optional[float] = Field(default=None, ge=0, description="seconds before the first retry (1.0), "
+                                     "doubled each time, jittered; a server's Retry-After comes first")
+    headers: Optional[dict[str, str]] = Field(default=None, description="extra HTTP headers sent with each request")
+    api_version: Optional[str] = Field(default=None, description="an Azure-style deployment's api-version "
+                                       "(sent as a query, with the key as the api-key header)")
+    concurrency: Optional[int] = Field(default=None, ge=1, le=256, description="requests in flight at once for a "
+                                       "batch of prompts (8)")
+    tool_calls: Optional[Literal["native", "text"]] = Field(
+        default=None, description="native: the tools as the API's tools and the answer's tool_calls (default in the "
+        "owrl profile, for hosted models); text: <tool_call> blocks in the answer (default in the openwebrl profile)")
+    token_param: Optional[Literal["max_tokens", "max_completion_tokens"]] = Field(
+        default=None, description="the name of the token cap (default max_tokens, switched once if the server "
+        "refuses it)")
 
 
 class JudgeOptions(SamplingOptions):

@@ -298,10 +298,13 @@ class TextPolicy(OpenWebRLPolicy):
 
 
 class OpenAIPolicy(_ModelPolicy):
-    """Any OpenAI-compatible endpoint speaking the OpenWebRL interface.
+    """Any OpenAI-compatible endpoint: a hosted model through its native tool calls, or a
+    served OpenWebRL model through the ``<tool_call>`` text it was trained to write.
 
     Options (``[plugins.openai]``): ``base_url``, ``api_key``, ``model``, ``timeout``,
-    ``retries`` and the sampling options of ``openwebrl``."""
+    ``retries``, ``backoff``, ``headers``, ``api_version``, ``concurrency``, ``tool_calls``
+    (native or text; default by profile: native for owrl, text for openwebrl), ``token_param``
+    and the sampling options of ``openwebrl`` (sent only when set; see :mod:`.openai_backend`)."""
 
     name = "openai"
     Options = _options.OpenAIPolicyOptions
@@ -310,9 +313,19 @@ class OpenAIPolicy(_ModelPolicy):
         from .openai_backend import OpenAIBackend
 
         c = self.conf
-        return OpenAIBackend(model=self.settings.model or c.get("model"), base_url=c.get("base_url"),
+        self.model_id = self.settings.model or c.get("model")
+        chosen = c.get("profile") or getattr(self.settings, "profile", None)
+        profile = check_profile(chosen) if chosen else default_profile(self.model_id)
+        return OpenAIBackend(model=self.model_id, base_url=c.get("base_url"),
                              api_key=c.get("api_key"), timeout=float(c.get("timeout", 120)),
-                             retries=int(c.get("retries", 4)), backoff=float(c.get("backoff", 1.0)))
+                             retries=int(c.get("retries", 4)), backoff=float(c.get("backoff", 1.0)),
+                             headers=c.get("headers"), api_version=c.get("api_version"),
+                             concurrency=int(c.get("concurrency", 8)),
+                             tool_calls=c.get("tool_calls") or ("text" if profile == "openwebrl" else "native"),
+                             token_param=c.get("token_param"))
+
+    def _tools_in_system(self) -> bool:
+        return self.backend.tool_calls == "text"  # native: the tools travel as the API's own
 
     def info(self) -> PolicyInfo:
         return PolicyInfo(name=self.name, model=self.backend.model, revision=self.backend.base_url,

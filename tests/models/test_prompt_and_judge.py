@@ -124,8 +124,24 @@ async def test_openai_policy_against_a_local_server(settings):
     path, auth, body = server.requests_seen[-1]
     assert len(server.requests) == 2  # the 503 was retried
     assert path == "/v1/chat/completions" and auth == "Bearer k"
-    assert body["model"] == "m" and body["temperature"] == 0.6 and body["top_k"] == 20
+    # nothing was set: only the token cap is sent, and the tools as the API's own (owrl profile: native)
+    assert body["model"] == "m" and body["max_tokens"] == 512
+    assert not {"temperature", "top_p", "top_k", "seed"} & set(body)
+    assert [t["function"]["name"] for t in body["tools"]] == ["done", "wait"]
+    assert "expect" in body["tools"][0]["function"]["parameters"]["properties"]
+    assert "<tools>" not in body["messages"][0]["content"]
     assert body["messages"][-1]["content"][1]["image_url"]["url"].startswith("data:image/jpeg;base64,")
+    # what is set is sent; top_k, which hosted APIs refuse, only when set, in the body vLLM reads
+    server = ChatServer([(200, completion('<tool_call>{"name": "done", "arguments": {}}</tool_call>'))])
+    try:
+        policy = OpenAIPolicy(settings, base_url=server.url, model="m", temperature=0.2, top_k=5, seed=3,
+                              tool_calls="text")
+        await policy.act(context())
+    finally:
+        server.close()
+    body = server.requests_seen[-1][2]
+    assert (body["temperature"], body["top_k"], body["seed"]) == (0.2, 5, 3) and "top_p" not in body
+    assert "tools" not in body and "<tools>" in body["messages"][0]["content"]
 
 
 def test_openai_backend_gives_up_with_an_infra_error():
