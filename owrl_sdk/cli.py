@@ -83,8 +83,25 @@ class OwrlGroup(click.Group):
 @click.group(cls=OwrlGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="owrl")
 @click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
-def cli(debug: bool) -> None:
+@click.option("-v", "--verbose", count=True, help="Show the library's log on stderr: -v its progress, -vv everything.")
+@click.option("-q", "--quiet", is_flag=True, help="Show only errors from the library's log (no warnings).")
+def cli(debug: bool, verbose: int, quiet: bool) -> None:
     """owrl: run, evaluate and train visual web agents on a real Chromium."""
+    setup_logging(verbose, quiet)
+
+
+def setup_logging(verbose: int, quiet: bool) -> None:
+    """The ``owrl.*`` loggers on stderr: warnings by default, INFO with -v, DEBUG with -vv,
+    errors only with -q. The library itself only logs (see ``owrl_sdk/__init__``)."""
+    import logging
+
+    from .logs import StderrHandler
+
+    level = logging.ERROR if quiet else {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
+    log = logging.getLogger("owrl")
+    log.setLevel(level)
+    if not any(isinstance(h, StderrHandler) for h in log.handlers):
+        log.addHandler(StderrHandler("%(levelname)s %(name)s: %(message)s"))
 
 
 def _one_line_warning(message: Any, category: type, filename: str, lineno: int, file: Any = None,

@@ -17,8 +17,8 @@ import difflib
 import importlib
 import inspect
 import itertools
+import logging
 import os
-import sys
 import threading
 import weakref
 from dataclasses import dataclass
@@ -286,13 +286,24 @@ def reset_plugin_manager(pm: Optional[OwrlPluginManager] = None) -> None:
         _shared = pm
 
 
+#: The hook trace (``OWRL_TRACE_PLUGINS``): DEBUG records of the ``owrl.hooks`` logger.
+_hook_log = logging.getLogger("owrl.hooks")
+
+
 def _enable_trace(pm: OwrlPluginManager) -> None:
     from .secrets import redact  # a hook's arguments and results may quote a page that shows a secret
+
+    if not _hook_log.handlers:  # asked for: shown on stderr unless the application routes it elsewhere
+        from .logs import StderrHandler
+
+        _hook_log.addHandler(StderrHandler())
+        _hook_log.propagate = False
+    _hook_log.setLevel(logging.DEBUG)
 
     def before(hook_name: str, impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, Any]) -> None:
         names = ", ".join(i.plugin_name for i in impls)
         args = ", ".join(f"{k}={_short(v)}" for k, v in kwargs.items())
-        print(redact(f"[owrl trace] {hook_name}({args}) -> [{names}]"), file=sys.stderr)
+        _hook_log.debug("%s", redact(f"[owrl trace] {hook_name}({args}) -> [{names}]"))
 
     def after(outcome: pluggy.Result[Any], hook_name: str, impls: Sequence[pluggy.HookImpl],
               kwargs: Mapping[str, Any]) -> None:
@@ -305,7 +316,7 @@ def _enable_trace(pm: OwrlPluginManager) -> None:
             shown = f"a value of {len(result)} characters (not shown)"  # not yet known to redact()
         else:
             shown = _short(result)
-        print(redact(f"[owrl trace] {hook_name} returned {shown}"), file=sys.stderr)
+        _hook_log.debug("%s", redact(f"[owrl trace] {hook_name} returned {shown}"))
 
     pm.add_hookcall_monitoring(before, after)
 

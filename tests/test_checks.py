@@ -102,3 +102,43 @@ def test_every_package_owrl_imports_is_declared() -> None:
             missing[package] = sorted(files)
     assert not missing, f"imported but declared in no requirement of pyproject.toml: {missing}"
 
+
+
+#: Where printing is the job: the CLI's output (commands, cli, console) and the docs generator's main.
+_PRINTERS = ("owrl_sdk/commands/", "owrl_sdk/cli.py", "owrl_sdk/console.py", "owrl_sdk/docgen.py")
+
+
+def test_the_library_logs_instead_of_printing() -> None:
+    """Code that embeds owrl routes its messages through ``logging`` (the ``owrl.*`` loggers);
+    a print() in the library would go to the embedding application's stdout."""
+    import ast
+
+    found = []
+    for root in ("owrl_sdk", "plugins", "builtin_tools", "builtin_judges"):
+        for path in (ROOT / root).rglob("*.py"):
+            rel = str(path.relative_to(ROOT))
+            if rel.startswith(_PRINTERS) or "/commands" in rel:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+                    found.append(f"{rel}:{node.lineno}")
+    assert not found, f"print() in library code (log under owrl.* instead): {found}"
+
+
+def test_verbose_and_quiet_set_the_library_log_level() -> None:
+    import logging
+
+    from owrl_sdk.cli import main
+
+    log = logging.getLogger("owrl")
+    before = log.level
+    try:
+        for args, level in ((["-vv"], logging.DEBUG), (["-v"], logging.INFO), (["-q"], logging.ERROR), ([], logging.WARNING)):
+            try:
+                main([*args, "plugins", "--help"])  # the group's options are read before the command's help
+            except SystemExit:
+                pass
+            assert log.level == level, args
+        assert sum(type(h).__name__ == "StderrHandler" for h in log.handlers) == 1  # set up once
+    finally:
+        log.setLevel(before)

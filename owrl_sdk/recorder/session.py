@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import logging
 import os
 import secrets
 import time
@@ -37,6 +38,9 @@ from .flowbuild import Call, FlowBuilder, choose_text, short_name, upper_snake, 
 
 #: Seconds after an action within which a navigation or a new tab is counted as its effect.
 CAUSE_WINDOW = 3.0
+
+#: Events the recorder could not use (one odd event does not end a recording): DEBUG records.
+_log = logging.getLogger("owrl.recorder")
 
 
 def capture_script(token: str = "") -> str:
@@ -218,8 +222,7 @@ class Recorder:
                 await self._handle(kind, where, data)
                 self._save()
             except Exception as err:  # noqa: BLE001 - one odd event must not end the recording
-                if os.environ.get("OWRL_DEBUG"):
-                    print(f"owrl record: {kind}: {type(err).__name__}: {err}")
+                _log.debug("owrl record: %s: %s: %s", kind, type(err).__name__, err)
             finally:
                 self._queue.task_done()
 
