@@ -85,9 +85,16 @@ class OwrlGroup(click.Group):
 @click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
 @click.option("-v", "--verbose", count=True, help="Show the library's log on stderr: -v its progress, -vv everything.")
 @click.option("-q", "--quiet", is_flag=True, help="Show only errors from the library's log (no warnings).")
-def cli(debug: bool, verbose: int, quiet: bool) -> None:
+@click.option("--config", "config_file", metavar="FILE", envvar="OWRL_CONFIG",
+              help="Read settings from FILE instead of ./owrl.toml (also OWRL_CONFIG); the user's "
+              "~/.config/owrl/owrl.toml is still read beneath it.")
+def cli(debug: bool, verbose: int, quiet: bool, config_file: Optional[str]) -> None:
     """owrl: run, evaluate and train visual web agents on a real Chromium."""
     setup_logging(verbose, quiet)
+    if config_file:  # through the environment: workers and child processes read the same file
+        import os
+
+        os.environ["OWRL_CONFIG"] = os.path.abspath(os.path.expanduser(config_file))
 
 
 def setup_logging(verbose: int, quiet: bool) -> None:

@@ -1,8 +1,9 @@
 """One settings object and where its values come from.
 
 Precedence, highest first: options given on the command line (or to the API), ``OWRL_*``
-environment variables, ``owrl.toml`` in the working directory, then ``owrl.toml`` in the
-user's config folder (``$XDG_CONFIG_HOME/owrl`` or ``~/.config/owrl``). A bad value raises
+environment variables, ``owrl.toml`` in the working directory (or the file ``OWRL_CONFIG`` /
+``owrl --config FILE`` names instead), then ``owrl.toml`` in the user's config folder
+(``$XDG_CONFIG_HOME/owrl`` or ``~/.config/owrl``). A bad value raises
 :class:`ConfigError` naming the key and where it came from.
 
 Plugins keep their settings in a table of their own, ``[plugins.NAME]``, named by the
@@ -41,7 +42,7 @@ CONFIG_NAME = "owrl.toml"
 OTHER_VARIABLES = frozenset({
     "OWRL_LOAD_PLUGINS", "OWRL_DISABLE_PLUGINS", "OWRL_TRACE_PLUGINS", "OWRL_CACHE_DIR",
     "OWRL_STATE_DIR", "OWRL_SERVE_TOKEN", "OWRL_SERVE_ALLOW_LOCAL_FILES", "OWRL_OFFLINE",
-    "OWRL_OPENWEBRL_SOURCE",
+    "OWRL_OPENWEBRL_SOURCE", "OWRL_CONFIG",
 })
 OTHER_PREFIXES = ("OWRL_SECRET_", "OWRL_OPENAI_")
 
@@ -223,9 +224,20 @@ def _schema_fields(schema: type) -> Optional[set[str]]:
     return set(fields) if fields is not None else None
 
 
-def _config_files(cwd: Path) -> list[Path]:
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    files = [Path(base) / "owrl" / CONFIG_NAME, cwd / CONFIG_NAME]
+def _config_files(cwd: Path, environ: Optional[Mapping[str, str]] = None) -> list[Path]:
+    """The config files read, lowest first: the user's, then ``OWRL_CONFIG`` (``owrl --config
+    FILE``) in place of the working directory's ``owrl.toml``. A named file that is not there is
+    a ConfigError: a typo must not run with other settings."""
+    environ = os.environ if environ is None else environ
+    base = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    named = environ.get("OWRL_CONFIG") or ""
+    if named:
+        chosen = Path(named).expanduser()
+        if not chosen.is_absolute():
+            chosen = cwd / chosen
+        if not chosen.is_file():
+            raise ConfigError(f"OWRL_CONFIG (or --config) names {named}, which is not a file")
+    files = [Path(base) / "owrl" / CONFIG_NAME, chosen if named else cwd / CONFIG_NAME]
     return [f for f in files if f.is_file()]
 
 
@@ -347,7 +359,7 @@ def load_settings(
     so a bad option is a :class:`ConfigError` naming its file before anything runs."""
     environ = os.environ if environ is None else environ
     layers: list[tuple[dict[str, Any], str]] = []
-    for path in _config_files(cwd or Path.cwd()):
+    for path in _config_files(cwd or Path.cwd(), environ):
         data = _read_toml(path)
         layers.append((data, str(path)))
     env_names: dict[str, str] = {}

@@ -196,3 +196,26 @@ def test_secret_bindings_merge_across_files_and_a_misspelt_one_is_refused(tmp_pa
         load_settings(environ={"OWRL_SECRET_ALLOWED_ON": "SHOP_PW=shop.test"}, cwd=tmp_path)
     with pytest.raises(ConfigError, match="'SHOP_PW:shop.test' is not a secret's NAME"):
         load_settings(environ={"OWRL_SECRETS_ALLOWED_ON": "SHOP_PW:shop.test"}, cwd=tmp_path)
+
+
+def test_owrl_config_names_the_file_read_instead_of_the_working_directorys(tmp_path):
+    (tmp_path / "owrl.toml").write_text("max_steps = 7\n")
+    other = tmp_path / "ops" / "prod.toml"
+    other.parent.mkdir()
+    other.write_text("max_steps = 12\n")
+    home = {"XDG_CONFIG_HOME": str(tmp_path / "none")}
+    assert load_settings(environ=home, cwd=tmp_path).max_steps == 7
+    assert load_settings(environ={**home, "OWRL_CONFIG": str(other)}, cwd=tmp_path).max_steps == 12
+    assert load_settings(environ={**home, "OWRL_CONFIG": "ops/prod.toml"}, cwd=tmp_path).max_steps == 12  # relative: to cwd
+    with pytest.raises(ConfigError, match="names ops/typo.toml, which is not a file"):
+        load_settings(environ={**home, "OWRL_CONFIG": "ops/typo.toml"}, cwd=tmp_path)
+
+
+def test_the_config_option_reaches_the_command(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("max_steps = 0\n")
+    (tmp_path / "owrl.toml").write_text("max_steps = 3\n")
+    out = owrl("--config", str(bad), "run", "--task", "t", "--url", "http://127.0.0.1:9/", cwd=tmp_path, timeout=120)
+    assert out.returncode == 2 and "bad.toml" in out.stderr and "max_steps" in out.stderr, out.stderr
+    out = owrl("--config", "missing.toml", "run", "--task", "t", "--url", "http://127.0.0.1:9/", cwd=tmp_path, timeout=120)
+    assert out.returncode == 2 and "missing.toml" in out.stderr, out.stderr
