@@ -228,9 +228,8 @@ def _config_files(cwd: Path, environ: Optional[Mapping[str, str]] = None) -> lis
     """The config files read, lowest first: the user's, then ``OWRL_CONFIG`` (``owrl --config
     FILE``) in place of the working directory's ``owrl.toml``. A named file that is not there is
     a ConfigError: a typo must not run with other settings."""
-    environ = os.environ if environ is None else environ
-    base = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    named = environ.get("OWRL_CONFIG") or ""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    named = (os.environ if environ is None else environ).get("OWRL_CONFIG") or ""
     if named:
         chosen = Path(named).expanduser()
         if not chosen.is_absolute():

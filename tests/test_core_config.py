@@ -198,12 +198,13 @@ def test_secret_bindings_merge_across_files_and_a_misspelt_one_is_refused(tmp_pa
         load_settings(environ={"OWRL_SECRETS_ALLOWED_ON": "SHOP_PW:shop.test"}, cwd=tmp_path)
 
 
-def test_owrl_config_names_the_file_read_instead_of_the_working_directorys(tmp_path):
+def test_owrl_config_names_the_file_read_instead_of_the_working_directorys(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "none"))
     (tmp_path / "owrl.toml").write_text("max_steps = 7\n")
     other = tmp_path / "ops" / "prod.toml"
     other.parent.mkdir()
     other.write_text("max_steps = 12\n")
-    home = {"XDG_CONFIG_HOME": str(tmp_path / "none")}
+    home: dict[str, str] = {}
     assert load_settings(environ=home, cwd=tmp_path).max_steps == 7
     assert load_settings(environ={**home, "OWRL_CONFIG": str(other)}, cwd=tmp_path).max_steps == 12
     assert load_settings(environ={**home, "OWRL_CONFIG": "ops/prod.toml"}, cwd=tmp_path).max_steps == 12  # relative: to cwd
