@@ -13,8 +13,8 @@ from .shop import DemoShop
 
 
 @click.command("demo-site")
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
-              help="Port on 127.0.0.1 (0 picks a free one).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8780, show_default=True,
+              help="Port on 127.0.0.1 (0 picks a free one; the default differs from owrl serve's 8765, so both can run).")
 def demo_site_command(port: int) -> None:
     """Serve the demo shop on 127.0.0.1 until Ctrl-C."""
     shop = DemoShop()
