@@ -275,8 +275,70 @@ def _read_jsonl(path: Path, text: str, max_rows: Optional[int] = None) -> list[R
     return _keyed(rows, contents)
 
 
+def _cell(value: Any) -> Any:
+    """A spreadsheet cell as an input value: text stripped (empty: no value), a date as
+    ``YYYY-MM-DD`` (with its time, ISO, when it has one), numbers and booleans as they are."""
+    import datetime
+
+    if isinstance(value, str):
+        return value.strip() or None
+    if isinstance(value, datetime.datetime):
+        return value.date().isoformat() if value.time() == datetime.time() else value.isoformat()
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    return value
+
+
+def _read_xlsx(path: Path, max_rows: Optional[int] = None) -> list[Row]:
+    """The rows of the first sheet of an Excel workbook (openpyxl, the ``excel`` extra), as a CSV
+    is read: the first non-blank row names the columns, blank rows are skipped, formulas give the
+    value Excel last computed, and reading stops past ``max_rows`` rows."""
+    try:
+        import openpyxl
+    except ImportError:
+        raise UsageError(f"{path}: reading .xlsx files needs openpyxl: pip install 'openwebrl-sdk[excel]' "
+                         "(or save the sheet as CSV)") from None
+    try:
+        book = openpyxl.load_workbook(path, read_only=True, data_only=True)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except Exception as err:  # noqa: BLE001 - a damaged or mislabelled file: openpyxl's own errors
+        raise UsageError(f"{path}: not readable as an Excel workbook ({type(err).__name__}: {err})") from None
+    try:
+        records = (list(r) for r in book.worksheets[0].iter_rows(values_only=True))
+        header: list[str] = []
+        for head in records:
+            if any(_cell(v) is not None for v in head):
+                header = [str(_cell(v) or "") for v in head]
+                break
+        if not header:
+            raise UsageError(f"{path}: no header (the first row names the columns, one per input)")
+        named = [name for name in header if name]
+        repeated = sorted({name for name in named if named.count(name) > 1})
+        if repeated:
+            raise UsageError(f"{path}: the header names {', '.join(map(repr, repeated))} more than once")
+        rows: list[Row] = []
+        contents: list[Any] = []
+        for number, record in enumerate(records, start=1):
+            cells = [_cell(v) for v in record]
+            if all(c is None for c in cells):
+                continue
+            for i, c in enumerate(cells):
+                if c is not None and (i >= len(header) or not header[i]):
+                    raise UsageError(f"{path}: column {i + 1} has values but no name in the header")
+            if max_rows is not None and len(rows) >= max_rows:
+                raise _too_many(path, max_rows)
+            values = {header[i]: c for i, c in enumerate(cells) if c is not None}
+            rows.append(Row(number, values))
+            contents.append(values)
+    finally:
+        book.close()
+    return _keyed(rows, contents)
+
+
 def read_rows(path: Union[str, Path], max_rows: Optional[int] = None) -> list[Row]:
-    """The rows of a ``.csv`` (a header, then one row per line) or ``.jsonl`` (one object per line) file.
+    """The rows of a ``.csv`` (a header, then one row per line) or ``.jsonl`` (one object per line)
+    file, or of an ``.xlsx`` workbook's first sheet (read as a CSV is, cells keeping their types).
 
     Text is UTF-8, with or without a byte-order mark. CSV cells are stripped of surrounding spaces,
     an empty cell gives no value (the input's default applies), a blank row is skipped, and the
@@ -287,9 +349,14 @@ def read_rows(path: Union[str, Path], max_rows: Optional[int] = None) -> list[Ro
     """
     p = Path(path)
     suffix = p.suffix.lower()
+    if suffix == ".xlsx":
+        rows = _read_xlsx(p, max_rows)
+        if not rows:
+            raise UsageError(f"{p}: no rows to run (only a header)")
+        return rows
     if suffix not in (".csv", ".jsonl"):
-        raise UsageError(f"{p}: give the rows as a .csv file (a header row, then one row per run) or a .jsonl "
-                         "file (one JSON object per line)")
+        raise UsageError(f"{p}: give the rows as a .csv file (a header row, then one row per run), a .jsonl "
+                         "file (one JSON object per line) or an .xlsx workbook (its first sheet, as a CSV)")
     text = _decode(p)
     rows = _read_csv(p, text, max_rows) if suffix == ".csv" else _read_jsonl(p, text, max_rows)
     if not rows:

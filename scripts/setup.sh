@@ -12,7 +12,7 @@ python -m pip install -q --upgrade pip
 python -m pip install -q "setuptools>=77"
 # torch before anything that depends on it, or pip pulls a multi-GB CUDA build.
 python -c "import torch" 2>/dev/null || python -m pip install -q "torch==2.13.0"
-python -m pip install -q -e ".[models,train,openai,bench,scaffold,dev]"
+python -m pip install -q -e ".[models,train,openai,excel,bench,scaffold,dev]"
 if ! python -c "from owrl_sdk.chromium import find_chromium; import sys; sys.exit(0 if find_chromium() else 1)"; then
   echo "no Chromium found: trying Playwright's download, then the system package" >&2
   if ! python -m playwright install chromium >/dev/null 2>&1; then

@@ -73,7 +73,7 @@ async def _record(recorder: Any) -> Any:
 
 @click.command("record")
 @click.argument("url")
-@click.option("--out", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--out", "-o", "--output", "out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Where to write the flow (JSON).")
 @click.option("--task", default=None, metavar="TEXT",
               help='The flow\'s task (default: "Replay of the recording on HOST").')

@@ -91,9 +91,10 @@ class LiveView:
               "run uses secrets (traces are not redacted).")
 @click.option("--trace-with-secrets", is_flag=True, help="Record a trace even though the run uses secrets: it holds "
               "them in clear (the trajectory warns).")
-@click.option("--inputs", "inputs_file", type=PathArg("file", "a .csv or .jsonl file of input rows"),
-              help="With --flow: run a batch, one episode per row of this .csv (a header naming the flow's inputs) or "
-              ".jsonl file (an object of inputs per line); re-running with the same --out resumes the rows not yet done.")
+@click.option("--inputs", "inputs_file", type=PathArg("file", "a .csv, .jsonl or .xlsx file of input rows"),
+              help="With --flow: run a batch, one episode per row of this .csv (a header naming the flow's inputs), "
+              ".jsonl file (an object of inputs per line) or .xlsx workbook (its first sheet, as a CSV; the excel "
+              "extra); re-running with the same --out resumes the rows not yet done.")
 @click.option("--workers", type=click.IntRange(min=1), help="With --inputs: rows run at a time, each in its own "
               "browser context (default 1).")
 @click.option("--retry-failed", is_flag=True, help="With --inputs and an existing --out: run the rows that failed "
