@@ -248,14 +248,19 @@ def test_input_fields_become_placeholders_with_the_typed_default(tmp_path, owrl_
     async def person(page: Any, recorder: Any) -> None:
         await page.get_by_label("Email").fill("maria@example.org")
         await page.get_by_label("Password").fill(PASSWORD)
+        await page.get_by_label("Plan").focus()
+        await page.keyboard.type("p")
         await page.get_by_label("Keep me signed in").click()
         await page.get_by_role("button", name="Log in").click()
         await page.wait_for_url("**/account?tab=orders")
 
-    flow = asyncio.run(record(base + "login", out, person, input_fields=("email", "remember")))
+    flow = asyncio.run(record(base + "login", out, person, input_fields=("email", "remember", "plan")))
     write = calls_of(flow)[0]
     assert write["arguments"]["message"] == "{{input:email}}"
-    box = calls_of(flow)[2]
+    chosen = calls_of(flow)[2]  # a select named in --input-fields: its option from the input
+    assert chosen["name"] == "select_option" and chosen["arguments"]["value"] == "{{input:plan}}"
+    assert flow["inputs"]["plan"]["default"] == "pro"
+    box = calls_of(flow)[3]
     assert box["name"] == "set_checked" and box["arguments"]["checked"] == "{{input:remember}}"
     assert flow["inputs"]["remember"] == {"type": "boolean", "default": True, "description": "set while recording"}
     from owrl_sdk.documents import Flow
@@ -269,7 +274,7 @@ def test_input_fields_become_placeholders_with_the_typed_default(tmp_path, owrl_
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         result = json.loads(done.stdout)
         assert result["outcome"]["status"] == "success"
-        assert result["inputs"] == {"email": "maria@example.org", "remember": True}
+        assert result["inputs"] == {"email": "maria@example.org", "remember": True, "plan": "pro"}
     assert grep_folder(tmp_path, PASSWORD) == []
 
 
@@ -491,3 +496,35 @@ def test_an_address_that_does_not_open_is_one_line_and_exit_2(tmp_path):
                            "--out", str(tmp_path / "f.json")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "cannot open" in proc.stderr and "Traceback" not in proc.stderr
+
+
+FORM = """<!doctype html><title>Invoice</title><h1>New invoice</h1>
+<label for="due">Due date</label> <input id="due" type="date">
+<label for="ref">Reference</label> <input id="ref">
+<button onclick="document.getElementById('ok').textContent = 'Saved ' + document.getElementById('due').value">Save</button>
+<p id="ok" role="status"></p>"""
+
+
+@needs_chromium
+def test_a_field_typed_part_by_part_is_one_write_of_its_final_value(tmp_path, owrl_page_server, owrl_run_flow):
+    """A date typed with the keyboard (each part an event) and a field edited twice in a row
+    become one write each, which replays (four identical writes stopped the replay as a repeat)."""
+    base = owrl_page_server({"/form": FORM})
+    out = tmp_path / "form.json"
+
+    async def person(page: Any, recorder: Any) -> None:
+        await page.get_by_label("Due date").focus()
+        await page.keyboard.type("01312027", delay=80)
+        await page.get_by_label("Reference").fill("A-1")
+        await page.evaluate("document.activeElement.blur()")  # the field is left: its write is reported
+        await asyncio.sleep(0.3)
+        await page.get_by_label("Reference").fill("A-17")  # and edited again, nothing done in between
+        await page.get_by_role("button", name="Save").click()
+        await page.wait_for_function("document.getElementById('ok').textContent.startsWith('Saved')")
+
+    flow = asyncio.run(record(base + "form", out, person))
+    writes = [(c["arguments"]["selector"], c["arguments"]["message"]) for c in calls_of(flow) if c["name"] == "write"]
+    assert len(writes) == 2, writes
+    assert writes[0][1] == "2027-01-31" and writes[1][1] == "A-17", writes
+    traj = owrl_run_flow(json.loads(out.read_text()), base + "form")
+    assert traj.outcome.status == "success", traj.outcome

@@ -78,8 +78,9 @@ async def _record(recorder: Any) -> Any:
 @click.option("--task", default=None, metavar="TEXT",
               help='The flow\'s task (default: "Replay of the recording on HOST").')
 @click.option("--input-fields", default="", metavar="NAME[,NAME]",
-              help="Fields (by label or name) whose typed values become {{input:NAME}} placeholders, "
-                   "with the typed value as the input's default.")
+              help="Fields (by label or name) whose values become {{input:NAME}} placeholders, with the "
+                   "recorded value as the input's default: typed text, the option chosen in a select, a "
+                   "checkbox's state.")
 @click.option("--headless", is_flag=True,
               help="Record in a browser without a window (for scripted recording and tests).")
 @click.option("--debug-port", type=click.IntRange(1, 65535), default=None, metavar="PORT",
@@ -90,7 +91,7 @@ def record_command(url: str, out: Path, task: Optional[str], input_fields: str, 
                    save_storage: Optional[str] = None) -> None:
     """Open URL in Chromium and record what you do there as a flow (owrl.flow/1).
 
-    Clicks, typing (one write per field, with its final value), selections, key presses
+    Clicks, typing (one write per field, with its final value, however it was typed), selections, key presses
     (Enter, Escape, Tab, arrows), navigations, tab switches and dialog answers become calls,
     each with a selector (role and name first) and an expectation of what it changed.
     Password fields are written as {{secret:NAME}}, never with the typed value. End with

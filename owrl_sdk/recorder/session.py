@@ -336,10 +336,24 @@ class Recorder:
             call = Call("click", args, f"Click {self._label(target)}.")
         elif kind == "write" and selector:
             call = self._write(selector, target, action)
+            if (last is not None and last.name == "write" and last.arguments.get("selector") == selector
+                    and self._last is not None and self._last[1] is page and not last.navigated):
+                # the same field again with nothing in between (a date typed part by part, a field
+                # edited twice): one write of the final value, as the help promises
+                last.arguments, last.expect, last.note = call.arguments, call.expect, call.note
+                self._by_id[str(action.get("id"))] = last
+                return
         elif kind == "select" and selector:
             value = str(action.get("value") or "")
-            call = Call("select_option", {"selector": selector, "value": value},
-                        f"Choose {action.get('label') or value} in {self._label(target)}.")
+            field_name = self._input_field(target)
+            if field_name is not None:  # --input-fields: the option from the input, the one chosen its default
+                self.builder.inputs[field_name] = value
+                value = f"{{{{input:{field_name}}}}}"
+                call = Call("select_option", {"selector": selector, "value": value},
+                            f"Choose the input {field_name} in {self._label(target)}.")
+            else:
+                call = Call("select_option", {"selector": selector, "value": value},
+                            f"Choose {action.get('label') or value} in {self._label(target)}.")
             call.expect["value_equals"] = {"selector": selector, "value": value}
         elif kind == "key":
             keys = [str(k) for k in action.get("keys") or []]
@@ -367,17 +381,21 @@ class Recorder:
         except Exception:  # noqa: BLE001 - a context closing under us: the last save stands
             pass
 
+    def _input_field(self, target: dict[str, Any]) -> Optional[str]:
+        """The ``--input-fields`` name this field answers to (by its name, label or accessible name)."""
+        wanted = {upper_snake(str(target.get(k) or ""), "") for k in ("field_name", "label", "name")} - {""}
+        return next((f for f in self.input_fields if upper_snake(f, "") in wanted), None)
+
     def _set_checked(self, selector: str, target: dict[str, Any], checked: bool) -> Call:
         """A click that ticked, cleared or chose a box: the state it left, as ``set_checked``
         (replayed, it does not toggle a box that is already as wanted); a box or radio group
         named in ``--input-fields`` takes its state from that input."""
         label = self._label(target)
-        wanted = {upper_snake(str(target.get(k) or ""), "") for k in ("field_name", "label", "name")} - {""}
-        for field_name in self.input_fields:
-            if upper_snake(field_name, "") in wanted and target.get("role") == "checkbox":
-                self.builder.inputs[field_name] = checked
-                return Call("set_checked", {"selector": selector, "checked": f"{{{{input:{field_name}}}}}"},
-                            f"Set {label} from the input {field_name}.")
+        field_name = self._input_field(target) if target.get("role") == "checkbox" else None
+        if field_name is not None:
+            self.builder.inputs[field_name] = checked
+            return Call("set_checked", {"selector": selector, "checked": f"{{{{input:{field_name}}}}}"},
+                        f"Set {label} from the input {field_name}.")
         verb = "Choose" if target.get("role") == "radio" else ("Tick" if checked else "Clear")
         return Call("set_checked", {"selector": selector, "checked": checked}, f"{verb} {label}.")
 
@@ -387,13 +405,12 @@ class Recorder:
             name = upper_snake(str(target.get("field_name") or target.get("label") or ""), "PASSWORD")
             return Call("write", {"selector": selector, "message": f"{{{{secret:{name}}}}}"}, f"Enter the secret into {label}.")
         value = str(action.get("value") or "")
-        wanted = {upper_snake(str(target.get(k) or ""), "") for k in ("field_name", "label", "name")} - {""}
-        for field_name in self.input_fields:
-            if upper_snake(field_name, "") in wanted:
-                self.builder.inputs[field_name] = value
-                message = f"{{{{input:{field_name}}}}}"
-                return Call("write", {"selector": selector, "message": message}, f"Write the input {field_name} into {label}.",
-                            expect={"value_equals": {"selector": selector, "value": message}})
+        field_name = self._input_field(target)
+        if field_name is not None:
+            self.builder.inputs[field_name] = value
+            message = f"{{{{input:{field_name}}}}}"
+            return Call("write", {"selector": selector, "message": message}, f"Write the input {field_name} into {label}.",
+                        expect={"value_equals": {"selector": selector, "value": message}})
         return Call("write", {"selector": selector, "message": value}, f"Write {value!r} into {label}.",
                     expect={"value_equals": {"selector": selector, "value": value}})
 
