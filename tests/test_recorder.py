@@ -123,6 +123,27 @@ def test_turns_end_after_each_call_that_expects_something_and_done_comes_last():
     assert flow.turns[0].thought == "Click Blue. Click Shirts."
 
 
+def test_a_later_call_quoting_an_inputs_value_quotes_its_placeholder():
+    """The option picked after typing a customer, and the confirmation naming it, follow the
+    input (each row looks for its own customer); a value quoted before the input was filled in,
+    and short values (a quantity of 2), are left alone."""
+    from owrl_sdk.recorder.flowbuild import Call, FlowBuilder
+
+    builder = FlowBuilder(start_url="http://127.0.0.1:5/invoice")
+    builder.add(Call("click", {"selector": 'role=link[name="Globex Ltd"]'}, "Open the old invoice."))
+    builder.add(Call("write", {"selector": "#customer", "message": "{{input:customer}}"}, "Write the customer."))
+    builder.add(Call("write", {"selector": "#qty", "message": "{{input:qty}}"}, "Write the quantity."))
+    builder.add(Call("click", {"selector": 'role=option[name="Globex Ltd"]'}, "Pick it."))
+    builder.add(Call("click", {"selector": 'role=button[name="Add 2"]'}, "Submit.",
+                     expect={"text_visible": "Invoice created for Globex Ltd"}))
+    builder.inputs.update(customer="Globex Ltd", qty="2")
+    calls = [c for t in builder.flow_data()["turns"] for c in t["calls"]]
+    assert calls[0]["arguments"]["selector"] == 'role=link[name="Globex Ltd"]'  # before the input: the literal
+    assert calls[3]["arguments"]["selector"] == 'role=option[name="{{input:customer}}"]'
+    assert calls[4]["expect"] == {"text_visible": "Invoice created for {{input:customer}}"}
+    assert calls[4]["arguments"]["selector"] == 'role=button[name="Add 2"]'
+
+
 def calls_of(flow: dict[str, Any]) -> list[dict[str, Any]]:
     return [call for turn in flow["turns"] for call in turn["calls"]]
 

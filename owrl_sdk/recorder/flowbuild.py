@@ -6,6 +6,7 @@ tested on its own. The browser side is :mod:`owrl_sdk.recorder.session`.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
@@ -158,6 +159,21 @@ class Call:
         return data
 
 
+def _replace_values(data: Any, quoted: dict[str, str]) -> Any:
+    """``data`` with each recorded input value in its strings replaced by the input's placeholder."""
+    if not quoted:
+        return data
+    if isinstance(data, str):
+        for value in sorted(quoted, key=len, reverse=True):  # the longest first: "Globex Ltd" before "Globex"
+            data = data.replace(value, quoted[value])
+        return data
+    if isinstance(data, dict):
+        return {k: _replace_values(v, quoted) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_replace_values(v, quoted) for v in data]
+    return data
+
+
 @dataclass
 class FlowBuilder:
     """The calls recorded so far and how they become a flow."""
@@ -175,11 +191,23 @@ class FlowBuilder:
     def turns(self) -> list[dict[str, Any]]:
         turns: list[dict[str, Any]] = []
         current: list[Call] = []
+        #: the recorded value of each input already filled in -> its placeholder: a later selector or
+        #: expectation that quotes the value (the option picked after typing it, "created for X")
+        #: quotes the placeholder, so that every row looks for its own value
+        quoted: dict[str, str] = {}
+
+        def data(call: Call) -> dict[str, Any]:
+            out = _replace_values(call.to_data(self.start_url), quoted)
+            text = json.dumps(out)
+            for name, value in self.inputs.items():
+                if isinstance(value, str) and len(value.strip()) >= 3 and f"{{{{input:{name}}}}}" in text:
+                    quoted.setdefault(value, f"{{{{input:{name}}}}}")
+            return dict(out)
 
         def close() -> None:
             if current:
                 notes = [c.note for c in current if c.note]
-                turns.append({"thought": " ".join(notes)[:300], "calls": [c.to_data(self.start_url) for c in current]})
+                turns.append({"thought": " ".join(notes)[:300], "calls": [data(c) for c in current]})
                 current.clear()
 
         for call in self.calls:
