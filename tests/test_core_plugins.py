@@ -311,6 +311,10 @@ def test_cli_plugins_json_survives_a_broken_plugin(tmp_path):
     assert data["errors"][0]["name"] == "broken"
     by_name = {p["name"]: p for p in data["plugins"]}
     assert by_name["builtin_tools"]["hooks"] == ["register_tools"]
+    # what each registers, by kind: the names --policy, the memory setting and --judge take
+    assert {"click", "write", "set_checked"} <= set(by_name["builtin_tools"]["registers"]["tools"])
+    assert {"openwebrl", "openai"} <= set(by_name["openwebrl"]["registers"]["policies"])
+    assert "default" in by_name["memory"]["registers"]["memories"]
     assert "broken" in out.stderr  # also warned on stderr
 
 
