@@ -38,6 +38,8 @@ def test_network_failures_in_an_eval_block_the_host(tmp_path):
     assert record["success"] is None  # a site's fault is not the policy's failure
     listed = run("blocklist", "list")
     assert "shop.owrl-test.invalid" in listed.stdout and "network." in listed.stdout
+    (entry,) = json.loads(run("blocklist", "list", "--json").stdout)["hosts"]
+    assert entry["host"] == "shop.owrl-test.invalid" and entry["failures"] >= 1 and entry["reason"].startswith("network.")
     assert run("blocklist", "clear").stdout.strip() == "unblocked 1 host"
     assert "no blocked hosts" in run("blocklist", "list").stdout
 

@@ -475,7 +475,7 @@ def test_sigint_to_owrl_record_writes_a_valid_flow(tmp_path, owrl_page_server):
     env = {**os.environ, "COLUMNS": "200"}
     env.pop("DISPLAY", None)
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "owrl_sdk", "record", base + "account", "--out", str(out),
+    proc = subprocess.Popen([sys.executable, "-m", "owrl_sdk", "record", base + "account", "-o", str(out), "--json",
                              "--headless", "--task", "Look at the account", "--debug-port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
     try:
@@ -494,7 +494,9 @@ def test_sigint_to_owrl_record_writes_a_valid_flow(tmp_path, owrl_page_server):
     flow = load_flow(out)
     assert flow.task == "Look at the account" and flow.turns[-1].calls[-1].name == "done"
     assert flow.turns[0].calls[0].arguments == {"selector": '[data-testid="refresh"]'}
-    assert "wrote" in stdout and not partial_path(out).exists()
+    done = json.loads(stdout)  # --json: what was written, for a script
+    assert done["flow"] == str(out) and done["calls"] == sum(len(t.calls) for t in flow.turns) and done["inputs"] == {}
+    assert not partial_path(out).exists()
 
 
 def test_record_without_a_display_or_xvfb_is_one_clear_line(tmp_path):

@@ -113,6 +113,8 @@ def test_failed_expectation_and_skipped_call_via_the_cli(owrl_page_server, owrl_
     assert out.returncode == 0, out.stderr
     report = Path(out.stdout.strip())
     assert report == tmp_path / "elsewhere" / "page.html" and report.is_file()
+    as_json = owrl("report", traj.metadata["run_dir"], "--out", str(report), "--json")
+    assert json.loads(as_json.stdout) == {"report": str(report), "kind": "run"}, as_json.stderr
 
     with opened(report) as (page, _):
         assert page.locator("section.step").count() == len(traj.steps)

@@ -17,12 +17,21 @@ def blocklist_command() -> None:
 
 
 @blocklist_command.command("list")
-def list_command() -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: the file and each host with until (epoch seconds), "
+              "reason and failures.")
+def list_command(as_json: bool) -> None:
     """Show blocked hosts and until when."""
+    import json
+
     from owrl_sdk.blocklist import Blocklist
 
     bl = Blocklist()
     rows = bl.entries()
+    if as_json:
+        click.echo(json.dumps({"path": str(bl.path), "hosts": [
+            {"host": host, "until": until, "reason": reason, "failures": failures} for host, until, reason, failures in rows]},
+            indent=2))
+        return
     if not rows:
         click.echo(f"no blocked hosts ({bl.path})")
         return

@@ -85,10 +85,12 @@ async def _record(recorder: Any) -> Any:
               help="Record in a browser without a window (for scripted recording and tests).")
 @click.option("--debug-port", type=click.IntRange(1, 65535), default=None, metavar="PORT",
               help="Open Chromium's remote debugging on this port, so a script can drive the recorded browser.")
+@click.option("--json", "as_json", is_flag=True,
+              help='Print JSON when done: {"flow": OUT, "turns": N, "calls": N, "inputs": {...}, "missing_inputs": [...]}.')
 @storage_options
 def record_command(url: str, out: Path, task: Optional[str], input_fields: str, headless: bool,
                    debug_port: Optional[int], load_storage: Optional[str] = None,
-                   save_storage: Optional[str] = None) -> None:
+                   save_storage: Optional[str] = None, as_json: bool = False) -> None:
     """Open URL in Chromium and record what you do there as a flow (owrl.flow/1).
 
     Clicks, typing (one write per field, with its final value, however it was typed), selections, key presses
@@ -140,9 +142,15 @@ def record_command(url: str, out: Path, task: Optional[str], input_fields: str, 
             except subprocess.TimeoutExpired:
                 xvfb.kill()
     calls = sum(len(turn.calls) for turn in flow.turns)
-    for name in fields:
-        if name not in recorder.builder.inputs:
-            click.echo(f"note: no field named {name!r} was typed into; the flow has no input {name}", err=True)
+    missing = [name for name in fields if name not in recorder.builder.inputs]
+    for name in missing:
+        click.echo(f"note: no field named {name!r} was typed into; the flow has no input {name}", err=True)
+    if as_json:
+        import json
+
+        click.echo(json.dumps({"flow": str(out), "turns": len(flow.turns), "calls": calls,
+                               "inputs": dict(recorder.builder.inputs), "missing_inputs": missing}))
+        return
     click.echo(f"wrote {out}: {len(flow.turns)} turns, {calls} calls; replay with: owrl run --flow {out}")
 
 

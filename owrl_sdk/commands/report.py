@@ -18,7 +18,8 @@ from owrl_sdk.plugins import hookimpl
 @click.option("--out", type=PathArg("file", "a report file"),
               help="The page to write (default: PATH/report.html). An evaluation's or a batch's run reports "
                    "always go next to each run's trajectory.json.")
-def report_command(path: str, out: Optional[str]) -> None:
+@click.option("--json", "as_json", is_flag=True, help='Print JSON: {"report": PAGE, "kind": run|evaluation|batch}.')
+def report_command(path: str, out: Optional[str], as_json: bool = False) -> None:
     """Write an HTML report of a run folder, an evaluation folder or a batch folder.
 
     A run's page holds every step (screenshot, thought, calls, results, verdicts, feedback)
@@ -28,8 +29,15 @@ def report_command(path: str, out: Optional[str]) -> None:
     screenshot of a row that did not succeed) linked to the row's run page."""
     from owrl_sdk.report import write_report
 
-    _check_eval_inputs(Path(path))
-    click.echo(str(write_report(path, out)))
+    folder = Path(path)
+    _check_eval_inputs(folder)
+    page = write_report(path, out)
+    if as_json:
+        kind = ("run" if (folder / "trajectory.json").is_file() else
+                "batch" if (folder / "batch.json").is_file() else "evaluation")
+        click.echo(json.dumps({"report": str(page), "kind": kind}))
+        return
+    click.echo(str(page))
 
 
 def _check_eval_inputs(folder: Path) -> None:

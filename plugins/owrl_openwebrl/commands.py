@@ -42,7 +42,9 @@ def tiny_command(out: str, family: str, seed: int) -> None:
 @click.option("--force", is_flag=True, help="Download (and convert) again even when the model is cached.")
 @click.option("--no-weights", is_flag=True,
               help="openwebrl, openwebrl-judge: fetch the interface files only (e.g. on a machine without a GPU).")
-def fetch_command(name: str, cache: Optional[str], force: bool, no_weights: bool) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help='Print JSON: {"name": NAME, "path": FOLDER, "manifest": the interface manifest, when there is one}.')
+def fetch_command(name: str, cache: Optional[str], force: bool, no_weights: bool, as_json: bool = False) -> None:
     """Fetch a model into owrl's cache once; prints its folder (progress goes to stderr).
 
     \b
@@ -66,4 +68,12 @@ def fetch_command(name: str, cache: Optional[str], force: bool, no_weights: bool
     from .fetch import fetch_model
 
     path = fetch_model(name, cache, force=force, weights=not no_weights, say=lambda m: click.echo(m, err=True))
+    if as_json:
+        import json
+        from pathlib import Path
+
+        found = [m for m in (Path(path) / "interface" / "manifest.json", Path(path) / "manifest.json") if m.is_file()]
+        manifest = json.loads(found[0].read_text(encoding="utf-8")) if found else None
+        click.echo(json.dumps({"name": name, "path": str(path), "manifest": manifest}))
+        return
     click.echo(str(path))

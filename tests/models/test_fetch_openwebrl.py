@@ -191,6 +191,10 @@ def test_fetch_judge_prompts_through_the_cli(tmp_path, serve):
     assert record["url"] == f"{base}/{REWARD_PATH}" and record["sha256"] == sha(interface / "judge_prompts.json")
     assert record["extracted_from"]["sha256"] == hashlib.sha256(FAKE_REWARD.encode()).hexdigest()
     assert record["missing"] == [] and "not found" not in out.stderr
+    again = fetch("openwebrl-judge", "--no-weights", "--cache", str(cache), "--json", source=base, tmp_path=tmp_path)
+    done = json.loads(again.stdout)  # --json: the folder and its manifest, for a script
+    assert done["name"] == "openwebrl-judge" and done["manifest"]["files"]["judge_prompts.json"]["sha256"] == record["sha256"]
+    assert Path(done["path"]) == Path(out.stdout.strip())
 
 
 def test_a_missing_judge_prompt_is_reported_and_left_out(tmp_path, serve):
