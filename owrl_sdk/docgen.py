@@ -1,6 +1,7 @@
-"""Docs generated from the code: the hook reference and the CLI's help texts.
+"""Docs generated from the code: the hook reference, the CLI's help texts and the documents'
+JSON Schemas (``owrl_sdk/schemas/*.schema.json``).
 
-    python -m owrl_sdk.docgen          # rewrite docs/hooks.md and docs/cli.md
+    python -m owrl_sdk.docgen          # rewrite docs/hooks.md, docs/cli.md and the schemas
     python -m owrl_sdk.docgen --check  # exit 1 when they differ from the code
 
 Tests run the check, so the reference cannot drift from the hook specs or the commands.
@@ -80,12 +81,18 @@ def cli_markdown() -> str:
 FILES = {"hooks.md": hooks_markdown, "cli.md": cli_markdown}
 
 
+def _schema_files() -> dict[Path, str]:
+    from . import schemas
+
+    return {schemas.path(kind): schemas.text(kind) for kind in schemas.KINDS}
+
+
 def main(argv: list[str]) -> int:
     check = "--check" in argv
     stale = []
-    for name, make in FILES.items():
-        path = DOCS / name
-        text = make()
+    generated = {DOCS / name: make() for name, make in FILES.items()} | _schema_files()
+    for path, text in generated.items():
+        name = path.name
         if check:
             if not path.exists() or path.read_text(encoding="utf-8") != text:
                 stale.append(name)

@@ -49,6 +49,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "owrl_sdk.commands.inspect",
     "owrl_sdk.commands.record",
     "owrl_sdk.commands.tasks",
+    "owrl_sdk.commands.schema",
     "builtin_tools",
     "builtin_judges",
     "owrl_sdk.failures",

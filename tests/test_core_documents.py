@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -128,3 +129,36 @@ def test_flow_from_trajectory_replays_what_ran():
 def test_element_visible_shorthand():
     assert Expectation(element_visible="e12").element_visible.ref == "e12"
     assert Expectation(element_visible="text=Go").element_visible.selector == "text=Go"
+
+
+def test_the_published_schemas_accept_every_example_flow_and_reject_broken_ones(tmp_path):
+    """`owrl schema flow` (the file an editor checks a flow against as it is typed) accepts the
+    flows owrl ships and refuses what the loader refuses; the shipped copies are current."""
+    import glob
+
+    import jsonschema
+
+    from owrl_cli import owrl
+    from owrl_sdk import schemas
+
+    out = owrl("schema", "flow", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    flow_schema = json.loads(out.stdout)
+    assert flow_schema == schemas.schema("flow") == json.loads(schemas.path("flow").read_text())
+    check = jsonschema.Draft202012Validator(flow_schema)
+    root = Path(__file__).resolve().parents[1]
+    shipped = sorted(glob.glob(str(root / "examples/flows/*.json"))) + [str(root / "tests/batch/find-product.json")]
+    for path in shipped:
+        assert not list(check.iter_errors(json.loads(Path(path).read_text()))), path
+    good = json.loads(Path(shipped[0]).read_text())
+    broken = [
+        {**good, "turns": "click the button"},
+        {**good, "turns": [{"calls": [{"arguments": {"selector": "#go"}}]}]},  # a call without a name
+        {**good, "surprise": 1},
+    ]
+    for flow in broken:
+        assert list(check.iter_errors(flow)), flow
+        with pytest.raises(Exception):
+            Flow.model_validate(flow)  # the loader refuses them too
+    task = json.loads(owrl("schema", "task", cwd=tmp_path).stdout)
+    assert not list(jsonschema.Draft202012Validator(task).iter_errors({"intent": "Buy a hat", "start_url": "https://x/"}))
