@@ -66,6 +66,7 @@ from .config import Settings, load_settings
 from .documents import Flow, json_lines, load_flow, not_utf8
 from .errors import UsageError
 from .executors import STOP, Executor, LocalExecutor, NamedPolicy, WorkItem, WorkResult, Workload
+from .files import write_atomic
 from .plugins import Plugins
 from .runstore import slugify
 from .types import Task, Trajectory
@@ -932,9 +933,7 @@ class Batch:
         """Write ``batch.json`` and ``batch.csv`` from the rows' results; returns the summary."""
         summary = secrets.scrub(self.summary())
         self.out.mkdir(parents=True, exist_ok=True)
-        tmp = self.out / "batch.json.tmp"
-        tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
-        tmp.replace(self.out / "batch.json")
+        write_atomic(self.out / "batch.json", json.dumps(summary, indent=2, ensure_ascii=False, default=str))
         self._write_csv(summary["results"])
         try:  # the page a person opens: counts, rows, failures with their last screenshot
             from .report import write_batch_report
@@ -969,6 +968,4 @@ class Batch:
             writer.writerow([r["row"], r["status"], *(cell(r["inputs"].get(n)) for n in input_names),
                              *(cell(r["outputs"].get(n)) for n in output_names), cell(r["failure"]),
                              cell(r["detail"]), cell(r["run_dir"])])
-        tmp = self.out / "batch.csv.tmp"
-        tmp.write_text(buf.getvalue(), encoding="utf-8")
-        tmp.replace(self.out / "batch.csv")
+        write_atomic(self.out / "batch.csv", buf.getvalue())

@@ -14,6 +14,7 @@ from typing import Any, Optional, TypeVar, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import DocumentError
+from .files import write_atomic
 from .inputs import DeclaredInputs, OutputSchema, check_condition
 from .types import ToolCall, Trajectory
 
@@ -116,14 +117,12 @@ def load_trajectory(path: Union[str, Path]) -> Trajectory:
 
 def save_trajectory(traj: Trajectory, path: Union[str, Path]) -> None:
     p = Path(path)
-    tmp = p.with_suffix(p.suffix + ".tmp")
     from .secrets import dumps
 
     # the last line of defence: every string is scrubbed (secrets.scrub), whatever put it in the
     # trajectory, so no secret value (nor a prefix, an escaped or an encoded form) reaches a file
     text = dumps(traj.model_dump(mode="json", by_alias=True), indent=2, ensure_ascii=False)
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(p)  # atomic: a crash never leaves half a trajectory
+    write_atomic(p, text)  # a crash never leaves half a trajectory
 
 
 # ---------------------------------------------------------------------------- flow

@@ -259,10 +259,9 @@ def write_run_report(run_dir: Union[str, Path], out: Union[str, Path, None] = No
 
 
 def _write(target: Path, text: str) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(target)
+    from .files import write_atomic
+
+    write_atomic(target, text)
 
 
 # ---------------------------------------------------------------------------- evaluation report

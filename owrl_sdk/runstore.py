@@ -24,6 +24,7 @@ from typing import Union
 
 from . import secrets
 from .documents import save_trajectory
+from .files import write_atomic
 from .types import Step, Trajectory
 
 
@@ -95,9 +96,7 @@ class RunDir:
             "started_at": trajectory.started_at,
             "ended_at": trajectory.ended_at,
         }
-        tmp = self.path / "result.json.tmp"
-        tmp.write_text(secrets.dumps(result, indent=2), encoding="utf-8")
-        tmp.replace(self.path / "result.json")
+        write_atomic(self.path / "result.json", secrets.dumps(result, indent=2))
 
     def check_traces(self, trajectory: Trajectory) -> None:
         """Delete the traces of an episode that used secrets, unless they were allowed; either

@@ -70,15 +70,6 @@ async def save_state(context: Any, path: Union[str, Path]) -> None:
     atomically; its values become secrets."""
     state = await context.storage_state()
     _register(state)
-    p = Path(path).expanduser()
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(state, fh)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, p)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    from ..files import write_atomic
+
+    write_atomic(Path(path).expanduser(), json.dumps(state), mode=0o600)

@@ -56,9 +56,9 @@ def partial_path(out: Path) -> Path:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    from owrl_sdk.files import write_atomic
+
+    write_atomic(path, text)
 
 
 class Recorder:

@@ -285,18 +285,10 @@ def _now() -> str:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename,
-    so that a failure never leaves a half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """``data`` to ``path`` whole or not at all (:func:`owrl_sdk.files.write_atomic`), readable by all."""
+    from owrl_sdk.files import write_atomic as write
+
+    write(path, data, mode=0o644)
 
 
 def _write_manifest(key: str, cache: Optional[Union[str, Path]], update: dict[str, Any]) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from typing import Any, Optional, Protocol
 from owrl_sdk.components import Optimizer
 from owrl_sdk.documents import load_trajectory
 from owrl_sdk.errors import ConfigError
+from owrl_sdk.files import write_atomic
 from owrl_sdk.types import Task, Trajectory
 
 from .checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
@@ -548,9 +549,7 @@ class RLRun:
         out = self.cfg.out
         out.mkdir(parents=True, exist_ok=True)
         values = {f.name: getattr(self.cfg, f.name) for f in dataclasses.fields(self.cfg)}
-        tmp = out / "config.json.tmp"
-        tmp.write_text(json.dumps(values, indent=2, default=str), encoding="utf-8")
-        tmp.replace(out / "config.json")
+        write_atomic(out / "config.json", json.dumps(values, indent=2, default=str))
 
     def _rollout_policy(self, it: int) -> Any:
         """The trainer's own policy, or (served) the ``openai`` policy naming adapter version ``it``."""
@@ -791,9 +790,7 @@ class RLRun:
                 "success": _succeeded(self._scored(t)), "reward": r, "advantage": a, "steps": len(t.steps),
                 "unreadable_turns": sum(1 for s in t.steps if s.turn.parse_error),
                 "said": said(t)[:4000]}, ensure_ascii=False))
-        tmp = cache / "summary.jsonl.tmp"
-        tmp.write_text("\n".join(lines) + ("\n" if lines else ""), encoding="utf-8")
-        tmp.replace(cache / "summary.jsonl")
+        write_atomic(cache / "summary.jsonl", "\n".join(lines) + ("\n" if lines else ""))
         if not self.cfg.keep_rollouts:  # the checkpoint now holds what they taught
             for child in cache.iterdir():
                 if child.name != "summary.jsonl":
@@ -929,9 +926,7 @@ class RLRun:
                     "rescued": t.metadata.get("rescued")}
                    for t in trajectories if t.metadata.get("run_dir")]
         if len(entries) == len(trajectories):
-            tmp = index.with_suffix(".tmp")
-            tmp.write_text(json.dumps(entries))
-            tmp.replace(index)
+            write_atomic(index, json.dumps(entries))
         return trajectories
 
 
