@@ -35,7 +35,7 @@ from typing import Any, Callable, Optional
 from .config import Settings
 from .errors import ConfigError, InfraError, UsageError
 from .evaluation import EvalPlan, Evaluation, TaskFileSuite
-from .executors import Executor, OnResult, WorkItem, WorkResult, Workload, error_result, horizon
+from .executors import STOP, Executor, OnResult, WorkItem, WorkResult, Workload, error_result, horizon
 from .plugins import Plugins
 from .runner import EpisodeRecord, JudgedEpisodes, failed_record
 from .types import Task, Trajectory
@@ -290,9 +290,11 @@ def worker_spec(workload: Workload, settings: Settings, contexts: int) -> dict[s
 
 
 async def run_on_pool(pool: WorkerPool, items: list[tuple[Any, Task, int]], max_attempts: int, with_trajectory: bool,
-                      on_result: Callable[[Any, Task, int, Optional[dict[str, Any]]], None]) -> int:
+                      on_result: Callable[[Any, Task, int, Optional[dict[str, Any]]], Optional[str]]) -> int:
     """Run ``items`` (key, task, seed) on ``pool``; ``on_result(key, task, n, result)`` gets each
-    result, or None for an episode whose attempts ran out. Returns how many episodes were retried."""
+    result, or None for an episode whose attempts ran out, and may answer
+    :data:`~owrl_sdk.executors.STOP`: the episodes not yet started are dropped (those in flight
+    finish), as the local executor does. Returns how many episodes were retried."""
     ray = pool.ray
     pending = deque(items)
     attempts: Counter[Any] = Counter()
@@ -313,7 +315,8 @@ async def run_on_pool(pool: WorkerPool, items: list[tuple[Any, Task, int]], max_
             pool.finished(actor)
             err = fut.exception()
             if err is None:
-                on_result(key, task, n, fut.result())
+                if on_result(key, task, n, fut.result()) == STOP:
+                    pending.clear()
                 continue
             if _is_actor_death(ray, err):
                 await pool.lose(actor)
@@ -321,8 +324,8 @@ async def run_on_pool(pool: WorkerPool, items: list[tuple[Any, Task, int]], max_
             if attempts[key] < max_attempts:
                 retried += 1
                 pending.appendleft((key, task, n))
-            else:
-                on_result(key, task, n, None)
+            elif on_result(key, task, n, None) == STOP:
+                pending.clear()
     return retried
 
 
@@ -377,7 +380,7 @@ class RayExecutor(Executor):
         workload = self.workload
         results: list[WorkResult] = []
 
-        def done(key: Any, task: Task, n: int, result: Optional[dict[str, Any]]) -> None:
+        def done(key: Any, task: Task, n: int, result: Optional[dict[str, Any]]) -> Optional[str]:
             item = items[key]
             if result is None:
                 found = WorkResult(item, lost_record(task, n), error="its workers died; attempts ran out")
@@ -386,8 +389,7 @@ class RayExecutor(Executor):
                 found = WorkResult(item, EpisodeRecord(**result["record"]),
                                    Trajectory.model_validate(traj) if traj is not None else None, result.get("error"))
             results.append(found)
-            if on_result is not None:
-                on_result(found)
+            return on_result(found) if on_result is not None else None
 
         self.retried += await run_on_pool(self.pool, [(i, item.task, item.episode) for i, item in enumerate(items)],
                                           self.ray_options.max_attempts, workload.with_trajectory, done)

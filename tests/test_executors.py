@@ -192,3 +192,33 @@ def test_owrl_eval_backend_takes_a_plugin_s_executor_and_names_the_known_ones(tm
                  str(tmp_path / "e2"), env=env, timeout=120)
     assert wrong.returncode == 2
     assert "no executor (backend) named 'nope' (available: inline, local, ray)" in wrong.stderr
+
+
+def oracle_factory(settings, plugins):
+    return ExplodingOracle(settings)
+
+
+def test_a_stop_from_on_result_drops_the_items_not_started(backend, owrl_page_server, tmp_path, settings):
+    """What a batch answers after N identical failures (executors.STOP): no item starts after
+    it, on either backend; those already in flight finish."""
+    from owrl_sdk.executors import STOP
+
+    base = owrl_page_server({"/a": PAGE})
+    task = answer_task("a", base + "a")
+    items = [WorkItem(task, n, "g") for n in range(8)]
+    plugins = Plugins()
+    seen: list = []
+
+    def stop_at_first(result):
+        seen.append(result)
+        return STOP
+
+    async def go():
+        async with executor_class(plugins, backend)(settings, plugins, 1) as executor:
+            await executor.start(Workload(suite=TaskFileSuite(settings, [task]), policy=oracle_factory,
+                                          judge="benchmark", out=tmp_path / "out", record_blocklist=False))
+            return await executor.run(items, stop_at_first)
+
+    results = asyncio.run(go())
+    assert 1 <= len(results) <= 2, [r.item.key for r in results]  # the first, and one still in flight at most
+    assert len(seen) == len(results) and all(r.record.status == "success" for r in results)
