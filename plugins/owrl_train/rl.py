@@ -558,8 +558,10 @@ class RLRun:
         from .serving import PolicySpec
 
         model = self.publisher.publish(self.model, it)
+        # text tool calls: the policy being trained writes <tool_call> blocks, and its prompt
+        # declares the tools as the trainer's own prompt does (native calls would change both)
         options = {"base_url": self.cfg.serve_base_url, "model": model, "text_mode": self.cfg.text_mode,
-                   **self.cfg.sampling, **self.cfg.policy_options}
+                   "tool_calls": "text", **self.cfg.sampling, **self.cfg.policy_options}
         return PolicySpec("openai", options)
 
     def _pool(self) -> list[Task]:

@@ -9,6 +9,8 @@ browser, the demo shop, the trainer (a tiny Qwen3-VL built by the tests) and Ray
 
 from __future__ import annotations
 
+import json
+
 import asyncio
 from pathlib import Path
 
@@ -83,8 +85,10 @@ def check_served_run(stand_in, cfg, results):
     # with max_staleness 0 the rollouts of iteration 1 can no longer use v0: unloaded and deleted
     assert [b["lora_name"] for b in stand_in.paths("/v1/unload_lora_adapter")] == ["owrl-v0"]
     assert not (cfg.out / "published" / "v00000").exists() and (cfg.out / "published" / "v00001").exists()
-    models = [b["model"] for b in stand_in.paths("/v1/chat/completions")]
-    assert models == ["owrl-v0"] * 4 + ["owrl-v1"] * 4
+    chats = stand_in.paths("/v1/chat/completions")
+    assert [b["model"] for b in chats] == ["owrl-v0"] * 4 + ["owrl-v1"] * 4
+    # the served policy writes <tool_call> text, as it is trained to: the tools are in its prompt, not the API's
+    assert all("tools" not in b and "<tools>" in json.dumps(b["messages"]) for b in chats)
     assert [r.metrics["dropped_stale"] for r in results] == [0.0, 0.0]
     # the groups had rewards to compare, so the update trained on them
     assert all(r.metrics["valid_group_fraction"] == 1.0 for r in results)
