@@ -78,11 +78,11 @@ class Agent:
 
     async def _browser_env(self, run: Optional[RunDir], trace: bool) -> Environment:
         if self._host is None or not self._host.connected:
-            from .browser import BrowserHost
+            from .browser import browser_host
 
             if self._host is not None:
                 await self._host.close()
-            self._host = BrowserHost(self.settings, launch_hook=self.plugins.browser_launch_options)
+            self._host = browser_host(self.settings, self.plugins)
             await self._host.start()
         return await self._host.new_env(run_dir=run.path if run else None, trace=trace)
 

@@ -235,13 +235,13 @@ class LocalExecutor(Executor):
         self.episodes: Optional[JudgedEpisodes] = None
 
     async def start(self, workload: Workload) -> None:
-        from .browser import BrowserHost
+        from .browser import browser_host
 
         await super().start(workload)
         await workload.suite.setup()
         self.episodes = JudgedEpisodes(self.settings, self.plugins, workload.suite, workload.judge, workload.out,
                                        record_blocklist=workload.record_blocklist)
-        self.hosts = [BrowserHost(self.settings, launch_hook=self.plugins.browser_launch_options)
+        self.hosts = [browser_host(self.settings, self.plugins)
                       for _ in range(self.workers if self.browser_per_worker else 1)]
         for host in self.hosts:
             await host.start()

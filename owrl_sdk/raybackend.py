@@ -77,7 +77,7 @@ class EpisodeWorker:
         self.local_tasks: dict[str, Task] = {}
 
     async def start(self) -> int:
-        from .browser import BrowserHost
+        from .browser import browser_host
 
         spec = self.spec
         if spec.get("cwd") and Path(spec["cwd"]).is_dir():
@@ -95,7 +95,7 @@ class EpisodeWorker:
         # The suite's tasks as this worker sees them: a suite that serves its site (the demo
         # shop) points them at its own server here, not at the driver's.
         self.local_tasks = {t.id: t for t in suite.tasks()}
-        self.host = BrowserHost(settings, launch_hook=plugins.browser_launch_options)
+        self.host = browser_host(settings, plugins)
         await self.host.start()
         await self.configure(spec["policy"], spec.get("max_steps"))
         return os.getpid()

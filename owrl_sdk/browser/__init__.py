@@ -10,14 +10,14 @@ from typing import Any
 from .errors import ActionError
 from .geometry import grid_to_pixels, pixels_to_grid
 
-__all__ = ["ActionError", "BrowserEnv", "BrowserHost", "Located", "grid_to_pixels", "pixels_to_grid"]
+__all__ = ["ActionError", "BrowserEnv", "BrowserHost", "Located", "browser_host", "grid_to_pixels", "pixels_to_grid"]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "BrowserHost":
-        from .host import BrowserHost
+    if name in ("BrowserHost", "browser_host"):
+        from . import host
 
-        return BrowserHost
+        return getattr(host, name)
     if name in ("BrowserEnv", "Located"):
         from . import env
 

@@ -508,6 +508,13 @@ class BrowserHost:
         self._pid_started = None
 
 
+def browser_host(settings: Any, plugins: Any = None) -> BrowserHost:
+    """The one way owrl makes a :class:`BrowserHost` for its front doors (runs, executors, Ray
+    workers, the server, ``Agent``, ``inspect``): the settings' browser, launched with the
+    plugins' ``browser_launch_options`` when ``plugins`` is given."""
+    return BrowserHost(settings, launch_hook=plugins.browser_launch_options if plugins is not None else None)
+
+
 def _link_closed(browser: "Browser") -> bool:
     """Whether the connection under ``browser`` has closed (a remote browser server went away).
 

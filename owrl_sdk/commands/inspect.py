@@ -226,11 +226,11 @@ async def inspect_page(url: str, settings: Any, plugins: Any, wait: float = 0.0,
     ``found`` receives them as soon as they are read (``observation``, ``elements``, and
     ``chosen``: how many elements have their selector yet), for a caller that stops early."""
     found = found if found is not None else {}
-    from owrl_sdk.browser import BrowserHost
+    from owrl_sdk.browser import browser_host
     from owrl_sdk.errors import InfraError, UsageError
     from owrl_sdk.types import Task
 
-    host = BrowserHost(settings, launch_hook=plugins.browser_launch_options)
+    host = browser_host(settings, plugins)
     try:
         await host.start()
         env = await host.new_env()

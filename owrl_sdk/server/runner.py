@@ -446,9 +446,9 @@ class JobRunner:
         assert self._host_lock is not None
         async with self._host_lock:
             if self._host is None:
-                from ..browser import BrowserHost
+                from ..browser import browser_host
 
-                self._host = BrowserHost(self.settings, launch_hook=self.plugins.browser_launch_options)
+                self._host = browser_host(self.settings, self.plugins)
                 await self._host.start()
             else:
                 await self._host.ensure_running()
