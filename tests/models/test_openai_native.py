@@ -6,9 +6,7 @@ text mode, in a real Chromium on a page served on 127.0.0.1, and its judge call 
 from __future__ import annotations
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -156,32 +154,13 @@ def test_native_calls_become_the_calls_the_profile_reads_expectations_included()
     assert parse_turn(second.text).parse_error  # arguments that are not JSON: an unreadable answer, as in text
 
 
-PAGE = b"""<!doctype html><title>Go</title><button id="go" onclick="document.getElementById('out').textContent='Clicked'">Go</button>
+PAGE = """<!doctype html><title>Go</title><button id="go" onclick="document.getElementById('out').textContent='Clicked'">Go</button>
 <p id="out"></p>"""
 
 
-@pytest.fixture
-def page_url():
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(PAGE)))
-            self.end_headers()
-            self.wfile.write(PAGE)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
-
-
 @pytest.mark.parametrize("mode", ["native", "text"])
-def test_an_episode_and_its_judgement_through_the_strict_stand_in(mode, page_url, tmp_path):
+def test_an_episode_and_its_judgement_through_the_strict_stand_in(mode, owrl_page_server, tmp_path):
+    page_url = owrl_page_server({"/go": PAGE}) + "go"
     def policy_turn(body):
         assert ("tools" in body) == (mode == "native")
         seen = json.dumps(body["messages"])
