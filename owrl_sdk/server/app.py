@@ -549,6 +549,34 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
             raise HTTPException(404, f"job {job_id} has no screenshot for step {index}")
         return Response(data, media_type="image/png" if data.startswith(b"\x89PNG") else "image/jpeg")
 
+    @v1.get("/jobs/{job_id}/report", tags=["files"],
+            responses={200: {"content": {"text/html": {"schema": {"type": "string"}}},
+                             "description": "the job's report.html: a run's steps, or a batch's rows and failures"}})
+    async def get_report(job_id: JobId) -> Response:
+        from ..report import CSP
+
+        job = job_or_404(job_id)
+        folder = runner.batch_dir(job.id) if job.kind == "batch" else runner.run_dir(job)
+        page = folder / "report.html" if folder is not None else None
+        if page is None or not page.is_file():
+            raise HTTPException(404, f"job {job_id} has no report yet ({job.status})")
+        # the page's own policy, as a header too: no script runs, nothing loads from elsewhere
+        return Response(page.read_bytes(), media_type="text/html; charset=utf-8",
+                        headers={"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff"})
+
+    @v1.get("/jobs/{job_id}/batch.csv", tags=["files"],
+            responses={200: {"content": {"text/csv": {"schema": {"type": "string"}}},
+                             "description": "a batch job's batch.csv: one line per row, spreadsheet-safe"}})
+    async def get_batch_csv(job_id: JobId) -> Response:
+        job = job_or_404(job_id)
+        if job.kind != "batch":
+            raise HTTPException(404, f"job {job_id} is not a batch")
+        table = runner.batch_dir(job.id) / "batch.csv"
+        if not table.is_file():
+            raise HTTPException(404, f"batch {job_id} has no batch.csv yet ({job.status})")
+        return Response(table.read_bytes(), media_type="text/csv; charset=utf-8",
+                        headers={"Content-Disposition": f'attachment; filename="{job.id}.csv"'})
+
     @app.exception_handler(RequestValidationErrorOf)
     async def form_error(request: Request, err: RequestValidationErrorOf) -> JSONResponse:
         return JSONResponse({"detail": err.errors}, status_code=422)

@@ -60,6 +60,9 @@ def test_a_flow_runs_to_success_and_its_trajectory_screenshots_and_steps_are_ser
         assert shot.body[:3] == b"\xff\xd8\xff"  # a JPEG
     assert shots[0].body != shots[1].body  # two different pages
     assert server.request("GET", f"/v1/jobs/{job['id']}/screenshots/2").status == 404
+    page = server.request("GET", f"/v1/jobs/{job['id']}/report")  # the run's page, self-contained
+    assert page.status == 200 and b"total 42" in page.body and b"data:image/jpeg;base64," in page.body
+    assert server.request("GET", f"/v1/jobs/{job['id']}/batch.csv").status == 404  # not a batch
 
     page = server.request("GET", f"/v1/jobs/{job['id']}/steps?start=1").json()
     assert page["status"] == "finished" and page["start"] == 1 and page["next"] == 2

@@ -154,6 +154,14 @@ def test_a_batch_of_json_rows_shows_each_rows_status_inputs_outputs_and_failure(
     on_disk = json.loads((folder / "batch.json").read_text())
     assert [(r["row"], r["status"], r["outputs"]) for r in on_disk["results"]] == \
         [(r["row"], r["status"], r["outputs"]) for r in batch["results"]]
+    # the same table and the batch's page, through the API (no access to the data folder needed)
+    table = server.request("GET", f"/v1/jobs/{job['id']}/batch.csv")
+    assert table.status == 200 and table.headers["content-type"].startswith("text/csv")
+    assert table.body == (folder / "batch.csv").read_bytes() and b"ORD-1002" in table.body
+    page = server.request("GET", f"/v1/jobs/{job['id']}/report")
+    assert page.status == 200 and page.headers["content-type"].startswith("text/html")
+    assert "script-src" not in page.headers["content-security-policy"] and b"Ada" in page.body
+    assert server.request("GET", f"/v1/jobs/{job['id']}/batch.csv", token=None).status == 401
 
 
 def test_a_batch_from_a_csv_upload_and_a_header_that_does_not_fit_the_flow(server, owrl_page_server):
