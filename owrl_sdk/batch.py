@@ -97,6 +97,31 @@ def spreadsheet_safe(text: str) -> str:
         return "'" + text
 
 
+def _write_xlsx(path: Path, header: list[str], lines: list[list[Any]]) -> None:
+    """``batch.csv``'s table as an Excel workbook too, when openpyxl (the ``excel`` extra) is
+    there. Every text cell is stored as text, escaped as in the CSV: nothing is a formula."""
+    try:
+        from openpyxl import Workbook
+        from openpyxl.cell import WriteOnlyCell
+    except ImportError:
+        return
+    book = Workbook(write_only=True)
+    sheet = book.create_sheet("batch")
+
+    def text(value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        out = WriteOnlyCell(sheet, value=value)
+        out.data_type = "s"  # never a formula, whatever the text starts with
+        return out
+
+    for line in [header, *lines]:
+        sheet.append([text(v) for v in line])
+    data = io.BytesIO()
+    book.save(data)
+    write_atomic(path, data.getvalue())
+
+
 #: The status of a row not yet run, in ``batch.json`` and ``batch.csv``.
 PENDING = "pending"
 
@@ -962,10 +987,11 @@ class Batch:
 
         buf = io.StringIO(newline="")
         writer = csv.writer(buf)
-        writer.writerow(["row", "status", *(f"input:{n}" for n in input_names), *(f"output:{n}" for n in output_names),
-                         "failure", "detail", "run_dir"])
-        for r in results:
-            writer.writerow([r["row"], r["status"], *(cell(r["inputs"].get(n)) for n in input_names),
-                             *(cell(r["outputs"].get(n)) for n in output_names), cell(r["failure"]),
-                             cell(r["detail"]), cell(r["run_dir"])])
+        header = ["row", "status", *(f"input:{n}" for n in input_names), *(f"output:{n}" for n in output_names),
+                  "failure", "detail", "run_dir"]
+        lines = [[r["row"], r["status"], *(cell(r["inputs"].get(n)) for n in input_names),
+                  *(cell(r["outputs"].get(n)) for n in output_names), cell(r["failure"]),
+                  cell(r["detail"]), cell(r["run_dir"])] for r in results]
+        writer.writerows([header, *lines])
         write_atomic(self.out / "batch.csv", buf.getvalue())
+        _write_xlsx(self.out / "batch.xlsx", header, lines)

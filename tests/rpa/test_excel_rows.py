@@ -70,3 +70,7 @@ def test_ten_invoices_from_a_workbook(tmp_path, invoice_site):
     assert [r["inputs"]["customer"] for r in results] == [r[0] for r in rows]
     assert results[3]["inputs"]["due"] == "2027-01-13" and results[3]["inputs"]["priority"] is True
     assert all(r["outputs"]["confirmation"].startswith("Invoice INV-") for r in results), results[0]["outputs"]
+    # Excel out too: batch.xlsx beside batch.csv, the same table
+    sheet = openpyxl.load_workbook(tmp_path / "batch" / "batch.xlsx").active
+    table = [[c.value for c in row] for row in sheet.iter_rows()]
+    assert table[0][:2] == ["row", "status"] and [line[1] for line in table[1:]] == ["success"] * 10

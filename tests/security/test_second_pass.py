@@ -340,6 +340,14 @@ def test_batch_csv_escapes_inputs_and_outputs(tmp_path):
         rows = list(csv.reader((tmp_path / "b" / "batch.csv").open(encoding="utf-8")))
         cells = [r[rows[0].index("input:q")] for r in rows[1:]]
         assert cells == ["'=HYPERLINK(\"http://evil.test\")", "-7"], cells
+    openpyxl = pytest.importorskip("openpyxl")
+    with attack("batches", "the same row written to batch.xlsx", "a text cell, never a formula"):
+        sheet = openpyxl.load_workbook(tmp_path / "b" / "batch.xlsx").active
+        header = [c.value for c in sheet[1]]
+        column = header.index("input:q") + 1
+        written = [sheet.cell(row=i, column=column) for i in (2, 3)]
+        assert all(c.data_type == "s" for c in written) and written[0].value.endswith('=HYPERLINK("http://evil.test")')
+        assert written[1].value == "-7"
 
 
 # ------------------------------------------------------------------ 15: terminal escapes
