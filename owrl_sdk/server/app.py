@@ -99,6 +99,9 @@ class TaskJobRequest(BaseModel):
     max_steps: Optional[int] = Field(None, ge=1, le=1_000, description="steps before the episode ends as failed")
     allowed_domains: list[Domain] = Field(default_factory=list, max_length=100,
                                           description="hosts the episode may visit (within the server's own list)")
+    callback_url: Optional[str] = Field(None, min_length=1, max_length=2_048,
+                                        description="POSTed a signed summary when the job ends (see serve.md: inside "
+                                                    "the server's allowed domains, with OWRL_SERVE_WEBHOOK_KEY set)")
 
 
 class FlowJobRequest(BaseModel):
@@ -112,6 +115,9 @@ class FlowJobRequest(BaseModel):
         default_factory=dict, max_length=1_000,
         description="a value for each input the flow takes (declared, or used by a placeholder); the flow's "
                     "defaults fill the rest. Values are typed as declared; {{secret:...}} is refused")
+    callback_url: Optional[str] = Field(None, min_length=1, max_length=2_048,
+                                        description="POSTed a signed summary when the job ends (see serve.md: inside "
+                                                    "the server's allowed domains, with OWRL_SERVE_WEBHOOK_KEY set)")
 
 
 class BatchJobRequest(BaseModel):
@@ -133,6 +139,9 @@ class BatchJobRequest(BaseModel):
     max_steps: Optional[int] = Field(None, ge=1, le=1_000, description="steps before a row's episode ends")
     allowed_domains: list[Domain] = Field(default_factory=list, max_length=100,
                                           description="hosts the rows may visit (within the server's own list)")
+    callback_url: Optional[str] = Field(None, min_length=1, max_length=2_048,
+                                        description="POSTed a signed summary when the job ends (see serve.md: inside "
+                                                    "the server's allowed domains, with OWRL_SERVE_WEBHOOK_KEY set)")
 
 
 class JobList(BaseModel):
@@ -360,7 +369,8 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         allowed = runner.check_domains(list(body.allowed_domains), ("body", "allowed_domains"))
         runner.check_start_url(body.start_url, allowed, ("body", "start_url"))
         spec = {"task": body.task, "start_url": body.start_url, "policy": policy, "policy_options": body.policy_options,
-                "model": body.model, "max_steps": body.max_steps, "allowed_domains": allowed}
+                "model": body.model, "max_steps": body.max_steps, "allowed_domains": allowed,
+                "callback_url": runner.check_callback(body.callback_url, ("body", "callback_url"))}
         return runner.submit("task", spec)
 
     def flow_spec(flow: Flow, inputs: dict[str, Any], start_url: Optional[str], task: Optional[str],
@@ -395,13 +405,19 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         max_steps: Annotated[Optional[int], Query(ge=1, le=1_000,
                                                   description="steps before the episode ends (default: enough for the flow)")] = None,
         allowed_domains: Annotated[list[Domain], Query(max_length=100, description="hosts the episode may visit; repeat")] = [],  # noqa: B006
+        callback_url: Annotated[Optional[str], Query(min_length=1, max_length=2_048,
+                                                     description="POSTed a signed summary when the job ends")] = None,
     ) -> Job:
         """Queue a flow for the scripted policy. The body is an owrl.flow/1 document, or
         ``{"flow": ..., "inputs": {...}}`` to give its inputs: every input is checked before the
         job is queued (a 422 names each bad one). The ended job carries the flow's ``outputs``."""
         flow, inputs, loc = (body.flow, dict(body.inputs), ("body", "flow")) if isinstance(body, FlowJobRequest) \
             else (body, {}, ("body",))
-        return runner.submit("flow", flow_spec(flow, inputs, start_url, task, max_steps, list(allowed_domains), loc))
+        given = body.callback_url if isinstance(body, FlowJobRequest) else None
+        where = ("body", "callback_url") if given else ("query", "callback_url")
+        spec = flow_spec(flow, inputs, start_url, task, max_steps, list(allowed_domains), loc)
+        spec["callback_url"] = runner.check_callback(given or callback_url, where)
+        return runner.submit("flow", spec)
 
     def batch_spec(flow: Flow, rows: Optional[list[dict[str, Any]]], inputs: dict[str, Any], workers: int,
                    start_url: Optional[str], max_steps: Optional[int], allowed_domains: list[str],
@@ -435,6 +451,7 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         shows each row's status, inputs, outputs and failure as the rows end (``batch``)."""
         spec = batch_spec(body.flow, [dict(r) for r in body.rows], dict(body.inputs), body.workers, body.start_url,
                           body.max_steps, list(body.allowed_domains), ("body", "flow"))
+        spec["callback_url"] = runner.check_callback(body.callback_url, ("body", "callback_url"))
         rows = await asyncio.to_thread(check_batch, "check", spec, ("body", "rows"))  # off the event loop
         return queued_batch(runner.submit("batch", spec), rows)
 
@@ -455,6 +472,8 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         start_url: Annotated[Optional[str], Form(min_length=1, max_length=8_192,
                                                  description="start URL (default: the flow's start_url)")] = None,
         max_steps: Annotated[Optional[int], Form(ge=1, le=1_000, description="steps before a row's episode ends")] = None,
+        callback_url: Annotated[Optional[str], Form(min_length=1, max_length=2_048,
+                                                    description="POSTed a signed summary when the batch ends")] = None,
     ) -> Job:
         """Queue a batch from a CSV upload (multipart/form-data: ``flow``, the flow's JSON, and
         ``rows``, the CSV file). A header that names a column the flow takes no input for, or
@@ -470,6 +489,7 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         if len(data) > MAX_CSV_BYTES:
             raise SpecError(("body", "rows"), f"the CSV file is over {MAX_CSV_BYTES} bytes")
         spec = batch_spec(parsed, None, {}, workers, start_url, max_steps, [], ("body", "flow"))
+        spec["callback_url"] = runner.check_callback(callback_url, ("body", "callback_url"))
         spec["rows_file"] = "rows.csv"
         staging = f".upload-{uuid.uuid4().hex}"
         folder = runner.batch_dir(staging)

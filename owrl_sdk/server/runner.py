@@ -166,6 +166,8 @@ class JobRunner:
         #: The server's allowlist: a job may narrow it, never widen it. Each job's task carries
         #: its own list, so the browser's settings carry none.
         self.allowed = list(settings.allowed_domains)
+        #: callbacks being delivered (kept so that none is collected before it is sent)
+        self._deliveries: set["asyncio.Future[Any]"] = set()
         self.settings = settings.model_copy(update={"allowed_domains": [], "runs_dir": str(self.runs_dir)})
         self.max_concurrent = max_concurrent
         #: Off by default: every job's navigations refuse file:, view-source:, chrome: and the
@@ -259,6 +261,31 @@ class JobRunner:
         if url.rstrip("/") not in operator and not options.get("api_key"):
             options["api_key"] = "none"  # the operator's key goes only to the operator's endpoint
 
+    def check_callback(self, url: Optional[str], loc: tuple[str, ...]) -> Optional[str]:
+        """A job's ``callback_url``, if the server may call it (:mod:`.webhooks`); else a SpecError."""
+        if url is None:
+            return None
+        from .webhooks import CallbackRefused, check_callback
+
+        try:
+            return check_callback(url, self.allowed, list(self.settings.blocked_domains))
+        except CallbackRefused as err:
+            raise SpecError(loc, str(err)) from None
+
+    def _notify(self, job_id: str) -> None:
+        """The ended job's callback, when it named one: sent off the event loop, in the background."""
+        job = self.store.get(job_id)
+        if job is None or job.status not in ENDED:
+            return
+        url = (self.store.spec(job_id) or {}).get("callback_url")
+        if not url:
+            return
+        from .webhooks import deliver, summary
+
+        task = asyncio.ensure_future(asyncio.to_thread(deliver, url, summary(job), job_id))
+        self._deliveries.add(task)
+        task.add_done_callback(self._deliveries.discard)
+
     def check_domains(self, domains: list[str], loc: tuple[str, ...]) -> list[str]:
         """The job's allowlist: its own (inside the server's), else the server's."""
         if not domains:
@@ -342,6 +369,7 @@ class JobRunner:
             ended = self._live.pop(job_id, None)
             if ended is not None:
                 ended.notify()  # followers read the ended job from the store and the run folder
+            self._notify(job_id)
 
     def _ended_by_cancel(self, job_id: str) -> None:
         job = self.store.get(job_id)
