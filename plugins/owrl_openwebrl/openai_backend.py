@@ -211,7 +211,7 @@ class OpenAIBackend:
         usage = resp.usage.model_dump() if getattr(resp, "usage", None) is not None else {}
         return Generation(text=text, prompt_tokens=int(usage.get("prompt_tokens") or 0),
                           completion_tokens=int(usage.get("completion_tokens") or 0),
-                          seconds=time.perf_counter() - started, extra={"usage": usage, "native_calls": len(calls)},
+                          seconds=time.perf_counter() - started, extra={"usage": usage},
                           finish_reason="length" if choice.finish_reason == "length" else "stop")
 
     def generate(self, prompts: list[Prompt], sampling: Sampling) -> list[Generation]:
