@@ -111,10 +111,11 @@ class Settings(BaseModel):
     save_storage: Optional[str] = Field(
         None, description="write each episode's storage state (cookies, local storage) to this file when the episode "
         "ends, mode 0600 (owrl run --save-storage); never inside runs_dir")
-    max_downloads: int = Field(20, ge=0, description="downloads an episode may save into its run folder; more are "
-                               "cancelled (0: none saved)")
+    max_downloads: int = Field(20, ge=0, description="downloads an episode may save into its run folder; one more is "
+                               "cancelled and ends the episode with page.download_limit (0: none saved)")
     max_download_mb: float = Field(100.0, ge=0, description="megabytes of downloads an episode may keep in its run "
-                                   "folder; a download that passes it is deleted")
+                                   "folder; a download that passes it is deleted and ends the episode with "
+                                   "page.download_limit")
     navigation_timeout: float = Field(30.0, gt=0)
     action_timeout: float = Field(5.0, gt=0)
     allowed_domains: list[str] = Field(default_factory=list, description="hosts an episode may visit (empty: any)")

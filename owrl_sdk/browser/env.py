@@ -46,7 +46,7 @@ from .. import secrets
 from ..domains import DomainPolicy
 from ..errors import InfraError
 from ..observation_budget import bound_snapshot
-from ..types import Expectation, Observation, Target, Task, ToolCall, ToolResult, Verdict
+from ..types import Expectation, Failure, Observation, Target, Task, ToolCall, ToolResult, Verdict
 from . import expect as expectations
 from .changes import ChangeFeedbackMixin, _Snapshot
 from .dialogs import Dialogs
@@ -146,6 +146,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         self._snapshot: Optional[_Snapshot] = None
         self._last_screenshot: Optional[bytes] = None
         self._crashed: set[int] = set()
+        self._limit_failure: Optional[Failure] = None
         self.domains = DomainPolicy()
         #: Where secrets come from besides OWRL_SECRET_* (the resolve_secret hook, set by the runner).
         self.secret_lookup: Optional[Any] = None
@@ -189,7 +190,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
     async def reset(self, task: Task) -> None:
         """A fresh context and page, on the task's start page."""
         await self._close_context()
-        self._downloads, self._download_bytes = 0, 0
+        self._downloads, self._download_bytes, self._limit_failure = 0, 0, None
         browser, note = await self.host.browser_for_episode()
         self.warnings = [*self.host.warnings, *self._own_warnings]
         if note:
@@ -483,8 +484,10 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         self._downloads += 1
         if self._downloads > self.settings.max_downloads:  # a page that downloads in a loop fills no disk
             self._spawn(download.cancel())
-            self._events.append(("download", f'a download was refused: "{name}" (this episode saved its limit of '
-                                             f'{self.settings.max_downloads}, the max_downloads setting)'))
+            why = (f'a download was refused: "{name}" (this episode saved its limit of '
+                   f'{self.settings.max_downloads}, the max_downloads setting)')
+            self._events.append(("download", why))
+            self._download_limit(why)
             return
         target = self.run_dir / "downloads" / name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -499,10 +502,18 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         limit = self.settings.max_download_mb * 1024 * 1024
         if self._download_bytes + size > limit:
             target.unlink(missing_ok=True)
-            self.warnings.append(f'download "{name}" ({size / 1048576:.1f} MB) was deleted: this episode\'s downloads '
-                                 f"would pass max_download_mb ({self.settings.max_download_mb:g} MB)")
+            why = (f'download "{name}" ({size / 1048576:.1f} MB) was deleted: this episode\'s downloads '
+                   f"would pass max_download_mb ({self.settings.max_download_mb:g} MB)")
+            self.warnings.append(why)
+            self._download_limit(why)
             return
         self._download_bytes += size
+
+    def _download_limit(self, why: str) -> None:
+        """End the episode at its next observation or call with ``page.download_limit``: a
+        page past its download limits is not one to go on acting on."""
+        if self._limit_failure is None:
+            self._limit_failure = Failure(category="page", code="download_limit", detail=why)
 
     def _spawn(self, coro: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coro)

@@ -14,6 +14,7 @@ import asyncio
 from typing import Any, Callable
 
 from ..errors import InfraError
+from ..failures.kinds import SiteFault
 from .errors import is_closed_error
 from .feedback import short
 from .state import EnvState
@@ -40,6 +41,8 @@ class LivenessMixin(EnvState):
             raise InfraError(self._death_message(), code=self.host.failure_code())
         if self._active is not None and id(self._active) in self._crashed:
             raise InfraError("the page's renderer process crashed", code="renderer_crash")
+        if self._limit_failure is not None:  # the page downloaded past its limits: the episode ends here
+            raise SiteFault(self._limit_failure)
 
     def _death_message(self) -> str:
         code = self.host.failure_code()

@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..config import Settings
     from ..domains import DomainPolicy
+    from ..types import Failure
     from .changes import _Snapshot
     from .dialogs import Dialogs
     from .host import BrowserHost
@@ -44,6 +45,8 @@ class EnvState:
     _tabs_opened: int
     _snapshot: Optional["_Snapshot"]
     _crashed: set[int]
+    #: Set when a page passed the episode's download limits: the episode ends with it.
+    _limit_failure: Optional["Failure"]
     _background: set["asyncio.Future[Any]"]
     _closing: bool
     _context_id: Optional[str]

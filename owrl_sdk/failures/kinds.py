@@ -34,6 +34,8 @@ KINDS: dict[str, str] = {
     "page.login_wall": "the start page redirected to a log-in page",
     "page.redirect_loop": "the site redirects in a loop",
     "page.renderer_crash": "the page's renderer process crashed (the browser lives on)",
+    "page.download_limit": "the page started more downloads, or larger ones, than the episode may keep "
+                           "(max_downloads, max_download_mb)",
     # action: one call failed; the model reads why and may correct itself (not an outcome)
     "action.no_element": "no element matches the target",
     "action.stale_ref": "the ref is not in the latest snapshot",

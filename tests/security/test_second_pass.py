@@ -632,6 +632,7 @@ def test_a_page_cannot_write_actions_into_a_recording(tmp_path, owrl_page_server
 async def test_a_page_that_downloads_in_a_loop_fills_no_disk(tmp_path):
     from owrl_sdk.browser import BrowserHost
     from owrl_sdk.config import Settings
+    from owrl_sdk.failures import SiteFault
     from owrl_sdk.types import Task
 
     def respond(handler):
@@ -668,9 +669,49 @@ async def test_a_page_that_downloads_in_a_loop_fills_no_disk(tmp_path):
                     else:
                         assert len(saved) == 1, saved
                         assert any("max_download_mb" in w for w in env.warnings), env.warnings
+                with attack("limits", f"the episode goes on after {what}", "it ends with page.download_limit"):
+                    with pytest.raises(SiteFault) as ended:
+                        await env.observe()
+                    assert ended.value.failure.kind == "page.download_limit"
+                    assert ("max_downloads" if page == "/loop" else "max_download_mb") in ended.value.failure.detail
                 await env.close()
+            # a new episode on the same environment starts with its limits whole again
+            env = await host.new_env(run_dir=tmp_path / "again")
+            await env.reset(Task(intent="x", start_url=base + "/calm"))
+            assert (await env.observe()).url.endswith("/calm")
+            await env.close()
         finally:
             await host.close()
+
+
+def test_a_flow_on_a_page_past_its_download_limit_ends_with_that_failure_kind(tmp_path):
+    """Through the public API: the run's outcome names the limit, not a later action error."""
+    from owrl_sdk import Agent
+    from owrl_sdk.config import Settings
+
+    def respond(handler):
+        if handler.path.startswith("/file"):
+            answer(handler, b"x" * 1000, "application/octet-stream",
+                   (("Content-Disposition", f'attachment; filename="f{handler.path[-2:]}.bin"'),))
+            return
+        links = "".join(f'<a id="a{i}" href="/file-{i:02d}" download>f</a>' for i in range(6))
+        answer(handler, (f"<html><body>{links}<button onclick=\"document.querySelectorAll('a')"
+                         f".forEach(a => a.click())\">Export</button></body></html>").encode())
+
+    flow = {"schema": "owrl.flow/1", "task": "export",
+            "turns": [{"calls": [{"name": "click", "arguments": {"selector": "button"}}]},
+                      {"calls": [{"name": "wait", "arguments": {"seconds": 2}}]},
+                      {"calls": [{"name": "wait", "arguments": {"seconds": 1}}]},
+                      {"calls": [{"name": "done"}]}]}
+    with loopback(respond) as base:
+        with attack("limits", "a flow's click starts 6 downloads past max_downloads = 2",
+                    "the outcome is page.download_limit; 2 files kept"):
+            agent = Agent(settings=Settings(runs_dir=str(tmp_path), max_downloads=2))
+            trajectory = agent.run_flow_sync(flow, url=base + "/export")
+            failure = trajectory.outcome.failure
+            assert failure is not None and failure.kind == "page.download_limit", trajectory.outcome
+            saved = list(tmp_path.glob("*/downloads/*"))
+            assert len(saved) == 2, saved
 
 
 # ------------------------------------------------------------------ limits: owrl inspect
