@@ -79,6 +79,23 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 InputValue = Union[str, int, float, bool, None]
 
 
+def copy_capped(source: Any, target: Path, limit: int, chunk: int = 64 * 1024) -> bool:
+    """Copy the file object ``source`` to ``target`` in chunks; False (``target`` removed) as
+    soon as more than ``limit`` bytes were read."""
+    size = 0
+    with open(target, "wb") as out:
+        while True:
+            block = source.read(chunk)
+            if not block:
+                return True
+            size += len(block)
+            if size > limit:
+                break
+            out.write(block)
+    target.unlink(missing_ok=True)
+    return False
+
+
 # ---------------------------------------------------------------------------- bodies
 
 
@@ -485,9 +502,6 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
             parsed = Flow.model_validate_json(text)
         except ValidationError as err:
             raise RequestValidationErrorOf(err, ("body", "flow")) from None
-        data = await rows.read(MAX_CSV_BYTES + 1)
-        if len(data) > MAX_CSV_BYTES:
-            raise SpecError(("body", "rows"), f"the CSV file is over {MAX_CSV_BYTES} bytes")
         spec = batch_spec(parsed, None, {}, workers, start_url, max_steps, [], ("body", "flow"))
         spec["callback_url"] = runner.check_callback(callback_url, ("body", "callback_url"))
         spec["rows_file"] = "rows.csv"
@@ -495,7 +509,10 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         folder = runner.batch_dir(staging)
         folder.mkdir(parents=True, exist_ok=True)
         try:
-            (folder / "rows.csv").write_bytes(data)
+            # the upload (spooled to disk past 1 MiB while the form was read) is copied in chunks,
+            # off the event loop, and refused where it passes the limit: never whole in memory
+            if not await asyncio.to_thread(copy_capped, rows.file, folder / "rows.csv", MAX_CSV_BYTES):
+                raise SpecError(("body", "rows"), f"the CSV file is over {MAX_CSV_BYTES} bytes")
             # read off the event loop (health checks and other jobs' streams go on), the row cap
             # applied while reading
             pending = await asyncio.to_thread(check_batch, staging, spec, ("body", "rows"))

@@ -832,6 +832,17 @@ def test_the_server_keeps_answering_while_a_csv_at_its_byte_limit_is_read(tmp_pa
             assert status == 422 and "10000" in detail, (status, detail)
             assert latencies and max(latencies) < 1.0, max(latencies)
             assert peak[0] < 300 * 1024 * 1024, peak[0] / 1e6
+        over = form.replace(csv_body, csv_body + b"x" * (3 * MAX_CSV_BYTES - len(csv_body)))
+        req = urllib.request.Request(server.base + "/v1/jobs/batch/csv", data=over, method="POST", headers={
+            "Authorization": f"Bearer {server.token}", "Content-Type": f"multipart/form-data; boundary={boundary}"})
+        with attack("server", "a CSV upload three times the CSV limit (inside the body limit)",
+                    "copied in chunks, refused where it passes the limit, nothing left behind"):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(req, timeout=120)
+            assert refused.value.code == 422
+            assert f"over {MAX_CSV_BYTES} bytes" in refused.value.read().decode()
+            assert not list((tmp_path / "data").rglob(".upload-*")), "a staging folder was left behind"
+            assert not list((tmp_path / "data").rglob("rows.csv"))
     finally:
         server.stop()
 
