@@ -37,10 +37,20 @@ def latest_checkpoint(root: Path) -> Optional[Path]:
 
 
 def load_checkpoint(path: Path, model: Any, optimizer: Any) -> dict[str, Any]:
+    """Restore a checkpoint :func:`save_checkpoint` wrote. ``trainer.pt`` is read first, as
+    tensors and plain values only: a file that holds anything else (a pickle that would run
+    code on load) is refused with a ValueError, and the model is left untouched."""
+    import pickle
+
     import torch
 
+    try:
+        blob = torch.load(path / "trainer.pt", weights_only=True)
+    except pickle.UnpicklingError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"{path / 'trainer.pt'}: not loaded: it holds more than tensors and plain values "
+                         f"(loading it could run code): {first}") from None
     model.load_adapter_weights(path)
-    blob = torch.load(path / "trainer.pt", weights_only=False)
     optimizer.load_state_dict(blob["optimizer"])
     torch.set_rng_state(blob["torch_rng"])
     random.setstate(blob["python_rng"])

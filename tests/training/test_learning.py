@@ -91,3 +91,39 @@ def test_resume_gives_the_same_next_loss(tiny_qwen3, tmp_path, plugins, settings
     assert [r.iteration for r in again] == [2]
     assert again[0].metrics["loss"] == pytest.approx(straight[2].metrics["loss"], rel=1e-5, abs=1e-7)
     assert again[0].metrics["success_rate"] == straight[2].metrics["success_rate"]
+
+
+class _Exploit:
+    """Unpickling this runs code: what a tampered checkpoint would carry."""
+
+    def __reduce__(self):
+        import pathlib
+
+        return (pathlib.Path.touch, (pathlib.Path(_Exploit.canary),))
+
+
+def test_a_checkpoint_that_would_run_code_on_load_is_refused_and_changes_nothing(tmp_path):
+    import json
+
+    import torch
+
+    from owrl_train.checkpoints import load_checkpoint
+
+    weight = torch.nn.Parameter(torch.zeros(3))
+    optimizer = torch.optim.AdamW([weight], lr=1e-3)
+    _Exploit.canary = str(tmp_path / "ran")
+    folder = tmp_path / "checkpoints" / "000002"
+    folder.mkdir(parents=True)
+    torch.save({"optimizer": optimizer.state_dict(), "payload": _Exploit()}, folder / "trainer.pt")
+    (folder / "state.json").write_text(json.dumps({"iteration": 2}))
+
+    class Adapter:  # records whether anything was loaded into the model
+        loaded = False
+
+        def load_adapter_weights(self, path):
+            Adapter.loaded = True
+
+    with pytest.raises(ValueError, match="trainer.pt: not loaded: it holds more than tensors"):
+        load_checkpoint(folder, Adapter(), optimizer)
+    assert not (tmp_path / "ran").exists(), "the pickle ran"
+    assert not Adapter.loaded
