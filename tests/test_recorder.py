@@ -521,6 +521,15 @@ def test_an_address_that_does_not_open_is_one_line_and_exit_2(tmp_path):
     assert "cannot open" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_a_start_address_outside_allow_domain_is_refused_before_a_browser_starts(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "owrl_sdk", "record", "http://127.0.0.1:9/", "--headless",
+                           "--allow-domain", "intranet.example", "--out", str(tmp_path / "f.json")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "cannot open http://127.0.0.1:9/: 127.0.0.1 is not an allowed domain" in proc.stderr, proc.stderr
+    assert not (tmp_path / "f.json").exists()
+
+
 FORM = """<!doctype html><title>Invoice</title><h1>New invoice</h1>
 <label for="due">Due date</label> <input id="due" type="date">
 <label for="ref">Reference</label> <input id="ref">

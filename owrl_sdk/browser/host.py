@@ -39,7 +39,7 @@ import os
 import time
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 from ..chromium import BASE_ARGS, REMEDY, configured_chromium, find_chromium
 from ..config import Settings
@@ -82,6 +82,12 @@ def _kill_leftover_browsers() -> None:
 atexit.register(_kill_leftover_browsers)
 
 
+class HopGuard(Protocol):
+    """What holds a context's redirect hops to a domain policy (a ``BrowserEnv``, the recorder)."""
+
+    def refuse_hop(self, url: str, frame_id: str, resource_type: str, tab: bool = False) -> Optional[str]: ...
+
+
 class BrowserHost:
     """A launched Chromium shared by episodes. Use ``async with BrowserHost(settings) as host``."""
 
@@ -108,7 +114,7 @@ class BrowserHost:
         # the redirect-hop guard (see guard_hops): the browser-level CDP session, the envs whose
         # policy it applies (by browser context id), and which context each frame belongs to
         self._cdp: Any = None
-        self._hop_envs: dict[str, "BrowserEnv"] = {}
+        self._hop_envs: dict[str, "HopGuard"] = {}
         self._target_contexts: dict[str, str] = {}
         self._page_targets: set[str] = set()
         self._frame_contexts: dict[str, str] = {}
@@ -395,7 +401,7 @@ class BrowserHost:
 
     # ------------------------------------------------------------------ redirect hops
 
-    async def guard_hops(self, env: "BrowserEnv", context_id: Optional[str]) -> bool:
+    async def guard_hops(self, env: "HopGuard", context_id: Optional[str]) -> bool:
         """Hold every redirect hop of the browser context ``context_id`` against ``env``'s
         domain policy (``env.refuse_hop``: None, ``"empty"`` for a 204, ``"fail"`` for a network
         error) until :meth:`release_hops`. False when this browser

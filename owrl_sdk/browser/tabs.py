@@ -166,11 +166,17 @@ class TabsMixin(EnvState):
             self._active = origin
 
     async def _find_context_id(self, context: "BrowserContext", page: "Page") -> Optional[str]:
-        try:
-            session = await context.new_cdp_session(page)
-            info = await session.send("Target.getTargetInfo")
-            await session.detach()
-            found: Optional[str] = info["targetInfo"].get("browserContextId")
-            return found
-        except Exception:  # noqa: BLE001 - not Chromium over CDP: tabs are seen when announced
-            return None
+        return await context_id_of(context, page)
+
+
+async def context_id_of(context: "BrowserContext", page: "Page") -> Optional[str]:
+    """The DevTools id of ``page``'s browser context (what the host's hop guard keys on), or
+    None when the browser is not Chromium over CDP."""
+    try:
+        session = await context.new_cdp_session(page)
+        info = await session.send("Target.getTargetInfo")
+        await session.detach()
+        found: Optional[str] = info["targetInfo"].get("browserContextId")
+        return found
+    except Exception:  # noqa: BLE001 - not Chromium over CDP: tabs are seen when announced
+        return None

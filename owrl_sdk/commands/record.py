@@ -85,12 +85,17 @@ async def _record(recorder: Any) -> Any:
               help="Record in a browser without a window (for scripted recording and tests).")
 @click.option("--debug-port", type=click.IntRange(1, 65535), default=None, metavar="PORT",
               help="Open Chromium's remote debugging on this port, so a script can drive the recorded browser.")
+@click.option("--allow-domain", "allow_domains", multiple=True, metavar="HOST",
+              help="Hosts the recording may visit (repeatable; subdomains included); a link, redirect or request "
+                   "to another host is blocked and not recorded. The allowed_domains and blocked_domains "
+                   "settings apply too.")
 @click.option("--json", "as_json", is_flag=True,
               help='Print JSON when done: {"flow": OUT, "turns": N, "calls": N, "inputs": {...}, "missing_inputs": [...]}.')
 @storage_options
 def record_command(url: str, out: Path, task: Optional[str], input_fields: str, headless: bool,
                    debug_port: Optional[int], load_storage: Optional[str] = None,
-                   save_storage: Optional[str] = None, as_json: bool = False) -> None:
+                   save_storage: Optional[str] = None, as_json: bool = False,
+                   allow_domains: tuple[str, ...] = ()) -> None:
     """Open URL in Chromium and record what you do there as a flow (owrl.flow/1).
 
     Clicks, typing (one write per field, with its final value, however it was typed), selections, key presses
@@ -112,7 +117,7 @@ def record_command(url: str, out: Path, task: Optional[str], input_fields: str, 
                              "record without a window with --headless")
     plugins = Plugins()
     settings = load_checked_settings({"headless": headless, "storage_state": load_storage,
-                                      "save_storage": save_storage})
+                                      "save_storage": save_storage, "allowed_domains": list(allow_domains) or None})
     check_storage(settings)
     given = str(Path(url).expanduser()) if url.startswith("~") else url
     plugin_url = plugin_scheme(given, plugins)

@@ -50,6 +50,14 @@ def capture_script(token: str = "") -> str:
     return text.replace("__OWRL_TOKEN__", token)
 
 
+async def _close_socket(socket: Any) -> None:
+    """A WebSocket to a refused host: closed before it connects."""
+    try:
+        await socket.close(code=1008, reason="refused by the domain policy")
+    except Exception:  # noqa: BLE001 - the page went away meanwhile
+        pass
+
+
 def partial_path(out: Path) -> Path:
     """Where the flow recorded so far is kept until the recording ends: ``.NAME.recording`` next to ``out``."""
     return out.with_name(f".{out.name}.recording")
@@ -95,6 +103,13 @@ class Recorder:
         self._tasks: "set[asyncio.Future[Any]]" = set()
         self._opened_by_action: set[Any] = set()
         self._closed_tab: Optional[Call] = None  # a tab closed while others stay open
+        from owrl_sdk.domains import DomainPolicy
+
+        #: the settings' allowed_domains (owrl record --allow-domain) and blocked_domains: a request
+        #: outside them is answered with an empty 204 and never recorded; see :meth:`_guard`
+        self.domains = DomainPolicy.for_task([], settings.allowed_domains, settings.blocked_domains, url)
+        #: the navigations refused so far, as (url, reason)
+        self.refused: list[tuple[str, str]] = []
 
     @property
     def page(self) -> Any:
@@ -115,8 +130,14 @@ class Recorder:
             from owrl_sdk.browser.storage import load_state
 
             saved["storage_state"] = load_state(s.storage_state)
+        # a service worker's requests bypass routing: none when hosts are checked
+        workers = {"service_workers": "block"} if self.domains.routes else {}
         self.context = await self.host.browser.new_context(
-            viewport={"width": s.viewport_width, "height": s.viewport_height}, accept_downloads=True, **saved)
+            viewport={"width": s.viewport_width, "height": s.viewport_height}, accept_downloads=True, **saved,
+            **workers)
+        if self.domains.routes:
+            await self.context.route("**/*", self._guard)
+            await self.context.route_web_socket(lambda url: self.domains.refusal(url) is not None, _close_socket)
         await self.context.expose_binding("__owrlRecord", self._on_report)
         await self.context.add_init_script(script=capture_script(self._token))
         self.context.on("page", self._on_page)
@@ -128,6 +149,12 @@ class Recorder:
             self.context.on("dialog", lambda _dialog: None)
         self._worker = asyncio.ensure_future(self._work())
         page = await self.context.new_page()
+        if self.domains.routes:  # redirect hops too (the route sees only a redirect's first request)
+            from owrl_sdk.browser.tabs import context_id_of
+
+            if not await self.host.guard_hops(self, await context_id_of(self.context, page)):
+                _log.warning("owrl record: redirect hops are not checked against the allowed and blocked domains "
+                             "(this browser gives no browser-level CDP session)")
         try:
             await page.goto(self.url, wait_until="load")
         except Exception as err:  # noqa: BLE001 - an address that does not open is the user's to fix
@@ -183,6 +210,40 @@ class Recorder:
     def _save(self) -> None:
         self.out.parent.mkdir(parents=True, exist_ok=True)
         _write_atomically(partial_path(self.out), self._text())
+
+    # ------------------------------------------------------------------ the domain policy
+
+    async def _guard(self, route: Any) -> None:
+        """Hold every request of the recording to the domain policy: a refused one gets an
+        empty 204 (a navigation stays on its page, so nothing is recorded), and a refused
+        navigation is logged as a warning for the person to see."""
+        request = route.request
+        reason = self.domains.refusal(request.url)
+        try:
+            if reason is None:
+                await route.continue_()
+                return
+            if request.is_navigation_request():
+                self._refused(request.url, reason)
+            await route.fulfill(status=204, body="")
+        except Exception:  # noqa: BLE001 - the page or context closed meanwhile
+            pass
+
+    def refuse_hop(self, url: str, frame_id: str, resource_type: str, tab: bool = False) -> Optional[str]:
+        """A redirect hop of the recording (asked by the host's hop guard): ``"empty"`` (a 204)
+        when the policy refuses it, else None."""
+        reason = self.domains.refusal(url)
+        if reason is None:
+            return None
+        if resource_type == "Document":
+            self._refused(url, reason)
+        return "empty"
+
+    def _refused(self, url: str, reason: str) -> None:
+        self.refused.append((url, reason))
+        from owrl_sdk.browser.feedback import short
+
+        _log.warning("owrl record: navigation to %s blocked: %s", short(url, 120), reason)
 
     # ------------------------------------------------------------------ events
 

@@ -626,6 +626,64 @@ def test_a_page_cannot_write_actions_into_a_recording(tmp_path, owrl_page_server
         assert "OK" in json.dumps(calls[0])
 
 
+def test_a_recording_is_held_to_the_allowed_and_blocked_domains(tmp_path):
+    """owrl record --allow-domain / blocked_domains: a link, a redirect and a script's request to
+    another host never leave the browser, and nothing of them is written into the flow."""
+    import asyncio
+
+    from owrl_sdk.config import Settings
+    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.recorder import Recorder
+
+    seen: list[tuple[str, str]] = []
+
+    def respond(handler):
+        seen.append((handler.headers.get("Host", ""), handler.path))
+        port = handler.server.server_address[1]
+        if handler.path == "/hop":
+            handler.send_response(302)
+            handler.send_header("Location", f"http://localhost:{port}/elsewhere-by-redirect")
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return
+        answer(handler, (f'<html><head><title>Start</title></head><body>'
+                         f'<a href="http://localhost:{port}/elsewhere">Other host</a> <a href="/hop">Via redirect</a> '
+                         f'<button onclick="fetch(\'http://localhost:{port}/beacon\').catch(() => 0); '
+                         f'document.getElementById(\'s\').textContent = \'Saved\'">Save</button>'
+                         f'<p id="s"></p><script>new WebSocket("ws://localhost:{port}/socket")</script>'
+                         f'</body></html>').encode())
+
+    async def session(url, settings, out):
+        recorder = Recorder(url, out, settings, Plugins(), start_url=url)
+        page = await recorder.start()
+        try:
+            await page.get_by_role("link", name="Other host").click()
+            await asyncio.sleep(0.8)
+            await page.get_by_role("link", name="Via redirect").click()
+            await asyncio.sleep(0.8)
+            await page.get_by_role("button", name="Save").click()
+            await page.get_by_text("Saved").wait_for()
+            await asyncio.sleep(1.0)
+            return page.url, list(recorder.refused)
+        finally:
+            await recorder.stop()
+
+    with loopback(respond) as base:
+        for how, settings in (("--allow-domain 127.0.0.1", Settings(headless=True, allowed_domains=["127.0.0.1"])),
+                              ("blocked_domains = [localhost]", Settings(headless=True, blocked_domains=["localhost"]))):
+            seen.clear()
+            out = tmp_path / f"{len(how)}.json"
+            with attack("recorder", f"a person follows a link, a redirect and a script's fetch to another host "
+                        f"while recording with {how}", "routed: a 204 and a warning, nothing recorded"):
+                url, refused = asyncio.run(session(base + "/start", settings, out))
+                assert url == base + "/start", url
+                assert not [s for s in seen if s[0].startswith("localhost")], seen
+                assert [u.rsplit("/", 1)[1] for u, _ in refused] == ["elsewhere", "elsewhere-by-redirect"], refused
+                text = out.read_text()
+                assert "localhost" not in text and "elsewhere" not in text, text
+                assert "Save" in text
+
+
 # ------------------------------------------------------------------ limits: downloads
 
 
