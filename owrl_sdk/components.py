@@ -26,6 +26,10 @@ class Judge:
 
     name: ClassVar[str]
     Options: ClassVar[Optional[type]] = None
+    #: Whether this judge reads what each call changed (``ToolResult.feedback`` and
+    #: ``changed``); False lets a judged episode skip the after-action snapshots when
+    #: nothing else reads them (see :class:`~owrl_sdk.policy.Policy`'s ``reads_changes``).
+    reads_changes: bool = True
 
     def __init__(self, settings: "Settings", **options: Any):
         self.settings = settings

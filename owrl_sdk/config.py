@@ -83,6 +83,9 @@ class Settings(BaseModel):
     max_unchanged_repeats: int = Field(3, ge=0, description="same call with no visible change before fail (0: off)")
     expect_timeout: float = Field(2.0, ge=0, description="seconds an expectation is polled for")
     feedback_chars: int = Field(512, ge=32, description="longest feedback per call")
+    change_feedback: Literal["auto", "always"] = Field(
+        "auto", description="auto: each call's after-snapshot and change description only when the policy, the "
+        "memory or a plugin reads them (the live view does); always: in every episode, for the trajectory")
     settle_quiet_ms: int = Field(
         100, ge=0, description="after each browser action, how long the page must stay quiet (no DOM change, no "
         "request, no timer it set) before the change is read")

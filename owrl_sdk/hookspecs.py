@@ -32,7 +32,7 @@ Register = Callable[..., None]
 #: The lifecycle hooks a site adapter or task suite implements as plain methods.
 EPISODE_HOOKS: tuple[str, ...] = (
     "episode_start", "observation", "before_tool_call", "dismiss_overlays", "after_tool_call",
-    "step_end", "classify_failure", "episode_end",
+    "step_end", "classify_failure", "episode_end", "reads_changes",
 )
 
 # ============================================================================ catalogue
@@ -247,6 +247,18 @@ def step_end(step: "Step", task: "Task", trajectory: "Trajectory") -> None:
     an exception ends the episode as ``infra_error`` (stage ``hook``). Like every hook, an implementation takes only the arguments it names: the
     run store takes ``step`` and ``trajectory`` (it writes the step's screenshot, then
     rewrites ``trajectory.json``). Returns nothing.
+    """
+
+
+@hookspec
+def reads_changes(task: "Task") -> Optional[bool]:
+    """Ask for each call's change feedback in this episode.
+
+    Called once per episode, before the reset. The after-action snapshot and the change
+    description it gives (``ToolResult.feedback`` and ``changed``) are computed only when
+    something reads them: the policy or the memory (their ``reads_changes``), the
+    ``change_feedback = "always"`` setting, or a plugin (a ``step_end`` reader, a live view)
+    that returns True here. Return True to ask, None otherwise; False is the same as None.
     """
 
 

@@ -13,6 +13,7 @@ log) does so through the hooks: ``step_end`` (with the trajectory so far) after 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import time
 from dataclasses import dataclass, field
@@ -51,6 +52,9 @@ class EpisodeLimits:
     #: (``ToolResult.changed`` False: "no visible change"), ends the episode as
     #: ``policy.repeated_without_change``; 0: never.
     max_unchanged_repeats: int = 3
+    #: ``auto``: change feedback only when something reads it (:meth:`Episode._reads_changes`);
+    #: ``always``: in every episode.
+    change_feedback: str = "auto"
 
 
 class _Stage(Exception):
@@ -136,11 +140,23 @@ class Episode:
         code = error.code if isinstance(error, InfraError) else type(error).__name__
         return Failure(category="infra", code=code, detail=f"{stage}: {error}"[:1000])
 
+    def _reads_changes(self) -> bool:
+        """Whether this episode's change feedback is read: by the policy, the memory or a
+        plugin (the ``reads_changes`` hook), or always (the ``change_feedback`` setting)."""
+        if self.limits.change_feedback == "always":
+            return True
+        if getattr(self.policy, "reads_changes", True) or getattr(self.memory, "reads_changes", True):
+            return True
+        return bool(self._plain("hook", self.hooks.reads_changes))
+
     # ------------------------------------------------------------------ steps
 
     async def _steps(self) -> Outcome:
-        wanted = self._plain("policy", self.policy.environment)
+        wanted = dict(self._plain("policy", self.policy.environment) or {})
         configure = getattr(self.env, "configure", None)
+        if configure is not None and _takes(configure, "changes"):
+            wanted["changes"] = self._reads_changes()
+        self.trajectory.metadata["change_feedback"] = wanted.get("changes", True)
         if wanted and configure is not None:
             self._plain("reset", configure, **wanted)
         await self._stage("reset", self.env.reset(self.task))
@@ -332,6 +348,16 @@ class Episode:
         if record.result.ends_episode and record.result.ok:
             return record, Outcome(status="success", answer=record.result.answer)
         return record, None
+
+
+def _takes(fn: Any, name: str) -> bool:
+    """Whether ``fn`` takes a keyword argument ``name`` (an environment's ``configure`` of a
+    plugin may predate it)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 def _is_covered(result: ToolResult) -> bool:

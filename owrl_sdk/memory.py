@@ -39,6 +39,10 @@ class Memory:
     #: read with ``settings.options(self.name, self.Options, **options)``. None: no options.
     Options: ClassVar[Optional[type]] = None
 
+    #: Whether this memory reads what each call changed (``ToolResult.feedback`` and
+    #: ``changed``) itself; a memory that only hands the steps to the policy does not.
+    reads_changes: ClassVar[bool] = True
+
     def __init__(self, settings: "Settings", **options: Any):
         self.settings = settings
         self.options = options

@@ -642,6 +642,10 @@ class EpisodeHooks:
     def classify_failure(self, error: BaseException, stage: str) -> Any:
         return self._caller("classify_failure")(error=error, stage=stage, task=self.task)
 
+    def reads_changes(self) -> bool:
+        """Whether a plugin of this episode asks for change feedback (``reads_changes``)."""
+        return any(bool(r) for r in self._caller("reads_changes")(task=self.task))
+
     async def episode_end(self, trajectory: Any) -> None:
         try:
             await self._each("episode_end", trajectory=trajectory)

@@ -38,6 +38,12 @@ class Policy:
     #: limit; 0: never (the released OpenWebRL models' loop has no such rule).
     repeat_limit: Optional[int] = None
 
+    #: Whether this policy reads what each call changed (``ToolResult.feedback`` beyond the
+    #: tool's own words, and ``changed``). False lets the browser skip the after-action
+    #: snapshot that change feedback costs, unless the memory or a plugin reads it
+    #: (see the ``reads_changes`` hook and the ``change_feedback`` setting).
+    reads_changes: bool = True
+
     #: Lines for the trajectory's warnings (e.g. an interface that is only approximate); a
     #: policy that has some sets its own list.
     warnings: Sequence[str] = ()

@@ -50,6 +50,7 @@ def episode_limits(settings: Settings, **overrides: Any) -> EpisodeLimits:
         episode_timeout=settings.episode_timeout,
         feedback_chars=settings.feedback_chars,
         max_unchanged_repeats=settings.max_unchanged_repeats,
+        change_feedback=settings.change_feedback,
     )
     fields.update({k: v for k, v in overrides.items() if v is not None})
     return EpisodeLimits(**fields)
@@ -67,6 +68,18 @@ class StepCallback:
 
     def episode_end(self, trajectory: Trajectory) -> None:
         self.callback(trajectory, None)
+
+    def reads_changes(self) -> bool:
+        """A callback sees every step as it ends: its change feedback is computed."""
+        return True
+
+
+class ChangeReader:
+    """A per-episode plugin that asks for change feedback (the ``reads_changes`` hook): what a
+    judge that reads it adds to the episodes it judges."""
+
+    def reads_changes(self) -> bool:
+        return True
 
 
 def build_episode(
@@ -232,8 +245,9 @@ class JudgedEpisodes:
             if verdict is not None:
                 traj.metadata["suite_check"] = verdict.model_dump()
 
+        readers = [ChangeReader()] if getattr(self.judge, "reads_changes", True) else []
         traj = await run_episode(task, env, policy, self.settings, self.plugins, before_close=check,
-                                 extra_hooks=[run, self.suite])
+                                 extra_hooks=[run, self.suite, *readers])
         # the judge reads what the run folder will hold: a model judge may be a remote endpoint
         traj.judgements.append(await self.judge.judge(scrub(traj)))
         traj.metadata["run_dir"] = str(run.path)

@@ -96,6 +96,8 @@ class ChangeFeedbackMixin(EnvState):
         if page is None:
             return _Before(None, "", None)
         url = page.url
+        if not self._changes:  # nothing reads what the call changes: no snapshot to compare
+            return _Before(page, url, None)
         snap = self._snapshot
         if self._dialogs.held:
             # the page has been frozen since the action that opened the dialog: its snapshot stands
@@ -192,9 +194,10 @@ class ChangeFeedbackMixin(EnvState):
         self._snapshot = _Snapshot(page, page.url, text, time.monotonic())
         return text
 
-    async def _describe_change(self, before: _Before, tool_feedback: str) -> tuple[str, bool]:
+    async def _describe_change(self, before: _Before, tool_feedback: str) -> tuple[str, Optional[bool]]:
         """The feedback of a successful call, and whether it has anything to tell (False:
-        nothing changed and the tool said nothing, the feedback is :data:`NO_CHANGE`)."""
+        nothing changed and the tool said nothing, the feedback is :data:`NO_CHANGE`; None:
+        change feedback is off and nothing else happened, so nobody looked)."""
         parts = [tool_feedback]
         await self._await_new_tabs()
         await self._await_script_addresses()
@@ -223,7 +226,7 @@ class ChangeFeedbackMixin(EnvState):
         if self._dialogs.held:
             parts.append(self._dialogs.note())
         if not any(parts):
-            return NO_CHANGE, False
+            return (NO_CHANGE, False) if self._changes else ("", None)
         return self._bound(parts), True
 
     def _facts(self, before: _Before) -> dict[str, Any]:

@@ -142,6 +142,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         self._waits: dict[str, dict[str, float]] = {}
         self._downloads, self._download_bytes = 0, 0  # this episode's, against max_downloads / max_download_mb
         self._screenshot_type = "jpeg"
+        self._changes = True  # change feedback (configure(changes=...))
         self._tabs_opened = 0
         self._snapshot: Optional[_Snapshot] = None
         self._last_screenshot: Optional[bytes] = None
@@ -169,7 +170,8 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
     # ================================================================== protocol
 
     def configure(self, dialogs: str = "hold", settle: Optional[dict[str, float]] = None,
-                  waits: Optional[dict[str, dict[str, float]]] = None, screenshot: str = "jpeg") -> None:
+                  waits: Optional[dict[str, dict[str, float]]] = None, screenshot: str = "jpeg",
+                  changes: bool = True) -> None:
         """How this environment treats the episodes that follow.
 
         ``dialogs``: ``hold`` (report, wait for ``handle_dialog``) or ``accept`` (accept on
@@ -177,7 +179,10 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         ``network_idle_ms`` for the network to be idle, then ``after_ms`` more, in place of the
         wait for quiet (:mod:`.settle`); None: the wait for quiet. ``waits``: the same per tool
         name, in place of ``settle`` for that tool (with ``settle`` only). ``screenshot``:
-        ``jpeg`` (``screenshot_quality``) or ``png`` (lossless, larger)."""
+        ``jpeg`` (``screenshot_quality``) or ``png`` (lossless, larger). ``changes``: describe
+        what each call changed on the page (a snapshot after the call, compared with the one
+        before); False: no snapshot is taken for it, a call's feedback is the tool's words,
+        navigations, tabs and dialogs, and ``changed`` is None unless one of those happened."""
         if dialogs not in ("hold", "accept"):
             raise ValueError(f"dialogs must be 'hold' or 'accept', not {dialogs!r}")
         if screenshot not in ("jpeg", "png"):
@@ -186,6 +191,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         self._settle_after = dict(settle) if settle else None
         self._waits = {name: dict(w) for name, w in (waits or {}).items()}
         self._screenshot_type = screenshot
+        self._changes = changes
 
     async def reset(self, task: Task) -> None:
         """A fresh context and page, on the task's start page."""

@@ -43,6 +43,8 @@ class EnvState:
     _settle_after: Optional[dict[str, float]]
     _waits: dict[str, dict[str, float]]
     _tabs_opened: int
+    #: Whether each call's change is described (a snapshot after it): ``configure(changes=...)``.
+    _changes: bool
     _snapshot: Optional["_Snapshot"]
     _crashed: set[int]
     #: Set when a page passed the episode's download limits: the episode ends with it.

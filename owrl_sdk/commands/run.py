@@ -30,6 +30,10 @@ class LiveView:
         self.max_steps = max_steps
         self.status: Any = None
 
+    def reads_changes(self) -> bool:
+        """The view prints each call's change feedback: it is computed for the episode."""
+        return True
+
     def thinking(self, index: int) -> None:
         if self.status is not None:
             self.status.update(f"step {index + 1}: waiting for the policy…")

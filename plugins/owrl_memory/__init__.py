@@ -50,6 +50,7 @@ class CropOptions(BaseModel):
 class FullHistoryMemory(Memory):
     name = "default"
     Options = MemoryOptions
+    reads_changes = False  # it hands the steps to the policy, whose profile reads what it shows
 
     def __init__(self, settings, **options):
         super().__init__(settings, **options)

@@ -159,6 +159,8 @@ def relevance(task_words: set[str], step: Step) -> float:
 class _RecentMemory(FullHistoryMemory):
     """``default``'s screenshots and reasoning; the last ``keep_last`` steps kept whole."""
 
+    reads_changes = True  # it weighs and summarises steps by what each call changed
+
     own: _SharedOptions
 
     def read_options(self, settings: Any, options: dict[str, Any]) -> MemoryOptions:

@@ -335,6 +335,7 @@ class OpenWebRLJudge(Judge):
                                      k for k in ("top_p", "top_k") if k in self.conf}))
         self.warnings: list[str] = []
         if self.profile == "openwebrl":
+            self.reads_changes = False  # its action history holds the status lines, not a page diff
             self.layout = str(self.conf.get("layout", "action_history"))
             if self.layout not in LAYOUTS:
                 raise UsageError(f"unknown judge layout '{self.layout}': layouts are {', '.join(LAYOUTS)}")

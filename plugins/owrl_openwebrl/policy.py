@@ -132,6 +132,7 @@ class _ModelPolicy(Policy):
         if self.profile.name == "openwebrl":  # the official loop's rules (docs/openwebrl-compat.md)
             self.done_ends_turn = False
             self.repeat_limit = 0
+            self.reads_changes = False  # its status lines come from the call's facts, not a page diff
         self.warnings = list(self.profile.warnings)
         defaults = EVAL_SAMPLING if self.profile.name == "openwebrl" else {}
         self.sampling = Sampling.from_options({**defaults, **self.conf})

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from browser_support import act, grid, task
 from owrl_openwebrl.backend import Generation
 from owrl_openwebrl.profiles import status_line, to_builtin
@@ -215,3 +217,63 @@ async def test_an_episode_in_the_openwebrl_profile(env, site, plugins, tmp_path,
     assert reply[0]["text"].startswith("<tool_response>\nSucceed: `scroll` down by 50%.\n\n<observation>\nscreen size: 1280 x 1000\n")
     assert reply[1]["type"] == "image" and reply[-1]["text"] == "\n</observation>\n</tool_response>"
     assert [p["type"] for p in second[1]["content"]] == ["text"]  # the first screenshot is no longer sent
+
+
+@pytest.mark.exercises("reads_changes")
+async def test_change_feedback_is_computed_only_where_something_reads_it(env, site, plugins, monkeypatch, tmp_path):
+    """The openwebrl profile's status lines come from each call's facts, not a page diff: with
+    the default memory and no reader, its episodes take no snapshot after a call. The owrl
+    profile shows changes to its model, so its calls are described; so are they where a plugin
+    of the episode asks (the live view does) or the change_feedback setting says always."""
+    from owrl_openwebrl.policy import OpenWebRLPolicy
+    from owrl_sdk.config import Settings
+    from owrl_sdk.loop import Episode
+    from owrl_sdk.runner import ChangeReader, episode_limits
+
+    monkeypatch.setenv("OWRL_CACHE_DIR", str(tmp_path / "cache"))
+    go = grid(200, 130)
+    official_answers = [f'<tool_call>\n{{"name": "click", "arguments": {{"point_2d": [{go[0]:.0f}, {go[1]:.0f}]}}}}\n'
+                        '</tool_call>\n<tool_call>\n{"name": "click", "arguments": {"point_2d": '
+                        f'[{go[0]:.0f}, {go[1]:.0f}]}}}}\n</tool_call>',
+                        '<tool_call>\n{"name": "done", "arguments": {"response": "ok"}}\n</tool_call>']
+    owrl_answers = ['<tool_call>\n{"name": "click", "arguments": {"selector": "#go"}}\n</tool_call>\n'
+                    '<tool_call>\n{"name": "click", "arguments": {"selector": "#go"}}\n</tool_call>',
+                    '<tool_call>\n{"name": "done", "arguments": {"response": "ok"}}\n</tool_call>']
+    snapshots = []
+    original = env._aria
+
+    async def counted(page):
+        snapshots.append(page.url)
+        return await original(page)
+
+    monkeypatch.setattr(env, "_aria", counted)
+
+    async def episode(settings, answers, hooks=()):
+        snapshots.clear()
+        policy = OpenWebRLPolicy(settings, backend=Scripted(answers), settle="quiescence")
+        the_task = task(f"{site}/basic.html")
+        run = Episode(task=the_task, env=env, policy=policy,
+                      memory=plugins.catalogue.get("memories", "default")(settings),
+                      tools=list(plugins.catalogue.items["tools"].values()),
+                      hooks=plugins.for_task(the_task, extra=list(hooks)), limits=episode_limits(settings))
+        traj = await run.run()
+        assert traj.outcome.status == "success", traj.outcome
+        assert await env.page.inner_text("#out") == "Clicked 2"
+        return traj, len(snapshots)
+
+    traj, taken = await episode(Settings(), official_answers)
+    assert traj.policy.profile == "openwebrl"
+    assert taken == 0 and traj.metadata["change_feedback"] is False
+    results = [record.result for record in traj.steps[0].calls]
+    assert [r.ok for r in results] == [True, True] and [r.changed for r in results] == [None, None]
+    assert all(r.page and r.page.get("url") for r in results)  # the facts its status lines read are there
+
+    traj, taken = await episode(Settings(profile="owrl"), owrl_answers)
+    assert traj.policy.profile == "owrl" and traj.metadata["change_feedback"] is True
+    assert taken >= 2, taken  # at least one after-snapshot per call
+    assert "Clicked 2" in traj.steps[0].calls[1].result.feedback
+
+    traj, taken = await episode(Settings(), official_answers, hooks=[ChangeReader()])
+    assert traj.metadata["change_feedback"] is True and taken >= 2
+    traj, taken = await episode(Settings(change_feedback="always"), official_answers)
+    assert traj.metadata["change_feedback"] is True and taken >= 2
