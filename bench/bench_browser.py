@@ -9,7 +9,7 @@ episodes alternate, so the machine's state weighs on both alike.
   the first observation (JPEG screenshot and ``aria_snapshot(mode="ai")``).
   BrowserEnv: ``reset(task)`` then ``observe()``.
 - step: one click, then the next observation. BrowserEnv: ``execute(click)`` (with its
-  what-changed feedback, after the wait for the page to go quiet: the ``settle_quiet_ms`` /
+  what-changed feedback unless ``--no-changes``, after the wait for the page to go quiet: the ``settle_quiet_ms`` /
   ``settle_max_ms`` settings, on by default) then ``observe()``. The median of that wait
   alone (``ToolResult.page["settle_ms"]``) is printed per page.
 - observe: the observation alone (BrowserEnv's ``observe()`` against one screenshot plus
@@ -142,7 +142,8 @@ def miniwob_selector(utterance: str) -> str:
     return f'#area button:text-is("{wanted}") >> nth=0'
 
 
-async def run(episodes: int, steps: int, allow_domains: list[str], settle_max_ms: int = 1500) -> None:
+async def run(episodes: int, steps: int, allow_domains: list[str], settle_max_ms: int = 1500,
+              changes: bool = True) -> None:
     settings = Settings(allowed_domains=allow_domains, settle_max_ms=settle_max_ms)
     quality = settings.screenshot_quality
     viewport = {"width": settings.viewport_width, "height": settings.viewport_height}
@@ -156,6 +157,7 @@ async def run(episodes: int, steps: int, allow_domains: list[str], settle_max_ms
 
     async with BrowserHost(settings) as host:
         env = await host.new_env()
+        env.configure(changes=changes)  # --no-changes: as an episode whose change feedback nobody reads
         browser = host.browser
 
         async def raw_local() -> None:
@@ -255,7 +257,8 @@ async def run(episodes: int, steps: int, allow_domains: list[str], settle_max_ms
     stop_server()
 
     policy = f"; BrowserEnv's domain policy allows {', '.join(allow_domains)}" if allow_domains else ""
-    print(f"BrowserEnv vs raw Playwright, medians in ms ({episodes} episodes; local: {steps} steps each{policy})")
+    what = "" if changes else "; no change feedback (no after-call snapshot)"
+    print(f"BrowserEnv vs raw Playwright, medians in ms ({episodes} episodes; local: {steps} steps each{policy}{what})")
     print(f"{'':18}{'raw':>9}{'owrl':>9}{'ratio':>8}{'paired':>8}   {'py-cpu raw':>11}{'py-cpu owrl':>12}")
     rows = ["local reset", "local step", "local observe", "local load"]
     if click_button is not None:
@@ -276,7 +279,8 @@ async def run(episodes: int, steps: int, allow_domains: list[str], settle_max_ms
     print("py-cpu: CPU time of this Python process (Playwright client + SDK), not the browser's")
     allow = "".join(f" --allow-domain {d}" for d in allow_domains)
     settle = f" --settle-max-ms {settle_max_ms}" if settle_max_ms != Settings().settle_max_ms else ""
-    print(f"reproduce: .venv/bin/python bench/bench_browser.py --episodes {episodes} --steps {steps}{allow}{settle}")
+    off = "" if changes else " --no-changes"
+    print(f"reproduce: .venv/bin/python bench/bench_browser.py --episodes {episodes} --steps {steps}{allow}{settle}{off}")
 
 
 def main() -> None:
@@ -287,8 +291,11 @@ def main() -> None:
                         help="give BrowserEnv's episodes this allowed domain (repeatable): measures the routed case")
     parser.add_argument("--settle-max-ms", type=int, default=Settings().settle_max_ms,
                         help="BrowserEnv's settle_max_ms (0: no wait for the page to go quiet, to see what it costs)")
+    parser.add_argument("--no-changes", dest="changes", action="store_false",
+                        help="BrowserEnv without change feedback (configure(changes=False)): what an episode pays "
+                             "when nothing reads what its calls changed")
     options = parser.parse_args()
-    asyncio.run(run(options.episodes, options.steps, options.allow_domain, options.settle_max_ms))
+    asyncio.run(run(options.episodes, options.steps, options.allow_domain, options.settle_max_ms, options.changes))
 
 
 if __name__ == "__main__":
