@@ -18,21 +18,36 @@ def train_command() -> None:
 @click.option("--data", required=True, type=click.Path(exists=True),
               help="A runs folder (successful trajectories), a trajectory file, or a JSONL of message rows.")
 @click.option("--model", required=True, help="Base checkpoint: a local folder or hub id (or an adapter folder to continue).")
-@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder (adapter, checkpoints, logs).")
+@click.option("--out", "--output-dir", "out", required=True, type=click.Path(file_okay=False),
+              help="Output folder (adapter, checkpoints, logs).")
 @click.option("--lora-r", type=int, default=16, show_default=True)
-@click.option("--epochs", type=int, default=3, show_default=True)
-@click.option("--lr", type=float, default=1e-5, show_default=True)
-@click.option("--batch-size", type=int, default=1, show_default=True)
-@click.option("--grad-accum", type=int, default=4, show_default=True)
-@click.option("--save-every", type=int, default=50, show_default=True, help="Optimizer steps between checkpoints.")
-@click.option("--4bit", "four_bit", is_flag=True, help="QLoRA: load the base model in 4-bit.")
+@click.option("--epochs", "--num-train-epochs", "epochs", type=int, default=3, show_default=True)
+@click.option("--lr", "--learning-rate", "lr", type=float, default=1e-5, show_default=True)
+@click.option("--lr-scheduler", "--lr-scheduler-type", "lr_scheduler",
+              type=click.Choice(["constant", "linear", "cosine"]), default="constant", show_default=True,
+              help="The learning rate after the warm-up: held, or decayed to 0 at the last step.")
+@click.option("--warmup-ratio", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="Share of the optimizer steps over which the learning rate rises linearly from 0.")
+@click.option("--batch-size", "--per-device-train-batch-size", "batch_size", type=int, default=1, show_default=True)
+@click.option("--grad-accum", "--gradient-accumulation-steps", "grad_accum", type=int, default=4, show_default=True)
+@click.option("--save-every", "--save-steps", "save_every", type=int, default=50, show_default=True,
+              help="Optimizer steps between checkpoints.")
+@click.option("--4bit", "--load-in-4bit", "four_bit", is_flag=True, help="QLoRA: load the base model in 4-bit.")
 @click.option("--autocast", type=click.Choice(["none", "bf16"]), default="none", show_default=True,
               help="bf16: matrix products in bfloat16 (faster on a CPU with bfloat16 instructions).")
+@click.option("--bf16", is_flag=True, help="The same as --autocast bf16.")
 @click.option("--text-mode", is_flag=True, help="Train on the accessibility tree instead of screenshots.")
-@click.option("--resume", is_flag=True, help="Continue from the last checkpoint in --out.")
-def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: float, batch_size: int,
-                grad_accum: int, save_every: int, four_bit: bool, autocast: str, text_mode: bool, resume: bool) -> None:
-    """Supervised fine-tuning with LoRA on per-turn samples."""
+@click.option("--resume", "--resume-from-checkpoint", "resume", is_flag=True,
+              help="Continue from the last checkpoint in --out.")
+def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: float, lr_scheduler: str,
+                warmup_ratio: float, batch_size: int, grad_accum: int, save_every: int, four_bit: bool, autocast: str,
+                bf16: bool, text_mode: bool, resume: bool) -> None:
+    """Supervised fine-tuning with LoRA on per-turn samples.
+
+    The options also answer to the names of Hugging Face's TrainingArguments
+    (--learning-rate, --num-train-epochs, --per-device-train-batch-size,
+    --gradient-accumulation-steps, --save-steps, --output-dir, --lr-scheduler-type,
+    --warmup-ratio, --load-in-4bit, --bf16, --resume-from-checkpoint)."""
     from owrl_sdk.console import SafeConsole as Console  # page text cannot drive the terminal
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -42,9 +57,10 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
     from .sft import SFTConfig, train_sft
 
     console = Console(stderr=True)
+    autocast = "bf16" if bf16 else autocast
     cfg = SFTConfig(model=model, out=Path(out), lora_r=lora_r, epochs=epochs, lr=lr, four_bit=four_bit,
                     batch_size=batch_size, grad_accum=grad_accum, save_every=save_every, resume=resume,
-                    autocast=autocast)
+                    autocast=autocast, lr_scheduler=lr_scheduler, warmup_ratio=warmup_ratio)
     with console.status("loading the model…"):
         trainable = TrainableVL(model, lora_r=lora_r, four_bit=four_bit, autocast=autocast)
     template = trainable.tokenizer.chat_template or ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,30 @@ class SFTConfig:
     save_every: int = 50
     seed: int = 0
     resume: bool = False
+    #: the learning rate after the warm-up: "constant", or decayed to 0 at the last step
+    #: ("linear", "cosine"); ``warmup_ratio`` of the steps rise linearly from 0 first
+    lr_scheduler: str = "constant"
+    warmup_ratio: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.lr_scheduler not in ("constant", "linear", "cosine"):
+            raise ValueError(f"lr_scheduler must be constant, linear or cosine, not {self.lr_scheduler!r}")
+        if not 0.0 <= self.warmup_ratio <= 1.0:
+            raise ValueError(f"warmup_ratio must be between 0 and 1, not {self.warmup_ratio}")
+
+
+def lr_factor(step: int, total: int, scheduler: str = "constant", warmup_ratio: float = 0.0) -> float:
+    """The learning rate's share at optimizer step ``step`` (0-based) of ``total``: a linear
+    rise over the warm-up's steps, then held (``constant``) or decayed to 0 at the last step."""
+    warmup = int(math.ceil(warmup_ratio * total))
+    if step < warmup:
+        return (step + 1) / (warmup + 1)
+    if scheduler == "constant" or total <= warmup + 1:
+        return 1.0
+    progress = (step - warmup) / (total - warmup - 1)
+    if scheduler == "linear":
+        return 1.0 - progress
+    return 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
 def sft_loss(model: TrainableVL, samples: list[Sample]) -> Any:
@@ -71,12 +96,17 @@ def train_sft(samples: list[Sample], cfg: SFTConfig, model: Optional[TrainableVL
                 if not boundary:
                     continue
                 norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+                # the step's rate from the step count alone: a resumed run goes on where it was
+                lr = cfg.lr * lr_factor(state["step"], total_steps, cfg.lr_scheduler, cfg.warmup_ratio)
+                for group in opt.param_groups:
+                    group["lr"] = lr
                 opt.step()
                 opt.zero_grad(set_to_none=True)
                 state.update(epoch=epoch, batch=b + 1, step=state["step"] + 1)
                 n_micro = (b % cfg.grad_accum) + 1
                 last_loss = accum_loss / n_micro
-                metrics = {"loss": last_loss, "grad_norm": float(norm), "tokens": accum_tokens, "epoch": epoch}
+                metrics = {"loss": last_loss, "grad_norm": float(norm), "tokens": accum_tokens, "epoch": epoch,
+                           "lr": lr}
                 scalars.log(state["step"], metrics, prefix="sft/")
                 if on_step:
                     on_step({**metrics, "step": state["step"], "total_steps": total_steps})

@@ -70,9 +70,17 @@ def test_sft_on_oracle_trajectories_loads_as_a_policy(workdir):
     assert exported.returncode == 0
     rows = [json.loads(line) for line in (workdir / "rows.jsonl").read_text().splitlines()]
     assert rows and rows[0]["messages"][-1]["role"] == "assistant" and rows[0]["images"][0].endswith(".jpg")
-    again = owrl("train", "sft", "--data", "rows.jsonl", "--model", str(adapter), "--out", "sft2", "--epochs", "1",
-                 "--grad-accum", "4", "--lora-r", "4", cwd=workdir)
+    # Hugging Face's TrainingArguments names, and a warm-up then a linear decay, logged per step
+    again = owrl("train", "sft", "--data", "rows.jsonl", "--model", str(adapter), "--output-dir", "sft2",
+                 "--num-train-epochs", "2", "--gradient-accumulation-steps", "1", "--learning-rate", "1e-4",
+                 "--lr-scheduler-type", "linear", "--warmup-ratio", "0.25", "--lora-r", "4", cwd=workdir)
     assert again.returncode == 0, again.stderr[-2000:]
+    lines = [json.loads(line) for line in (workdir / "sft2" / "metrics.jsonl").read_text().splitlines()]
+    rates = [line["sft/lr"] for line in lines if "sft/lr" in line]
+    assert len(rates) == 2 * len(rows) and len(rates) >= 4, rates
+    peak = rates.index(max(rates))
+    assert 0 < peak < len(rates) - 1 and max(rates) == pytest.approx(1e-4), rates  # up, then down
+    assert rates[:peak + 1] == sorted(rates[:peak + 1]) and rates[peak:] == sorted(rates[peak:], reverse=True)
 
 
 def test_rl_on_the_demo_shop_resumes_after_a_kill(workdir):

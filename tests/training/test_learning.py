@@ -127,3 +127,21 @@ def test_a_checkpoint_that_would_run_code_on_load_is_refused_and_changes_nothing
         load_checkpoint(folder, Adapter(), optimizer)
     assert not (tmp_path / "ran").exists(), "the pickle ran"
     assert not Adapter.loaded
+
+
+def test_the_sft_learning_rate_warms_up_then_holds_or_decays():
+    from owrl_train.sft import SFTConfig, lr_factor
+
+    assert [lr_factor(s, 10) for s in range(10)] == [1.0] * 10  # the default: constant, no warm-up
+    up = [lr_factor(s, 10, "constant", 0.2) for s in range(10)]
+    assert up[:3] == pytest.approx([1 / 3, 2 / 3, 1.0]) and up[2:] == [1.0] * 8
+    linear = [lr_factor(s, 10, "linear", 0.2) for s in range(10)]
+    assert linear[:2] == pytest.approx([1 / 3, 2 / 3]) and linear[2] == 1.0 and linear[-1] == 0.0
+    assert linear[2:] == sorted(linear[2:], reverse=True)
+    cosine = [lr_factor(s, 10, "cosine") for s in range(10)]
+    assert cosine[0] == 1.0 and cosine[-1] == pytest.approx(0.0) and cosine[4] > linear[4 + 0] - 0.2
+    assert lr_factor(0, 1, "linear", 0.0) == 1.0  # one step: the full rate
+    with pytest.raises(ValueError, match="lr_scheduler must be"):
+        SFTConfig(model="m", out=None, lr_scheduler="step")
+    with pytest.raises(ValueError, match="warmup_ratio must be"):
+        SFTConfig(model="m", out=None, warmup_ratio=1.5)
