@@ -128,27 +128,14 @@ class Agent:
         one :class:`~owrl_sdk.errors.UsageError`), the tools checked, the placeholders filled in.
         Nothing starts a browser; :meth:`run_flow` runs the task."""
         from .documents import Flow, check_flow_tools, flow_from_data, load_flow
-        from .errors import UsageError
-        from .flowplayer import FLOW_INPUTS, FLOW_METADATA
-        from .inputs import apply_inputs, fill, placeholders, resolve_inputs
+        from .runrequest import RunRequest
 
         source = str(flow) if isinstance(flow, (str, Path)) else "flow"
         loaded = flow if isinstance(flow, Flow) else (flow_from_data(flow, source) if isinstance(flow, dict)
                                                      else load_flow(flow))
         check_flow_tools(loaded, self.plugins.catalogue.items["tools"], source)
-        given = {str(k): v for k, v in (inputs or {}).items()}
-        used = placeholders(loaded) | placeholders(url or "")
-        values = resolve_inputs(dict(loaded.inputs), given, used) if (given or loaded.inputs or used) else {}
-        filled = apply_inputs(loaded, values) if values else loaded
-        start = fill(url, values, url=True) if url else filled.start_url
-        if not start:
-            raise UsageError(f"{source}: the flow has no start_url: pass url=...")
-        task = self.make_task(filled.task or f"Play {source}", start)
-        task.output_schema = filled.output_schema
-        data = filled.model_dump(mode="json", by_alias=True, exclude_none=True)
-        task.metadata.update({"inputs": values, FLOW_METADATA: data, FLOW_INPUTS: values} if values
-                             else {FLOW_METADATA: data})
-        return task
+        request = RunRequest(flow=loaded, inputs=dict(inputs or {}), url=url, source=source)
+        return request.task(self.plugins, default_intent=f"Play {source}")
 
     async def run_flow(self, flow: Union["Flow", str, Path, dict[str, Any]], inputs: Optional[dict[str, Any]] = None,
                        url: Optional[str] = None, **kwargs: Any) -> Trajectory:
@@ -168,12 +155,11 @@ class Agent:
     def run_flow_sync(self, flow: Union["Flow", str, Path, dict[str, Any]], inputs: Optional[dict[str, Any]] = None,
                       url: Optional[str] = None, **kwargs: Any) -> Trajectory:
         """:meth:`run_flow` for code without an event loop. Closes the browser after."""
-        task = self.prepare_flow(flow, inputs, url)  # input errors before any event loop or browser
+        self.prepare_flow(flow, inputs, url)  # input errors before any event loop or browser
 
         async def once() -> Trajectory:
             try:
-                return await self.run_flow(task.metadata["flow"], task.metadata.get("inputs"), task.start_url,
-                                           **kwargs)
+                return await self.run_flow(flow, inputs, url, **kwargs)
             finally:
                 await self.close()
 

@@ -767,28 +767,23 @@ class Batch:
     def prepare(self, row: Row) -> Union[Task, RowResult]:
         """The row's task (its flow, inputs filled in, in the task's metadata) or, when its
         values do not make the flow's inputs, its failed result."""
-        from .flowplayer import FLOW_INPUTS, FLOW_METADATA
+        from .runrequest import RunRequest
 
         if row.error is not None:
             return self._failed(row, row.error)
         api = _inputs_api()
         declared, used = self._names()
+        request = RunRequest(flow=self.flow, inputs={**self.common, **row.values}, url=self.url,
+                             source=f"row {row.number}")
         try:
-            values = api.resolve_inputs(declared, {**self.common, **row.values}, used)
-            flow = api.apply_inputs(self.flow, values)  # checked now; filled again when the row runs
+            values = api.resolve_inputs(declared, dict(request.inputs), used)
+            # every row's task carries the batch's one flow (the same object) and its own values: the
+            # flow player fills them in when the row runs, so a batch of N rows does not hold N flows
+            return request.task(self.plugins, values, flow_data=self._flow_data(), default_intent=f"row {row.number}",
+                                metadata={"batch_row": row.number, "batch_key": row.key}, id=f"row-{row.number}")
         except UsageError as err:  # "pass --input NAME=..." is the command line's remedy, not a row's
             why = re.sub(r"pass --input (\w+)=\.\.\.", r"give \1 a value in this row", str(err))
             return self._failed(row, why, inputs=row.values)
-        start = api.fill(self.url, values, url=True) if self.url else (flow.start_url or "")
-        resolved = self.plugins.resolve_url(start)
-        # every row's task carries the batch's one flow (the same object) and its own values: the
-        # flow player fills them in when the row runs, so a batch of N rows does not hold N flows
-        metadata = {FLOW_METADATA: self._flow_data(), FLOW_INPUTS: values, "inputs": values,
-                    "batch_row": row.number, "batch_key": row.key}
-        if resolved != start:
-            metadata["given_start_url"] = start
-        return Task(id=f"row-{row.number}", intent=flow.task or f"row {row.number}", start_url=resolved,
-                    output_schema=flow.output_schema, metadata=metadata)
 
     def _flow_data(self) -> dict[str, Any]:
         if self._shared_flow is None:

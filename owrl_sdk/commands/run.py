@@ -163,29 +163,40 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
         flow = load_flow(flow_file)
     elif replay:
         flow = Flow.from_trajectory(load_trajectory(replay))
-    plugins: Optional[Plugins] = None
+    plugins = Plugins()
+    prepared: Optional[Task] = None
     if flow is not None:
         from owrl_sdk.documents import check_flow_tools
+        from owrl_sdk.inputs import apply_inputs
+        from owrl_sdk.runrequest import RunRequest
 
-        plugins = Plugins()
+        source = str(flow_file or replay)
         # every call against the tool catalogue now: a typo in turn 9 should not cost a browser and 8 turns
-        check_flow_tools(flow, plugins.catalogue.items["tools"], str(flow_file or replay))
+        check_flow_tools(flow, plugins.catalogue.items["tools"], source)
         if policy not in (None, FLOW_POLICY):
             raise UsageError(f"--flow/--replay play with the {FLOW_POLICY} policy, not '{policy}'")
         policy = FLOW_POLICY
-        intent = intent or flow.task
-        url = url or flow.start_url
-    flow, intent, url, input_values = fill_inputs(flow, intent, url, given_inputs, str(flow_file or replay))
-    if flow is not None and input_values:
-        assert plugins is not None
-        check_flow_tools(flow, plugins.catalogue.items["tools"], str(flow_file or replay))  # the values filled in
-    if not intent:
-        raise UsageError("missing --task TEXT (what the agent should do)")
-    if not url:
-        raise UsageError("missing --url URL (where the agent starts)")
-    plugins = plugins or Plugins()
-    url = resolve_url(url, note=lambda text: click.echo(text, err=True),
-                      given_as="--url" if given_url else f"{flow_file or replay}: start_url", plugins=plugins)
+        if not (intent or flow.task):
+            raise UsageError("missing --task TEXT (what the agent should do)")
+        if not (url or flow.start_url):
+            raise UsageError("missing --url URL (where the agent starts)")
+        # prepared as every door prepares a flow (a batch row, a server job, Agent.run_flow)
+        request = RunRequest(flow=flow, inputs=parse_inputs(given_inputs), url=url, intent=intent, source=source)
+        input_values = request.values()
+        if input_values:
+            flow = apply_inputs(flow, input_values)
+            check_flow_tools(flow, plugins.catalogue.items["tools"], source)  # the values filled in
+        prepared = request.task(plugins, input_values, normalise=lambda start: resolve_url(
+            start, note=lambda text: click.echo(text, err=True),
+            given_as="--url" if given_url else f"{source}: start_url", plugins=plugins))
+        intent, url = prepared.intent, prepared.start_url
+    else:
+        _, intent, url, input_values = fill_inputs(None, intent, url, given_inputs)
+        if not intent:
+            raise UsageError("missing --task TEXT (what the agent should do)")
+        if not url:
+            raise UsageError("missing --url URL (where the agent starts)")
+        url = resolve_url(url, note=lambda text: click.echo(text, err=True), given_as="--url", plugins=plugins)
 
     if trace_with_secrets:
         from owrl_sdk import secrets
@@ -224,8 +235,7 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
                   f"[bold]policy[/bold] {escape(agent.policy.name)}", highlight=False, soft_wrap=True)
 
     # the flow's output schema and the input values travel with the task (Trajectory.inputs records them)
-    task = Task(intent=intent, start_url=url, output_schema=flow.output_schema if flow else None,
-                metadata={"inputs": input_values} if input_values else {})
+    task = prepared or Task(intent=intent, start_url=url, metadata={"inputs": input_values} if input_values else {})
 
     async def go() -> Any:
         try:

@@ -405,8 +405,11 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         runner.check_start_url(url, allowed, ("query" if start_url else "body", "start_url"))
         steps = max_steps or max(runner.settings.max_steps, len(flow.turns))
         text = task or flow.task or "play the flow"
+        # the job shows the task text and start URL filled in; its run prepares its task from the
+        # request as given (owrl_sdk.runrequest, as every door does), so nothing is filled in twice
         return {"task": fill(text, values) if values else text, "start_url": url, "policy": FLOW_POLICY,
                 "max_steps": steps, "allowed_domains": allowed, "inputs": values,
+                "request": {"url": start_url or flow.start_url, "task": task or flow.task or "play the flow"},
                 "flow": flow.model_dump(mode="json", by_alias=True, exclude_none=True)}
 
     @v1.post("/jobs/flow", response_model=Job, status_code=201, tags=["jobs"])

@@ -386,6 +386,27 @@ class JobRunner:
             self.store.end(job_id, "failed", outcome=outcome, steps=steps, error=INTERRUPTED)
         # a queued job stays queued: it runs when the server starts again
 
+    def job_task(self, job_id: str, spec: dict[str, Any]) -> Task:
+        """The task a job runs: a flow job's from its request, prepared as every door prepares
+        a flow (:class:`~owrl_sdk.runrequest.RunRequest`), with the values checked when it was
+        queued; a task job's as it was given."""
+        fields: dict[str, Any] = {"allowed_domains": spec.get("allowed_domains") or [],
+                                  "max_steps": spec.get("max_steps")}
+        inputs = dict(spec.get("inputs") or {})
+        if spec.get("flow") is None:
+            return Task(intent=spec["task"], start_url=spec["start_url"], metadata={"serve_job": job_id}, **fields)
+        from ..runrequest import RunRequest
+
+        flow = flow_from_data(spec["flow"], "flow")
+        asked = spec.get("request")
+        if asked is None:  # queued by an older server: its task text and start URL are filled in already
+            request = RunRequest(flow=flow.model_copy(update={"start_url": spec["start_url"], "task": spec["task"]}))
+            task = request.task(self.plugins, inputs, metadata={"serve_job": job_id}, **fields)
+            task.intent, task.start_url = spec["task"], self.plugins.resolve_url(spec["start_url"])
+            return task
+        request = RunRequest(flow=flow, inputs=inputs, url=asked.get("url"), intent=asked.get("task"))
+        return request.task(self.plugins, inputs, metadata={"serve_job": job_id}, **fields)
+
     async def _execute(self, job_id: str, live: LiveJob) -> None:
         from ..agent import Agent
 
@@ -393,25 +414,13 @@ class JobRunner:
         settings = self.settings.with_overrides(policy=spec["policy"], model=spec.get("model"),
                                                 max_steps=spec.get("max_steps"))
         options = dict(spec.get("policy_options") or {})
-        inputs = dict(spec.get("inputs") or {})
-        output_schema = None
+        task = self.job_task(job_id, spec)
         if spec.get("flow") is not None:
-            from ..inputs import apply_inputs
-
-            flow = flow_from_data(spec["flow"], "flow")
-            if inputs:  # the task text and start URL were filled in when the job was queued
-                flow = apply_inputs(flow, inputs)
-            options["flow"] = flow
-            output_schema = flow.output_schema
+            options["flow"] = flow_from_data(task.metadata["flow"], "flow")
         # building a policy may load a model: not on the event loop
         agent = await asyncio.to_thread(
             partial(Agent, spec["policy"], settings=settings, plugins=self.plugins,
                     env_factory=partial(self._env, job_id), **options))
-        metadata: dict[str, Any] = {"serve_job": job_id}
-        if inputs:
-            metadata["inputs"] = inputs  # recorded in the trajectory
-        task = Task(intent=spec["task"], start_url=spec["start_url"], allowed_domains=spec.get("allowed_domains") or [],
-                    max_steps=spec.get("max_steps"), output_schema=output_schema, metadata=metadata)
         try:
             trajectory = await agent.run(task, out=self.runs_dir, hooks=[live])
         finally:
