@@ -60,7 +60,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
-from . import secrets
+from . import interrupts, secrets
 from .components import TaskSuite
 from .config import Settings, load_settings
 from .documents import Flow, json_lines, load_flow, not_utf8
@@ -846,10 +846,13 @@ class Batch:
                             if self._finished(by_key[str(result.item.group)], result):
                                 item = result.item
                                 again.append(WorkItem(item.task, item.episode + 1, group=item.group))
-                            return STOP if self.stopped else None
+                            # a SIGTERM whose cancellation was lost still stops the batch after this row
+                            return STOP if self.stopped or interrupts.requested() else None
 
                         await executor.run(items, on_result)
                         items = again
+                        if interrupts.requested():
+                            raise KeyboardInterrupt  # as the signal's cancellation would have: the summary next
                 finally:
                     await executor.close()
         finally:

@@ -27,6 +27,13 @@ def install() -> None:
         signal.signal(signal.SIGTERM, _on_sigterm)
 
 
+def requested() -> bool:
+    """Whether SIGTERM arrived: sticky, for work that must stop even where the cancellation
+    the signal caused was lost (Python 3.11's ``wait_for`` can drop one that arrives as its
+    inner task ends, and the work would then run on to its end)."""
+    return _terminated
+
+
 def exit_code() -> int:
     """The exit code of a command that was interrupted: 143 after SIGTERM, 130 after Ctrl-C."""
     return 143 if _terminated else 130

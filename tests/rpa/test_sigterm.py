@@ -50,3 +50,31 @@ def test_sigterm_writes_the_summary_releases_the_lock_and_exits_143(tmp_path, in
     done = [r for r in summary["results"] if r["status"] != "pending"]
     assert 1 <= len(done) < 6 and summary["pending"] == 6 - len(done)
     assert all(r["status"] == "success" for r in done)
+
+
+def test_a_sigterm_whose_cancellation_was_lost_still_stops_the_batch(tmp_path, invoice_site, monkeypatch):
+    """The signal's cancellation of the running row can be lost (Python 3.11's wait_for drops
+    one that arrives as its inner task ends); the SIGTERM itself is remembered, and the batch
+    stops after the row it was on, with its summary written and its lock released."""
+    import pytest
+
+    from owrl_sdk import interrupts
+    from owrl_sdk.batch import Batch
+    from owrl_sdk.config import Settings
+    from owrl_sdk.documents import Flow
+
+    fast = {**SLOW_FLOW, "turns": [SLOW_FLOW["turns"][0], SLOW_FLOW["turns"][2]]}
+    seen = []
+
+    def on_row(result):  # SIGTERM, as the first row ends: its flag set, and no cancellation reaching anything
+        seen.append(result.status)
+        monkeypatch.setattr(interrupts, "_terminated", True)
+
+    batch = Batch(Flow.model_validate(fast), [{"user": f"ops{i}"} for i in range(4)], out=tmp_path / "b",
+                  settings=Settings(runs_dir=str(tmp_path)), url=invoice_site, on_row=on_row)
+    with pytest.raises(KeyboardInterrupt):
+        batch.run()
+    summary = json.loads((tmp_path / "b" / "batch.json").read_text())
+    assert seen == ["success"] and summary["succeeded"] == 1 and summary["pending"] == 3
+    assert not (tmp_path / "b" / "batch.lock").exists()
+    assert interrupts.exit_code() == 143
