@@ -212,7 +212,9 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
             **self._context_options,
             **self._unsafe,
         }
-        if s.storage_state:  # a saved log-in: checked, its values made secrets, before any page opens
+        if s.storage_state and "storage_state" not in self._context_options:
+            # a saved log-in: checked, its values made secrets, before any page opens (a server
+            # job's own, given as a context option, wins over the setting)
             from .storage import load_state
 
             options["storage_state"] = load_state(s.storage_state)

@@ -47,9 +47,15 @@ def load_state(path: Union[str, Path]) -> dict[str, Any]:
     except ValueError:
         raise UsageError(f"storage state {p}: not JSON (a file written by --save-storage, or Playwright's "
                          "storage_state())") from None
+    return checked_state(state, f"storage state {p}")
+
+
+def checked_state(state: Any, where: str = "storage state") -> dict[str, Any]:
+    """``state`` as a storage state (an object with ``cookies`` and ``origins`` lists), its
+    values made secrets; a UsageError naming ``where`` otherwise."""
     if not isinstance(state, dict) or not isinstance(state.get("cookies", []), list) \
             or not isinstance(state.get("origins", []), list):
-        raise UsageError(f"storage state {p}: not a storage state (an object with cookies and origins lists)")
+        raise UsageError(f"{where}: not a storage state (an object with cookies and origins lists)")
     _register(state)
     return {"cookies": state.get("cookies", []), "origins": state.get("origins", [])}
 

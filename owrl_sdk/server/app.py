@@ -119,6 +119,10 @@ class TaskJobRequest(BaseModel):
     callback_url: Optional[str] = Field(None, min_length=1, max_length=2_048,
                                         description="POSTed a signed summary when the job ends (see serve.md: inside "
                                                     "the server's allowed domains, with OWRL_SERVE_WEBHOOK_KEY set)")
+    storage_state: Optional[dict[str, Any]] = Field(
+        None, description="a saved log-in for this job only: a Playwright storage state (cookies and origins, as "
+                          "owrl run --save-storage writes it). Held in the server's memory, never stored; its "
+                          "values are secrets (redacted wherever they would show)")
 
 
 class FlowJobRequest(BaseModel):
@@ -135,6 +139,10 @@ class FlowJobRequest(BaseModel):
     callback_url: Optional[str] = Field(None, min_length=1, max_length=2_048,
                                         description="POSTed a signed summary when the job ends (see serve.md: inside "
                                                     "the server's allowed domains, with OWRL_SERVE_WEBHOOK_KEY set)")
+    storage_state: Optional[dict[str, Any]] = Field(
+        None, description="a saved log-in for this job only: a Playwright storage state (cookies and origins, as "
+                          "owrl run --save-storage writes it). Held in the server's memory, never stored; its "
+                          "values are secrets (redacted wherever they would show)")
 
 
 class BatchJobRequest(BaseModel):
@@ -387,8 +395,20 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         runner.check_start_url(body.start_url, allowed, ("body", "start_url"))
         spec = {"task": body.task, "start_url": body.start_url, "policy": policy, "policy_options": body.policy_options,
                 "model": body.model, "max_steps": body.max_steps, "allowed_domains": allowed,
-                "callback_url": runner.check_callback(body.callback_url, ("body", "callback_url"))}
+                "callback_url": runner.check_callback(body.callback_url, ("body", "callback_url")),
+                **session_of(body.storage_state, ("body", "storage_state"))}
         return runner.submit("task", spec)
+
+    def session_of(state: Optional[dict[str, Any]], loc: tuple[str, ...]) -> dict[str, Any]:
+        """A job's own storage state, checked (its values made secrets), as a spec entry."""
+        if state is None:
+            return {}
+        from ..browser.storage import checked_state
+
+        try:
+            return {"storage_state": checked_state(state, "storage_state")}
+        except UsageError as err:
+            raise SpecError(loc, str(err)) from None
 
     def flow_spec(flow: Flow, inputs: dict[str, Any], start_url: Optional[str], task: Optional[str],
                   max_steps: Optional[int], allowed_domains: list[str], loc: tuple[str, ...]) -> dict[str, Any]:
@@ -437,6 +457,8 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         where = ("body", "callback_url") if given else ("query", "callback_url")
         spec = flow_spec(flow, inputs, start_url, task, max_steps, list(allowed_domains), loc)
         spec["callback_url"] = runner.check_callback(given or callback_url, where)
+        if isinstance(body, FlowJobRequest):
+            spec.update(session_of(body.storage_state, ("body", "storage_state")))
         return runner.submit("flow", spec)
 
     def batch_spec(flow: Flow, rows: Optional[list[dict[str, Any]]], inputs: dict[str, Any], workers: int,

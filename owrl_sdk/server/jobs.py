@@ -143,6 +143,8 @@ class JobStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _private(self.path.parent, 0o700)
         self._held: dict[str, dict[str, Any]] = {}
+        #: each job's own storage state (a log-in), in memory only, until the job ends
+        self._sessions: dict[str, Any] = {}
         for suffix in ("", "-wal", "-shm"):  # made before SQLite opens them, with the mode kept
             f = Path(str(self.path) + suffix)
             if not f.exists() and suffix == "":
@@ -199,6 +201,11 @@ class JobStore:
                 raise LookupError(f"the job's {', '.join(lost)} was kept in memory only, and the server has "
                                   "restarted since it was queued: submit the job again")
             options.update(held)
+        if spec.get("storage_state") == HELD:
+            if job_id not in self._sessions:
+                raise LookupError("the job's storage_state was kept in memory only, and the server has restarted "
+                                  "since it was queued: submit the job again")
+            spec["storage_state"] = self._sessions[job_id]
         return spec
 
     def list(self, status: Optional[str] = None, limit: int = 100) -> list[Job]:
@@ -225,6 +232,9 @@ class JobStore:
             if held:
                 self._held[job_id] = held
                 stored = {**spec, "policy_options": {**options, **{k: HELD for k in held}}}
+        if spec.get("storage_state") is not None:  # a log-in's cookies: never in the store
+            self._sessions[job_id] = spec["storage_state"]
+            stored = {**stored, "storage_state": HELD}
         self._write("INSERT INTO jobs (id, kind, status, spec, created_at) VALUES (?, ?, 'queued', ?, ?)",
                    (job_id, kind, json.dumps(stored), utc_now()))
         job = self.get(job_id)
@@ -250,6 +260,7 @@ class JobStore:
             error: Optional[str] = None) -> None:
         """Only scrubbed text reaches the file: a failure's detail or an error may quote a secret."""
         assert status in ENDED, status
+        self._sessions.pop(job_id, None)  # the job's log-in is not kept past its end
         outcome, error = scrub(outcome), redact(error)
         self._write(
             "UPDATE jobs SET status = ?, ended_at = ?, outcome = ?, error = ?, steps = COALESCE(?, steps) "

@@ -418,9 +418,10 @@ class JobRunner:
         if spec.get("flow") is not None:
             options["flow"] = flow_from_data(task.metadata["flow"], "flow")
         # building a policy may load a model: not on the event loop
+        session = spec.get("storage_state")  # the job's own log-in: its context only
         agent = await asyncio.to_thread(
             partial(Agent, spec["policy"], settings=settings, plugins=self.plugins,
-                    env_factory=partial(self._env, job_id), **options))
+                    env_factory=partial(self._env, job_id, session=session), **options))
         try:
             trajectory = await agent.run(task, out=self.runs_dir, hooks=[live])
         finally:
@@ -473,12 +474,13 @@ class JobRunner:
                     result["run_dir"] = Path(result["run_dir"]).name
         return summary
 
-    async def _env(self, job_id: str, run: Optional[RunDir], trace: bool) -> Any:
+    async def _env(self, job_id: str, run: Optional[RunDir], trace: bool, session: Optional[dict[str, Any]] = None) -> Any:
         if run is not None:
             self.store.set_run(job_id, run.path.name)
-        return await self.new_env(run.path if run is not None else None, trace)
+        return await self.new_env(run.path if run is not None else None, trace, session=session)
 
-    async def new_env(self, run_dir: Optional[Path], trace: bool = False) -> Any:
+    async def new_env(self, run_dir: Optional[Path], trace: bool = False,
+                      session: Optional[dict[str, Any]] = None) -> Any:
         """A fresh context of the server's one browser (launched on first use, again if it died)."""
         assert self._host_lock is not None
         async with self._host_lock:
@@ -489,7 +491,8 @@ class JobRunner:
                 await self._host.start()
             else:
                 await self._host.ensure_running()
-        return await self._host.new_env(run_dir=run_dir, trace=trace, deny_local=not self.allow_local_files)
+        return await self._host.new_env(run_dir=run_dir, trace=trace, deny_local=not self.allow_local_files,
+                                        context_options={"storage_state": session} if session else None)
 
     # ------------------------------------------------------------------ reading
 

@@ -1,0 +1,76 @@
+"""``owrl serve``: a job's own saved log-in (``storage_state``), a real server process and a real
+Chromium. The job with the session is signed in and the next job without one is not (each
+job's context is its own); the cookie is held in memory only, so neither the job store nor
+the job's API record nor its steps and trajectory hold its value; a bad one is a 422."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import pytest
+from serve_support import Served
+
+SID = "sid-Serve-9kQ3-session-value"
+
+ACCOUNT = """<title>Account</title><p id="who"></p>
+<script>
+const sid = document.cookie.split("; ").find((c) => c.startsWith("sid="));
+document.getElementById("who").textContent = sid ? "Signed in with " + sid.slice(4) : "Please sign in";
+</script>"""
+
+
+def account_flow(url: str) -> dict:
+    return {"schema": "owrl.flow/1", "task": "open the account", "start_url": url + "account",
+            "turns": [{"calls": [{"name": "extract", "arguments": {"selector": "#who"}, "save_as": "who",
+                                  "expect": {"text_visible": "Signed in"}}]},
+                      {"calls": [{"name": "done", "arguments": {"response": "signed in"}}]}]}
+
+
+def session(host: str) -> dict:
+    return {"cookies": [{"name": "sid", "value": SID, "domain": host, "path": "/", "expires": -1,
+                         "httpOnly": False, "secure": False, "sameSite": "Lax"}], "origins": []}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = Served(tmp_path_factory.mktemp("serve-sessions") / "data")
+    s.start()
+    yield s
+    assert s.stop() in (0, -signal.SIGTERM), s.log.read_text()[-3000:]
+
+
+def test_a_jobs_own_session_signs_in_that_job_only_and_is_never_stored(server, owrl_page_server):
+    url = owrl_page_server({"/account": ACCOUNT})
+    signed = server.request("POST", "/v1/jobs/flow", {"flow": account_flow(url), "storage_state": session("127.0.0.1")})
+    assert signed.status == 201, signed.body
+    first = server.wait(signed.json()["id"], timeout=90)
+    assert first["status"] == "finished" and first["outcome"]["status"] == "success", first
+    # the page echoed the cookie: the job's outputs show its placeholder, not its value
+    assert first["outputs"]["who"] == "Signed in with {{secret:COOKIE_SID}}", first["outputs"]
+
+    plain = server.submit_flow(account_flow(url))  # the next job: a context of its own, no cookie
+    second = server.wait(plain["id"], timeout=90)
+    assert second["outcome"]["status"] == "fail", second
+    assert "expected text" in json.dumps(second["outcome"]) or second["outcome"]["failure"], second
+
+    # neither the store, nor any record the server answers or wrote, holds the value
+    for path in server.data_dir.rglob("*"):
+        if path.is_file():
+            assert SID.encode() not in path.read_bytes(), path
+    for job in (first, second):
+        for route in (f"/v1/jobs/{job['id']}", f"/v1/jobs/{job['id']}/steps"):
+            reply = server.request("GET", route)
+            assert reply.status == 200 and SID.encode() not in reply.body, route
+
+
+def test_a_storage_state_that_is_not_one_is_a_422(server, owrl_page_server):
+    url = owrl_page_server({"/account": ACCOUNT})
+    for bad in ({"cookies": "sid=1"}, {"origins": {"a": 1}}):
+        reply = server.request("POST", "/v1/jobs/flow", {"flow": account_flow(url), "storage_state": bad})
+        assert reply.status == 422, reply.body
+        detail = reply.json()["detail"]
+        assert detail[0]["loc"] == ["body", "storage_state"] and "not a storage state" in detail[0]["msg"], detail
+    reply = server.request("POST", "/v1/jobs/task", {"task": "x", "start_url": url + "account",
+                                                     "storage_state": {"cookies": [1, 2], "origins": 3}})
+    assert reply.status == 422, reply.body
