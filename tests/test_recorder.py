@@ -560,3 +560,38 @@ def test_a_field_typed_part_by_part_is_one_write_of_its_final_value(tmp_path, ow
     assert writes[0][1] == "2027-01-31" and writes[1][1] == "A-17", writes
     traj = owrl_run_flow(json.loads(out.read_text()), base + "form")
     assert traj.outcome.status == "success", traj.outcome
+
+
+ORDER = """<!doctype html><title>Order</title><h1>Order</h1>
+<button onclick="document.getElementById('num').textContent = 'ORD-' + (4000 + Math.floor(Math.random() * 999))">Place order</button>
+<p>Order number: <span id="num" aria-label="Order number"></span></p>
+<script>document.addEventListener("keydown", (e) => { if (e.code === "KeyE") document.title = "page saw the chord"; });</script>"""
+
+
+@needs_chromium
+def test_alt_shift_e_over_an_element_records_an_extract_that_replays(tmp_path, owrl_page_server, owrl_run_flow):
+    """The person marks "extract this" with Alt+Shift+E over the order number: the flow reads it
+    with extract and saves it as an output, so each replay hands back its own number. The page
+    never sees the chord."""
+    base = owrl_page_server({"/order": ORDER})
+    out = tmp_path / "order.json"
+    seen = {}
+
+    async def person(page: Any, recorder: Any) -> None:
+        await page.get_by_role("button", name="Place order").click()
+        await page.wait_for_function("document.getElementById('num').textContent.startsWith('ORD-')")
+        await page.locator("#num").hover()
+        await page.keyboard.press("Alt+Shift+E")
+        await asyncio.sleep(0.5)
+        seen["title"] = await page.title()
+        seen["number"] = await page.inner_text("#num")
+
+    flow = asyncio.run(record(base + "order", out, person))
+    assert seen["title"] == "Order", seen  # the page did not see the chord
+    extracts = [c for c in calls_of(flow) if c["name"] == "extract"]
+    assert len(extracts) == 1, calls_of(flow)
+    assert extracts[0]["save_as"] == "order_number" and "expect" not in extracts[0], extracts
+    assert seen["number"] not in json.dumps(flow)  # the value read while recording is not pinned
+    traj = owrl_run_flow(json.loads(out.read_text()), base + "order")
+    assert traj.outcome.status == "success", traj.outcome
+    assert traj.outcome.outputs["order_number"].startswith("ORD-"), traj.outcome.outputs

@@ -101,6 +101,7 @@ def record_command(url: str, out: Path, task: Optional[str], input_fields: str, 
     Clicks, typing (one write per field, with its final value, however it was typed), selections, key presses
     (Enter, Escape, Tab, arrows), navigations, tab switches and dialog answers become calls,
     each with a selector (role and name first) and an expectation of what it changed.
+    Alt+Shift+E over an element records an extract of its text, saved as an output.
     Password fields are written as {{secret:NAME}}, never with the typed value. End with
     Ctrl-C or by closing the browser; replay with `owrl run --flow OUT`."""
     from owrl_sdk.commands.inspect import _check_url

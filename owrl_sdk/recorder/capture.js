@@ -256,6 +256,21 @@
     report({ kind: "click", id, target: describe(el), clicks: e.detail > 1 ? Math.min(e.detail, 3) : 1, url: location.href,
              checked: box ? el.checked : null });
   }, true);
+  // "extract this": Alt+Shift+E over an element (the one under the pointer, else the focused
+  // one) records an extract of its text, saved under a name; the page never sees the chord
+  let pointed = null;
+  document.addEventListener("mousemove", (e) => { if (e.isTrusted) pointed = e.composedPath()[0]; }, true);
+  document.addEventListener("keydown", (e) => {
+    if (!e.isTrusted || e.code !== "KeyE" || !e.altKey || !e.shiftKey || e.ctrlKey || e.metaKey) return;
+    e.preventDefault();
+    e.stopImmediatePropagation();
+    const el = pointed && pointed.isConnected && pointed.tagName ? pointed
+      : (document.activeElement && document.activeElement !== document.body ? document.activeElement : null);
+    if (!el) return;
+    flushAll();
+    const id = begin(el);
+    report({ kind: "extract", id, target: describe(el), url: location.href });
+  }, true);
   document.addEventListener("keydown", (e) => {
     if (!e.isTrusted || !KEYS.has(e.key) || e.isComposing) return;
     const el = e.composedPath()[0];

@@ -141,6 +141,8 @@ class Call:
     before: frozenset[str] = frozenset()
     #: a new text on the page a navigation led to
     landing_text: Optional[str] = None
+    #: the output name an extract's text is saved under
+    save_as: Optional[str] = None
 
     def to_data(self, start_url: str) -> dict[str, Any]:
         expect = dict(self.expect)
@@ -154,6 +156,8 @@ class Call:
         if self.opened_tab:
             expect["new_tab"] = True
         data: dict[str, Any] = {"name": self.name, "arguments": self.arguments}
+        if self.save_as:
+            data["save_as"] = self.save_as
         if expect:
             data["expect"] = expect
         return data

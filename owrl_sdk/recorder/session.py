@@ -371,7 +371,8 @@ class Recorder:
         kind = action.get("kind")
         if kind == "effects":
             earlier = self._by_id.get(str(action.get("id")))
-            if earlier is not None and not earlier.navigated and "value_equals" not in earlier.expect:
+            if earlier is not None and not earlier.navigated and "value_equals" not in earlier.expect \
+                    and earlier.name != "extract":  # reading changes nothing: its text varies by row
                 text = choose_text(list(action.get("texts") or []))
                 if text:
                     earlier.expect["text_visible"] = text
@@ -416,6 +417,8 @@ class Recorder:
                 call = Call("select_option", {"selector": selector, "value": value},
                             f"Choose {action.get('label') or value} in {self._label(target)}.")
             call.expect["value_equals"] = {"selector": selector, "value": value}
+        elif kind == "extract" and selector:
+            call = self._extract(selector, target)
         elif kind == "key":
             keys = [str(k) for k in action.get("keys") or []]
             arguments: dict[str, Any] = {"keys": keys[0] if len(keys) == 1 else keys}
@@ -474,6 +477,15 @@ class Recorder:
                         expect={"value_equals": {"selector": selector, "value": message}})
         return Call("write", {"selector": selector, "message": value}, f"Write {value!r} into {label}.",
                     expect={"value_equals": {"selector": selector, "value": value}})
+
+    def _extract(self, selector: str, target: dict[str, Any]) -> Call:
+        """Alt+Shift+E over an element: its text extracted when the flow plays, saved under a
+        name made from its label or name (``extracted`` when it has none), made unique."""
+        base = upper_snake(str(target.get("label") or target.get("name") or target.get("field_name") or ""),
+                           "EXTRACTED").lower()[:40]
+        taken = {c.save_as for c in self.builder.calls if c.save_as}
+        name = base if base not in taken else next(f"{base}_{n}" for n in range(2, 10_000) if f"{base}_{n}" not in taken)
+        return Call("extract", {"selector": selector}, f"Read {self._label(target)} as {name}.", save_as=name)
 
     @staticmethod
     def _label(target: Optional[dict[str, Any]]) -> str:
