@@ -16,7 +16,7 @@ import asyncio
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .feedback import short
 from .liveness import _forget
@@ -61,6 +61,36 @@ def _tab_of(request: Any) -> tuple[Optional["Page"], bool]:
     return frame.page, frame.parent_frame is None
 
 
+async def route_by_policy(route: Any, domains: Any, on_refused: Callable[[Any, str], bool]) -> None:
+    """Answer a routed request by the domain policy ``domains``: continued when allowed; else
+    ``on_refused(request, reason)`` is told of a refused navigation (True: answer it with an
+    error page) and the request gets an empty 204, so a navigation stays on the page it was
+    on (an abort would put an error page in its place) and a fetch or an image gets nothing."""
+    request = route.request
+    reason = domains.refusal(request.url)
+    try:
+        if reason is None:
+            await route.continue_()
+            return
+        if request.is_navigation_request() and on_refused(request, reason):
+            await route.abort("blockedbyclient")
+            return
+        await route.fulfill(status=204, body="")
+    except Exception:  # noqa: BLE001 - the page or context closed meanwhile
+        pass
+
+
+async def close_refused_socket(socket: Any) -> None:
+    """A WebSocket to a refused host, closed before it ever connects to the server."""
+    try:
+        await socket.close(code=1008, reason="refused by the domain policy")
+    except Exception:  # noqa: BLE001 - a code this Playwright will not send: close plainly
+        try:
+            await socket.close()
+        except Exception:  # noqa: BLE001 - the page went away meanwhile
+            pass
+
+
 class DomainGuardMixin(EnvState):
     """Holding an episode's context to its domain policy (``self.domains``)."""
 
@@ -68,26 +98,16 @@ class DomainGuardMixin(EnvState):
         """Refuse every request of the context (any tab, frame or type) outside the domain policy.
 
         Only first requests come here: the hops of a redirect are the host's (guard_hops)."""
-        request = route.request
-        reason = self.domains.refusal(request.url)
-        try:
-            if reason is None:
-                await route.continue_()
-                return
-            if request.is_navigation_request():
-                page, main = _tab_of(request)
-                self._events.append(("blocked", _Blocked(request.url, reason, page=page if main else None,
-                                                         frame_id=None if main else "")))
-                if main and page not in self.pages:
-                    # a tab that has shown nothing yet (a popup's opening navigation): an error
-                    # page, so that the tab is announced, then closed; a 204 would leave it hidden
-                    await route.abort("blockedbyclient")
-                    return
-            # 204 No Content: a navigation stays on the page it was on (an abort would put an
-            # error page in its place); a fetch, an image, a beacon get an empty answer
-            await route.fulfill(status=204, body="")
-        except Exception:  # noqa: BLE001 - the page or context closed meanwhile
-            pass
+        await route_by_policy(route, self.domains, self._on_refused)
+
+    def _on_refused(self, request: Any, reason: str) -> bool:
+        """Report a refused navigation; True to answer it with an error page instead of a 204."""
+        page, main = _tab_of(request)
+        self._events.append(("blocked", _Blocked(request.url, reason, page=page if main else None,
+                                                 frame_id=None if main else "")))
+        # a tab that has shown nothing yet (a popup's opening navigation): an error page, so
+        # that the tab is announced, then closed; a 204 would leave it hidden
+        return main and page not in self.pages
 
     def refuse_hop(self, url: str, frame_id: str, resource_type: str, tab: bool = False) -> Optional[str]:
         """How a redirect hop of this episode to ``url`` is refused, asked by the host's hop guard
@@ -106,14 +126,7 @@ class DomainGuardMixin(EnvState):
         return self.domains.refusal(url) is not None
 
     async def _refuse_socket(self, socket: Any) -> None:
-        # never connected to the server: the page's socket is closed at once
-        try:
-            await socket.close(code=1008, reason="refused by the domain policy")
-        except Exception:  # noqa: BLE001 - a code this Playwright will not send: close plainly
-            try:
-                await socket.close()
-            except Exception:  # noqa: BLE001 - the page went away meanwhile
-                pass
+        await close_refused_socket(socket)
 
     async def _watch(self, page: "Page") -> None:
         """Follow one tab on a CDP session of our own (under a policy that checks hosts).

@@ -50,14 +50,6 @@ def capture_script(token: str = "") -> str:
     return text.replace("__OWRL_TOKEN__", token)
 
 
-async def _close_socket(socket: Any) -> None:
-    """A WebSocket to a refused host: closed before it connects."""
-    try:
-        await socket.close(code=1008, reason="refused by the domain policy")
-    except Exception:  # noqa: BLE001 - the page went away meanwhile
-        pass
-
-
 def partial_path(out: Path) -> Path:
     """Where the flow recorded so far is kept until the recording ends: ``.NAME.recording`` next to ``out``."""
     return out.with_name(f".{out.name}.recording")
@@ -137,7 +129,10 @@ class Recorder:
             **workers)
         if self.domains.routes:
             await self.context.route("**/*", self._guard)
-            await self.context.route_web_socket(lambda url: self.domains.refusal(url) is not None, _close_socket)
+            from owrl_sdk.browser.guard import close_refused_socket
+
+            await self.context.route_web_socket(lambda url: self.domains.refusal(url) is not None,
+                                                close_refused_socket)
         await self.context.expose_binding("__owrlRecord", self._on_report)
         await self.context.add_init_script(script=capture_script(self._token))
         self.context.on("page", self._on_page)
@@ -217,17 +212,9 @@ class Recorder:
         """Hold every request of the recording to the domain policy: a refused one gets an
         empty 204 (a navigation stays on its page, so nothing is recorded), and a refused
         navigation is logged as a warning for the person to see."""
-        request = route.request
-        reason = self.domains.refusal(request.url)
-        try:
-            if reason is None:
-                await route.continue_()
-                return
-            if request.is_navigation_request():
-                self._refused(request.url, reason)
-            await route.fulfill(status=204, body="")
-        except Exception:  # noqa: BLE001 - the page or context closed meanwhile
-            pass
+        from owrl_sdk.browser.guard import route_by_policy
+
+        await route_by_policy(route, self.domains, lambda request, reason: self._refused(request.url, reason))
 
     def refuse_hop(self, url: str, frame_id: str, resource_type: str, tab: bool = False) -> Optional[str]:
         """A redirect hop of the recording (asked by the host's hop guard): ``"empty"`` (a 204)
@@ -239,11 +226,13 @@ class Recorder:
             self._refused(url, reason)
         return "empty"
 
-    def _refused(self, url: str, reason: str) -> None:
+    def _refused(self, url: str, reason: str) -> bool:
+        """Log a refused navigation; False: answered with a 204, the page stays as it was."""
         self.refused.append((url, reason))
         from owrl_sdk.browser.feedback import short
 
         _log.warning("owrl record: navigation to %s blocked: %s", short(url, 120), reason)
+        return False
 
     # ------------------------------------------------------------------ events
 
