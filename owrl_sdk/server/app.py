@@ -167,6 +167,10 @@ class BatchJobRequest(BaseModel):
     callback_url: Optional[str] = Field(None, min_length=1, max_length=2_048,
                                         description="POSTed a signed summary when the job ends (see serve.md: inside "
                                                     "the server's allowed domains, with OWRL_SERVE_WEBHOOK_KEY set)")
+    storage_state: Optional[dict[str, Any]] = Field(
+        None, description="a saved log-in for this job only: a Playwright storage state (cookies and origins, as "
+                          "owrl run --save-storage writes it). Held in the server's memory, never stored; its "
+                          "values are secrets (redacted wherever they would show)")
 
 
 class JobList(BaseModel):
@@ -494,6 +498,7 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
         spec = batch_spec(body.flow, [dict(r) for r in body.rows], dict(body.inputs), body.workers, body.start_url,
                           body.max_steps, list(body.allowed_domains), ("body", "flow"))
         spec["callback_url"] = runner.check_callback(body.callback_url, ("body", "callback_url"))
+        spec.update(session_of(body.storage_state, ("body", "storage_state")))
         rows = await asyncio.to_thread(check_batch, "check", spec, ("body", "rows"))  # off the event loop
         return queued_batch(runner.submit("batch", spec), rows)
 

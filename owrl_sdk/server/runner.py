@@ -570,14 +570,15 @@ class JobRunner:
 class _ServerBrowser:
     """The server's browser as an executor's host: contexts with the server's refusals."""
 
-    def __init__(self, runner: JobRunner):
+    def __init__(self, runner: JobRunner, session: Optional[dict[str, Any]] = None):
         self.runner = runner
+        self.session = session  # the batch job's own log-in, loaded into each row's context
 
     async def ensure_running(self) -> None:
         pass  # new_env launches it again when it died
 
     async def new_env(self, run_dir: Optional[Path] = None, trace: bool = False, **_: Any) -> Any:
-        return await self.runner.new_env(run_dir, trace)
+        return await self.runner.new_env(run_dir, trace, session=self.session)
 
 
 class RowExecutor(Executor):
@@ -593,6 +594,7 @@ class RowExecutor(Executor):
         self.job_id = job_id
         self.allowed = list(spec.get("allowed_domains") or [])
         self.max_steps = spec.get("max_steps")
+        self.session = spec.get("storage_state")
         self.episodes: Any = None
 
     async def start(self, workload: Workload) -> None:
@@ -608,7 +610,7 @@ class RowExecutor(Executor):
         assert self.runner._slots is not None
         workload, episodes, slots = self.workload, self.episodes, self.runner._slots
         episodes.settings = self.settings
-        host = _ServerBrowser(self.runner)
+        host = _ServerBrowser(self.runner, self.session)
 
         async def one(host: Any, policy: Policy, item: WorkItem) -> WorkResult:
             task = item.task.model_copy(update={

@@ -74,3 +74,18 @@ def test_a_storage_state_that_is_not_one_is_a_422(server, owrl_page_server):
     reply = server.request("POST", "/v1/jobs/task", {"task": "x", "start_url": url + "account",
                                                      "storage_state": {"cookies": [1, 2], "origins": 3}})
     assert reply.status == 422, reply.body
+
+
+def test_a_batch_jobs_session_reaches_every_row_and_no_other_job(server, owrl_page_server):
+    url = owrl_page_server({"/account": ACCOUNT})
+    flow = account_flow(url)
+    reply = server.request("POST", "/v1/jobs/batch", {"flow": flow, "rows": [{}, {}], "storage_state": session("127.0.0.1")})
+    assert reply.status == 201, reply.body
+    job = server.wait(reply.json()["id"], timeout=120)
+    assert job["status"] == "finished" and job["batch"]["succeeded"] == 2, job
+    plain = server.request("POST", "/v1/jobs/batch", {"flow": flow, "rows": [{}]})
+    other = server.wait(plain.json()["id"], timeout=120)
+    assert other["batch"]["failed"] == 1, other
+    for path in server.data_dir.rglob("*"):
+        if path.is_file():
+            assert SID.encode() not in path.read_bytes(), path
