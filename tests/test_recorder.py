@@ -102,6 +102,11 @@ def test_choose_text_prefers_status_regions_and_words_without_numbers():
     assert choose_text(texts) == "Order"  # too short once the number is cut: falls through
     assert choose_text([{"text": "Added to your cart (3 items)", "live": True, "distance": 5}]) == "Added to your cart"
     assert choose_text([]) is None
+    # the words before the number were on the page already (a heading "New invoice"): another run of words
+    made = [{"text": "Invoice INV-1001 created for Globex Ltd: 120.5 USD (priority, bank)", "live": True, "distance": 5}]
+    assert choose_text(made) == "Invoice"
+    assert choose_text(made, before=["New invoice", "Customer"]) == "created for Globex Ltd"
+    assert choose_text([{"text": "Saved 3", "live": True}], before=["Saved drafts"]) is None
     assert upper_snake("current-password") == "CURRENT_PASSWORD" and upper_snake("userEmail") == "USER_EMAIL"
 
 

@@ -222,7 +222,11 @@
   document.addEventListener("input", (e) => {
     if (!e.isTrusted) return;
     const el = e.composedPath()[0];
-    if (el && isTextField(el)) dirty.add(el);
+    if (!el || !isTextField(el)) return;
+    // the person starts typing into a field: what the previous action changed is read now, before
+    // the typing changes the page too (suggestions that appear are not the log-in's doing)
+    if (pending && !dirty.has(el)) settle();
+    dirty.add(el);
   }, true);
   document.addEventListener("change", (e) => {
     if (!e.isTrusted) return;

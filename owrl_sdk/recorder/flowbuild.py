@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, Iterable, Optional, Union
 from urllib.parse import parse_qsl, unquote_plus, urlsplit, urlunsplit
 
 from owrl_sdk.documents import FLOW_SCHEMA, Flow, flow_from_data
@@ -99,27 +99,49 @@ def without_secret_params(url: str) -> str:
     return urlunsplit(parts._replace(query=query, fragment=fragment))
 
 
-def _cut_text(text: str) -> str:
-    """The words before the first one holding a digit (an order number changes from run to run),
-    at most :data:`TEXT_LIMIT` characters."""
-    words = []
+def _pieces(text: str) -> list[str]:
+    """The runs of words of ``text`` between the words holding a digit, each cut to
+    :data:`TEXT_LIMIT` characters (the first run first)."""
+    runs: list[list[str]] = [[]]
     for word in text.split():
         if re.search(r"\d", word):
-            break
-        words.append(word)
-    cut = " ".join(words)
-    if len(cut) > TEXT_LIMIT:
-        cut = cut[:TEXT_LIMIT].rsplit(" ", 1)[0]
-    return cut.strip(" ,:;-")
+            runs.append([])
+        else:
+            runs[-1].append(word)
+    out = []
+    for words in runs:
+        cut = " ".join(words)
+        if len(cut) > TEXT_LIMIT:
+            cut = cut[:TEXT_LIMIT].rsplit(" ", 1)[0]
+        out.append(cut.strip(" ,:;-()"))
+    return out
 
 
-def choose_text(texts: list[dict[str, Any]]) -> Optional[str]:
+def _expectable(text: str, before: Iterable[str]) -> Optional[str]:
+    """The piece of a new ``text`` to expect: its words before any number, or, where those are
+    too short or were on the page before the action already (a heading "New invoice" holds
+    "Invoice"), the longest other run of words that was not; None when none is."""
+    seen = [b.lower() for b in before]
+
+    def fresh(piece: str) -> bool:
+        return len(piece.strip(" .,:;!-")) >= 4 and not any(piece.lower() in b for b in seen)
+
+    first, *rest = _pieces(text) or [""]
+    if fresh(first):
+        return first
+    others = sorted((p for p in rest if fresh(p)), key=len, reverse=True)
+    return others[0] if others else None
+
+
+def choose_text(texts: list[dict[str, Any]], before: Iterable[str] = ()) -> Optional[str]:
     """The new text to expect after an action: one in a status or alert region first, then the
-    nearest the target, then the longest; only its words before any number, cut short."""
+    nearest the target, then the longest; only its words before any number, cut short, or
+    another run of its words where those were on the page before (``before``) already."""
     ranked = []
+    before = list(before)
     for t in texts:
-        cut = _cut_text(str(t.get("text") or ""))
-        if len(cut.strip(" .,:;!-")) >= 4:
+        cut = _expectable(str(t.get("text") or ""), before)
+        if cut is not None:
             ranked.append(((not t.get("live"), round(float(t.get("distance") or 1e9) / 300), -min(len(cut), 40)), cut))
     return min(ranked)[1] if ranked else None
 
@@ -210,8 +232,9 @@ class FlowBuilder:
 
         def close() -> None:
             if current:
-                notes = [c.note for c in current if c.note]
-                turns.append({"thought": " ".join(notes)[:300], "calls": [data(c) for c in current]})
+                calls = [data(c) for c in current]
+                notes = [c.note for c in current if c.note]  # an input's value in a note is quoted too
+                turns.append({"thought": _replace_values(" ".join(notes), quoted)[:300], "calls": calls})
                 current.clear()
 
         for call in self.calls:

@@ -351,7 +351,7 @@ class Recorder:
             texts = await page.evaluate("() => window.__owrlRecorder ? window.__owrlRecorder.texts() : []")
         except Exception:  # noqa: BLE001 - closed or navigating again: no text to expect
             return
-        call.landing_text = choose_text([t for t in texts if t.get("text") not in call.before])
+        call.landing_text = choose_text([t for t in texts if t.get("text") not in call.before], call.before)
 
     # ------------------------------------------------------------------ actions
 
@@ -362,7 +362,7 @@ class Recorder:
             earlier = self._by_id.get(str(action.get("id")))
             if earlier is not None and not earlier.navigated and "value_equals" not in earlier.expect \
                     and earlier.name != "extract":  # reading changes nothing: its text varies by row
-                text = choose_text(list(action.get("texts") or []))
+                text = choose_text(list(action.get("texts") or []), earlier.before)
                 if text:
                     earlier.expect["text_visible"] = text
             return
