@@ -2,7 +2,8 @@
 driving the recorder's own page, with trusted input only) records the form with its five
 fields named in --input-fields and marks the confirmation with Alt+Shift+E; the raw
 recording, unedited, replays with other values for all five; and it runs a 10-row XLSX batch
-in which the 2 bad rows fail alone, each with the site's own message in its failure."""
+in which the 2 bad rows fail alone, each with the site's own message in its failure; once
+one is fixed in the workbook, --retry-failed runs the failed rows alone and the fixed one succeeds."""
 
 from __future__ import annotations
 
@@ -108,3 +109,15 @@ def test_a_recording_of_the_invoice_form_replays_with_five_inputs_and_runs_a_wor
         else:
             (out,) = row["outputs"].values()
             assert f"created for {row['inputs']['customer']}" in out, row
+
+    # the person fixes row 4's amount in the workbook; --retry-failed runs the failed rows again (row 8
+    # too, unchanged: a failure of the network would be worth a retry), and none of the 8 that succeeded
+    sheet.cell(row=5, column=2, value=40)
+    book.save(tmp_path / "rows.xlsx")
+    again = owrl("run", "--flow", "invoice.json", "--inputs", "rows.xlsx", "--out", "batch", "--json",
+                 "--retry-failed", cwd=tmp_path, env=secret, timeout=600)
+    assert again.returncode == 1, again.stderr[-3000:]  # row 8 still fails
+    summary = json.loads(again.stdout)
+    assert summary["ran"] == 2 and (summary["succeeded"], summary["failed"]) == (9, 1), summary
+    rows = sorted(summary["results"], key=lambda r: r["row"])
+    assert [r["row"] for r in rows if r["status"] == "fail"] == [8]
