@@ -31,6 +31,17 @@ class Scalars:
                 self.tb.add_scalar(f"{prefix}{k}", v, step)
             self.tb.flush()
 
+    def last_step(self) -> int:
+        """The step of the last line in ``metrics.jsonl`` (-1 when there is none)."""
+        last = -1
+        with (self.out / "metrics.jsonl").open(encoding="utf-8") as lines:
+            for line in lines:
+                try:
+                    last = int(json.loads(line).get("step", last))
+                except (ValueError, AttributeError):  # a line cut by a kill mid-write
+                    continue
+        return last
+
     def close(self) -> None:
         self.file.close()
         if self.tb is not None:

@@ -582,6 +582,10 @@ class RLRun:
         scalars = Scalars(self.cfg.out)
         results = []
         try:
+            done, saved = self.start_iteration - 1, self.state.get("metrics")
+            if done >= 0 and saved and scalars.last_step() < done:
+                # killed after its checkpoint and before its line: the iteration's metrics, from the checkpoint
+                scalars.log(done, saved, prefix="rl/")
             for it in range(self.start_iteration, self.cfg.iterations):
                 result = await self.iteration(it)
                 scalars.log(it, result.metrics, prefix="rl/")

@@ -8,6 +8,7 @@ above chance with a bounded number of seeded updates.
 from __future__ import annotations
 
 import asyncio
+import json
 import warnings
 
 import pytest
@@ -85,10 +86,17 @@ def test_resume_gives_the_same_next_loss(tiny_qwen3, tmp_path, plugins, settings
     straight = asyncio.run(fresh(tmp_path / "a", 3).run())
     torch.manual_seed(7)
     asyncio.run(fresh(tmp_path / "b", 2).run())  # stops after 2 iterations ("the crash")
+    # killed after iteration 1's checkpoint and before its metrics line: the line is lost
+    metrics = tmp_path / "b" / "metrics.jsonl"
+    lines = metrics.read_text().splitlines()
+    metrics.write_text("\n".join(lines[:-1]) + "\n")
     resumed = fresh(tmp_path / "b", 3)
     assert resumed.start_iteration == 2
     again = asyncio.run(resumed.run())
     assert [r.iteration for r in again] == [2]
+    # the lost line is written again from the checkpoint, once, in its place
+    assert [json.loads(line)["step"] for line in metrics.read_text().splitlines()] == [0, 1, 2]
+    assert json.loads(metrics.read_text().splitlines()[1]) | {"time": 0} == json.loads(lines[-1]) | {"time": 0}
     assert again[0].metrics["loss"] == pytest.approx(straight[2].metrics["loss"], rel=1e-5, abs=1e-7)
     assert again[0].metrics["success_rate"] == straight[2].metrics["success_rate"]
 
