@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .documents import Flow
     from .plugins import Plugins
 
+
 @dataclass
 class RunRequest:
     """A flow to play, the values given for its inputs (text as typed, or typed values), and
@@ -58,8 +59,8 @@ class RunRequest:
 
         ``flow_data``: the flow's data as the task carries it, when several tasks share one (a
         batch's rows); default: this request's flow. It is carried as given, the values beside
-        it, and the flow player fills them in when the episode starts. ``default_intent``: the task text when neither the request nor
-        the flow has one. ``normalise``: what the start URL, filled in, goes through before the
+        it, and the flow player fills them in when the episode starts. ``default_intent``: the
+        task text when neither the request nor the flow has one. ``normalise``: what the start URL, filled in, goes through before the
         ``resolve_url`` hook (``owrl run``'s rules for typed addresses: a bare host gets
         https://). ``metadata`` and ``fields`` (``allowed_domains``, ``max_steps``, ``id``) go on
         the task as they are."""

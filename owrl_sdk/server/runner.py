@@ -397,14 +397,11 @@ class JobRunner:
             return Task(intent=spec["task"], start_url=spec["start_url"], metadata={"serve_job": job_id}, **fields)
         from ..runrequest import RunRequest
 
-        flow = flow_from_data(spec["flow"], "flow")
-        asked = spec.get("request")
-        if asked is None:  # queued by an older server: its task text and start URL are filled in already
-            request = RunRequest(flow=flow.model_copy(update={"start_url": spec["start_url"], "task": spec["task"]}))
-            task = request.task(self.plugins, inputs, metadata={"serve_job": job_id}, **fields)
-            task.intent, task.start_url = spec["task"], self.plugins.resolve_url(spec["start_url"])
-            return task
-        request = RunRequest(flow=flow, inputs=inputs, url=asked.get("url"), intent=asked.get("task"))
+        # a job queued by an older server has no request: its shown text and URL, filled in already
+        # (filling them again changes nothing unless a value itself holds an input's placeholder)
+        asked = spec.get("request") or {"url": spec["start_url"], "task": spec["task"]}
+        request = RunRequest(flow=flow_from_data(spec["flow"], "flow"), inputs=inputs, url=asked.get("url"),
+                             intent=asked.get("task"))
         return request.task(self.plugins, inputs, metadata={"serve_job": job_id}, **fields)
 
     async def _execute(self, job_id: str, live: LiveJob) -> None:
