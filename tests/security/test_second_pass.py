@@ -790,7 +790,10 @@ def test_owrl_inspect_stops_at_its_time_limit_and_prints_what_it_has(tmp_path):
             time.sleep(30)
             return
         buttons = "".join(f"<button>Item {i}</button>" for i in range(4000))
-        answer(handler, f"<html><head><title>Huge</title></head><body>{buttons}</body></html>".encode())
+        # The page keeps its main thread busy 150 ms of every 200 ms, so each of inspect's reads waits its turn: the
+        # limit is reached however fast the machine is (an idle one chose all 357 listed selectors in under 20 s).
+        busy = "<script>setInterval(() => { const t = Date.now(); while (Date.now() - t < 150) {} }, 200)</script>"
+        answer(handler, f"<html><head><title>Huge</title></head><body>{buttons}{busy}</body></html>".encode())
 
     with loopback(respond) as base:
         with attack("limits", "owrl inspect on a page of 4000 buttons", "--timeout: stops and prints what it read"):
