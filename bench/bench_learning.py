@@ -219,6 +219,8 @@ def main() -> None:
     ap.add_argument("--optimizer-steps", type=int, default=4, help="optimizer steps per RL iteration (new trainer)")
     ap.add_argument("--kl-coef", type=float, default=0.05, help="KL to the SFT adapter (new trainer)")
     ap.add_argument("--target-kl", type=float, default=0.01, help="the trust region: KL from the sampling policy a step may reach (new trainer)")
+    ap.add_argument("--fixed-lr", action="store_true",
+                    help="keep --rl-lr throughout (new trainer); by default the trust region lowers it to what its steps needed")
     ap.add_argument("--probe-every", type=int, default=4, help="a greedy probe every N RL iterations (0: none)")
     ap.add_argument("--rl-temperature", type=float, default=0.8, help="sampling temperature of the RL rollouts")
     ap.add_argument("--rescue", choices=["none", "hot", "demo"], default="demo",
@@ -414,9 +416,10 @@ def main() -> None:
     rl_seed = args.seed if args.rl_seed is None else args.rl_seed
     if args.trainer == "old":  # the settings of the runs before the anchor (docs/benchmarks.md)
         trainer = dict(kl_coef=0.0, target_kl=0.0, loss_type="token-mean", optimizer_steps=0, shuffle=False,
-                       unreadable="episode", truncated="train", dual_clip=0.0, practice_share=0.0)
+                       unreadable="episode", truncated="train", dual_clip=0.0, practice_share=0.0, adaptive_lr=False)
     else:
-        trainer = dict(kl_coef=args.kl_coef, target_kl=args.target_kl, optimizer_steps=args.optimizer_steps)
+        trainer = dict(kl_coef=args.kl_coef, target_kl=args.target_kl, optimizer_steps=args.optimizer_steps,
+                       adaptive_lr=not args.fixed_lr)
     rl_cfg = RLConfig(model=str(model_path), out=out / "rl", suite="miniwob", iterations=sizes["iterations"],
                       tasks_per_iteration=sizes["tasks_per_iteration"], group_size=sizes["group_size"],
                       workers=args.workers, lr=args.rl_lr, lora_r=args.lora_r, minibatch=args.minibatch,

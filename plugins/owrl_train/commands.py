@@ -172,6 +172,7 @@ def diagnostics_line(result: Any, iterations: int) -> str:
     parts += [f"valid groups {m['valid_group_fraction']:.0%}", f"unreadable {m.get('parse_error_rate', 0):.0%}",
               f"steps {m['mean_steps']:.1f}", f"kl {m.get('kl', 0):.4f}", f"kl step {m.get('kl_old_new', 0):.4f}",
               f"entropy {m.get('entropy', 0):.3f}", f"updates {m.get('optimizer_steps', 0):.0f}",
+              *([f"lr {m['lr']:.2g}"] if "lr" in m else []),
               f"drift {m.get('adapter_drift', 0):.3f}",
               f"rollout {m['time_rollout_s']:.1f}s update {m['time_update_s']:.1f}s"]
     return " · ".join(parts)

@@ -325,6 +325,29 @@ def test_a_step_past_the_trust_region_is_shrunk_until_it_fits(tiny_qwen3, tmp_pa
     assert not all(torch.equal(p, p0) for p, p0 in zip(model.trainable_parameters(), start))
 
 
+def test_the_learning_rate_follows_what_the_trust_region_kept(tiny_qwen3, tmp_path, plugins, settings):
+    model = model_of(tiny_qwen3)
+    run = run_of(config(tiny_qwen3, tmp_path / "rl", optimizer_steps=1, minibatch=4, lr=5e-2, target_kl=1e-6),
+                 model, plugins, settings)
+    samples = []
+    for i, colour in enumerate(["green", "red", "blue", "yellow"]):
+        samples += run._samples(toy_trajectory([readable(colour)], colour == "green", str(i)),
+                                1.0 if colour == "green" else -1 / 3)
+    rate = lambda: run.optimizer.torch_optimizer.param_groups[0]["lr"]  # noqa: E731
+    m = run.optimizer.optimize(samples)
+    assert m["lr"] == 5e-2 and m["kl_backtracks"] >= 1.0  # the rate it ran at; its step was shrunk
+    assert rate() < 5e-2 / 2  # the next runs at what the kept step needed (a quarter at most after an undone one)
+    lowered = rate()
+    run.cfg.target_kl = 1e3  # far under a quarter of the region: the rate grows, never past lr
+    assert run.optimizer.optimize(samples)["lr"] == lowered and rate() == min(5e-2, lowered * 1.5)
+    run.optimizer.torch_optimizer.param_groups[0]["lr"] = 4e-2
+    run.optimizer.optimize(samples)
+    assert rate() == 5e-2
+    run.cfg.adaptive_lr, run.cfg.target_kl = False, 1e-6  # off: shrunk steps leave the rate alone
+    run.optimizer.optimize(samples)
+    assert rate() == 5e-2
+
+
 def test_a_demonstration_only_update_is_held_by_the_trust_region_too(tiny_qwen3, tmp_path, plugins, settings):
     # with Adam, demo_coef does not make the step small when the demonstration is the only term
     model = model_of(tiny_qwen3)
