@@ -56,16 +56,11 @@ _CORPUS = [
 def _corpus() -> list[str]:
     """Sample text plus owrl's own prompts, so the prompts tokenize compactly."""
     from .judge import JUDGE_SYSTEM
+    from .profiles import OPENWEBRL_TOOLS
     from .prompt import SYSTEM
 
-    texts = list(_CORPUS) + [SYSTEM, JUDGE_SYSTEM]
-    try:
-        from builtin_tools import TOOLS
-
-        texts += [json.dumps(t().schema()) for t in TOOLS]
-    except Exception:  # noqa: BLE001 - the corpus is a convenience
-        pass
-    return texts
+    # the tool schema this plugin's policy sends (its own copy of the released one)
+    return list(_CORPUS) + [SYSTEM, JUDGE_SYSTEM] + [json.dumps(t) for t in OPENWEBRL_TOOLS]
 
 
 def build_tokenizer(vocab_size: int = 1024):

@@ -134,10 +134,13 @@ class RLConfig:
     #: times, then undone, and the iteration's updates stop (0: no trust region).
     target_kl: float = 0.01
     kl_backtracks: int = 4
-    #: The step size follows the trust region: after an iteration whose steps the line search
-    #: had to shrink, the learning rate becomes what the smallest kept step needed (``lr`` times
-    #: its scale; a quarter after an undone step); after one whose steps stayed under a quarter of
-    #: ``target_kl`` it grows 1.5x, never past ``lr``. Logged as ``rl/lr`` (False: ``lr`` throughout).
+    #: The step size follows the trust region: the KL of an iteration's first optimizer step (from
+    #: the sampling policy, before any shrinking) sets the next iteration's learning rate so that a
+    #: first step reaches ``target_kl / optimizer_steps``, leaving room for the others (with a fixed
+    #: rate too large, the first step fills the region and the iteration moves along one
+    #: minibatch's gradient). KL grows with the square of Adam's step, so the rate is scaled by
+    #: sqrt(that / KL), within 0.25x to 1.5x per iteration and never past ``lr``. Logged as
+    #: ``rl/lr`` and ``rl/kl_first_step`` (False: ``lr`` throughout).
     adaptive_lr: bool = True
     entropy_coef: float = 0.0
     max_grad_norm: float = 1.0
@@ -355,8 +358,7 @@ class MMGRPO(Optimizer):
         grad_norms: list[float] = []
         last_kl = 0.0
         backtracks = undone = 0
-        scales: list[float] = []  # per kept step with target_kl: the share of the optimizer's step the line search kept
-        largest_kl = 0.0
+        first_kl: Optional[float] = None  # with target_kl: the KL of the iteration's first step, before any shrinking
         started = time.perf_counter()
         for _ in range(c.ppo_epochs):
             for rows in prepared:
@@ -411,10 +413,12 @@ class MMGRPO(Optimizer):
                 # within target_kl of the one that sampled, and undone if even the smallest is not.
                 # The first shrink is sized by the KL's quadratic growth with the step (KL ~ scale^2),
                 # so one forward pass over the turns usually settles it; then halvings.
-                kl, halvings, scale = self._kl_from_sampler(prepared), 0, 1.0
-                largest_kl = max(largest_kl, kl)
+                kl, halvings = self._kl_from_sampler(prepared), 0
+                if first_kl is None:
+                    first_kl = kl
                 if kl > c.target_kl:
                     direction = [p.detach() - p0 for p, p0 in zip(params, before)]
+                    scale = 1.0
                     while kl > c.target_kl and halvings < c.kl_backtracks:
                         halvings += 1
                         scale = min(scale * 0.5, 0.9 * scale * math.sqrt(c.target_kl / kl)) if halvings == 1 \
@@ -431,9 +435,7 @@ class MMGRPO(Optimizer):
                     steps_taken -= 1
                     undone += 1
                     stopped = 1.0
-                    scales.append(scale * 0.5)  # even the smallest did not fit
                     break
-                scales.append(scale)
                 last_kl = kl
             if stopped:
                 break
@@ -451,29 +453,27 @@ class MMGRPO(Optimizer):
         # target tokens (the ones trained) and all tokens through the model, per second of update
         out["update_tokens_per_s"] = tokens / seconds if seconds > 0 else 0.0
         out["update_all_tokens_per_s"] = seen / seconds if seconds > 0 else 0.0
-        out["lr"] = self._adapt_lr(scales, largest_kl)
+        out["lr"] = self._adapt_lr(first_kl)
+        if first_kl is not None:
+            out["kl_first_step"] = first_kl
         out["samples"] = float(len(samples))
         out["demo_samples"] = float(sum(1 for s in samples if s.meta.get("demo")))
         return out
 
 
-    def _adapt_lr(self, scales: list[float], largest_kl: float) -> float:
-        """The learning rate the next iteration runs at (``adaptive_lr``), from what this one's
-        line search kept: Adam's step grows with the rate, so a step kept at scale s asked for
-        s times the rate. Returns the rate this iteration ran at."""
+    def _adapt_lr(self, first_kl: Optional[float]) -> float:
+        """Set the learning rate the next iteration runs at (``adaptive_lr``) from the KL its
+        first step reached; returns the rate this iteration ran at."""
+        import math
+
         c = self.cfg
         groups = self.torch_optimizer.param_groups
         ran = float(groups[0]["lr"])
-        if not (c.adaptive_lr and c.target_kl and scales):
+        if not (c.adaptive_lr and c.target_kl and first_kl is not None and math.isfinite(first_kl)):
             return ran
-        smallest = min(scales)
-        if smallest < 1.0:
-            new = ran * smallest
-        elif largest_kl < c.target_kl / 4:
-            new = ran * 1.5
-        else:
-            new = ran
-        new = min(float(c.lr), max(float(c.lr) * 1e-3, new))
+        aim = c.target_kl / max(1, int(c.optimizer_steps) or 1)
+        factor = 1.5 if first_kl <= 0 else min(1.5, max(0.25, math.sqrt(aim / first_kl)))
+        new = min(float(c.lr), max(float(c.lr) * 1e-3, ran * factor))
         for group in groups:
             group["lr"] = new
         return ran

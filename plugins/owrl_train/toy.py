@@ -12,7 +12,6 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from builtin_judges.rules import BenchmarkJudge
 from owrl_sdk.memory import Memory
 from owrl_sdk.runner import episode_limits, run_episode
 from owrl_sdk.runstore import RunStore
@@ -79,7 +78,7 @@ class InMemoryRollouts:
 
     async def collect(self, policy, items, max_steps, out: Path) -> list[Trajectory]:
         store = RunStore(out)
-        judge = BenchmarkJudge(self.settings)
+        judge = self.plugins.catalogue.get("judges", "benchmark")(self.settings)  # the answer match, from the catalogue
 
         async def one(group, task, n):
             run = store.new_run(f"{task.id}-{n}")

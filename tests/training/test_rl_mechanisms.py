@@ -325,9 +325,11 @@ def test_a_step_past_the_trust_region_is_shrunk_until_it_fits(tiny_qwen3, tmp_pa
     assert not all(torch.equal(p, p0) for p, p0 in zip(model.trainable_parameters(), start))
 
 
-def test_the_learning_rate_follows_what_the_trust_region_kept(tiny_qwen3, tmp_path, plugins, settings):
+def test_the_learning_rate_follows_the_kl_of_an_iterations_first_step(tiny_qwen3, tmp_path, plugins, settings):
+    import math
+
     model = model_of(tiny_qwen3)
-    run = run_of(config(tiny_qwen3, tmp_path / "rl", optimizer_steps=1, minibatch=4, lr=5e-2, target_kl=1e-6),
+    run = run_of(config(tiny_qwen3, tmp_path / "rl", optimizer_steps=2, minibatch=4, lr=5e-2, target_kl=1e-6),
                  model, plugins, settings)
     samples = []
     for i, colour in enumerate(["green", "red", "blue", "yellow"]):
@@ -335,15 +337,16 @@ def test_the_learning_rate_follows_what_the_trust_region_kept(tiny_qwen3, tmp_pa
                                 1.0 if colour == "green" else -1 / 3)
     rate = lambda: run.optimizer.torch_optimizer.param_groups[0]["lr"]  # noqa: E731
     m = run.optimizer.optimize(samples)
-    assert m["lr"] == 5e-2 and m["kl_backtracks"] >= 1.0  # the rate it ran at; its step was shrunk
-    assert rate() < 5e-2 / 2  # the next runs at what the kept step needed (a quarter at most after an undone one)
-    lowered = rate()
-    run.cfg.target_kl = 1e3  # far under a quarter of the region: the rate grows, never past lr
-    assert run.optimizer.optimize(samples)["lr"] == lowered and rate() == min(5e-2, lowered * 1.5)
+    assert m["lr"] == 5e-2 and m["kl_first_step"] > 1e-6  # the rate it ran at; its first step passed the region
+    assert rate() == 5e-2 * 0.25  # far past: the largest cut an iteration makes
+    run.cfg.target_kl = 1.0
+    first = run.optimizer.optimize(samples)["kl_first_step"]
+    aim = 1.0 / 2  # target_kl over the optimizer steps
+    assert rate() == min(5e-2, 5e-2 * 0.25 * min(1.5, max(0.25, math.sqrt(aim / first))))
     run.optimizer.torch_optimizer.param_groups[0]["lr"] = 4e-2
-    run.optimizer.optimize(samples)
-    assert rate() == 5e-2
-    run.cfg.adaptive_lr, run.cfg.target_kl = False, 1e-6  # off: shrunk steps leave the rate alone
+    run.cfg.target_kl = 1e3  # far inside the region: the rate grows, never past lr
+    assert run.optimizer.optimize(samples)["lr"] == 4e-2 and rate() == 5e-2
+    run.cfg.adaptive_lr, run.cfg.target_kl = False, 1e-6  # off: the rate stays what it is
     run.optimizer.optimize(samples)
     assert rate() == 5e-2
 
