@@ -1,7 +1,10 @@
 """The Kubernetes manifests in templates/k8s: rendered with default and custom values, every
 object validated (built-in kinds through the `kubernetes` client's models, which check types
-and required fields, plus a round trip that finds unknown fields; the RayCluster against a
-JSON schema written from KubeRay's CRD), and the values checked to land where they should.
+and required fields, plus a round trip that finds unknown fields; the RayCluster and the
+RayJobs against JSON schemas written from KubeRay's CRDs), and the values checked to land
+where they should. The RayJobs' entrypoints are read as the submitter's shell and then Ray's
+job supervisor read them, and the network policies are evaluated for the connections a
+RayJob needs (the submitter to the head's dashboard, its workers to their head and browsers).
 
 No cluster runs here: what an API server would do beyond its schemas (admission, the KubeRay
 operator, the CNI enforcing NetworkPolicy) is not exercised.
@@ -12,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import ipaddress
 import json
+import shlex
 import sys
 import tomllib
 from pathlib import Path
@@ -26,6 +30,7 @@ jsonschema = pytest.importorskip("jsonschema")
 ROOT = Path(__file__).resolve().parents[1]
 K8S = ROOT / "templates" / "k8s"
 SCHEMA = json.loads((K8S / "schemas" / "raycluster.schema.json").read_text())
+RAYJOB_SCHEMA = json.loads((K8S / "schemas" / "rayjob.schema.json").read_text())
 
 _spec = importlib.util.spec_from_file_location("owrl_k8s_render", K8S / "render.py")
 render_mod = importlib.util.module_from_spec(_spec)
@@ -54,6 +59,27 @@ CUSTOM = {
     "network": {"allowedDomains": ["shop.example", "docs.example"],
                 "allowedCIDRs": ["203.0.113.0/24", "198.51.100.7/32"], "sitePorts": [443],
                 "dnsPodLabels": {"k8s-app": "coredns"}, "workerEgressCIDRs": ["10.20.0.0/16"]},
+}
+
+#: both RayJobs on, everything else the defaults
+JOBS = {"rayJobs": {"eval": {"enabled": True, "suite": "my-sites"}, "train": {"enabled": True}}}
+
+#: both RayJobs on with values of their own, over CUSTOM; quotes, spaces and $ to show the quoting
+CUSTOM_JOBS = {
+    **CUSTOM,
+    "rayJobs": {
+        "submissionMode": "HTTPMode",
+        "submitter": {"limits": {"cpu": "2", "memory": "2Gi"}},
+        "runtimeEnv": {"env_vars": {"HF_HUB_OFFLINE": "1"}},
+        "eval": {"enabled": True, "name": "nightly-eval", "suite": "/srv/tasks/shop tasks.jsonl",
+                 "policy": "openwebrl", "model": "/models/owrl $v2", "judge": "rules", "episodes": 3,
+                 "workers": 12, "contexts": 2, "out": "/results/it's nightly", "failUnder": 0.4,
+                 "extraArgs": ["--tasks", "cart,search"], "activeDeadlineSeconds": 3600},
+        "train": {"enabled": True, "name": "rl-run-2", "extraArgs": ["--learning-rate", 2e-5],
+                  "activeDeadlineSeconds": 86400, "ttlSecondsAfterFinished": 60,
+                  "workers": {"replicas": 16, "minReplicas": 16, "maxReplicas": 20,
+                              "requests": {"cpu": "2", "memory": "6Gi"}, "limits": {"cpu": "2", "memory": "6Gi"}}},
+    },
 }
 
 
@@ -89,9 +115,28 @@ def model_problems(data: dict[str, Any], model: str, where: str) -> list[str]:
     return _diff(data, api.sanitize_for_serialization(obj), where)
 
 
+def schema_problems(obj: dict[str, Any], schema: dict[str, Any], where: str) -> list[str]:
+    return [f"{where}: {'.'.join(map(str, e.absolute_path))}: {e.message}"
+            for e in jsonschema.Draft202012Validator(schema).iter_errors(obj)]
+
+
 def problems(obj: dict[str, Any]) -> list[str]:
     kind = obj.get("kind")
     where = f"{kind}/{obj.get('metadata', {}).get('name')}"
+    if kind == "RayJob":
+        found = schema_problems(obj, RAYJOB_SCHEMA, where)
+        if found:
+            return found
+        spec = obj["spec"]
+        if "submitterPodTemplate" in spec:
+            found += model_problems(spec["submitterPodTemplate"], "V1PodTemplateSpec", f"{where}.submitterPodTemplate")
+        if "rayClusterSpec" in spec:  # the cluster it creates: a RayCluster's spec, pod templates included
+            cluster = {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+                       "metadata": {"name": obj["metadata"]["name"], "namespace": obj["metadata"].get("namespace")},
+                       "spec": spec["rayClusterSpec"]}
+            found += [p.replace(f"RayCluster/{obj['metadata']['name']}", f"{where}.rayClusterSpec", 1)
+                      for p in problems(cluster)]
+        return found
     if kind == "RayCluster":
         found = [f"{where}: {'.'.join(map(str, e.absolute_path))}: {e.message}"
                  for e in jsonschema.Draft202012Validator(SCHEMA).iter_errors(obj)]
@@ -129,6 +174,51 @@ def env(container: dict[str, Any]) -> dict[str, str]:
 
 def matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
+
+
+def reaches(policies: list[dict[str, Any]], src: dict[str, str], dst: dict[str, str], port: int) -> bool:
+    """Whether the NetworkPolicies let a pod labelled ``src`` open a TCP connection to a pod
+    labelled ``dst`` in the same namespace on ``port``: allowed by the egress of every policy
+    that selects the source, and by the ingress of every policy that selects the target (a pod
+    no policy of that direction selects is not restricted in it)."""
+
+    def allowed(direction: str, selected: dict[str, str], other: dict[str, str]) -> bool:
+        specs = [p["spec"] for p in policies if direction in p["spec"]["policyTypes"]
+                 and matches(p["spec"]["podSelector"].get("matchLabels", {}), selected)]
+        peers_key = "to" if direction == "Egress" else "from"
+        return not specs or any(
+            (not rule.get("ports") or any(p.get("port") == port for p in rule["ports"]))
+            and any("podSelector" in peer and "namespaceSelector" not in peer
+                    and matches(peer["podSelector"].get("matchLabels", {}), other) for peer in rule[peers_key])
+            for spec in specs for rule in spec.get(direction.lower(), []))
+
+    return allowed("Egress", src, dst) and allowed("Ingress", dst, src)
+
+
+def ray_pod_labels(template: dict[str, Any], cluster: str, node_type: str) -> dict[str, str]:
+    """A Ray pod's labels as KubeRay writes them: the template's, its cluster's name, its node type."""
+    return {**template["metadata"].get("labels", {}), "ray.io/cluster": cluster, "ray.io/node-type": node_type}
+
+
+def shell_words(line: str) -> list[str]:
+    """The words a POSIX shell makes of ``line``, refusing an operator outside quotes (``&&``,
+    ``;``, ``|``, a redirection): in K8sJobMode the submitter's bash would run it itself."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    words = list(lexer)
+    operators = [w for w in words if w and set(w) <= set("();<>|&")]
+    assert not operators, f"shell operators outside quotes in {line!r}: {operators}"
+    return shlex.split(line)
+
+
+def run_argv(entrypoint: str) -> list[str]:
+    """The command a RayJob's entrypoint runs, read as the way there reads it: the submitter's
+    bash splits it into ``ray job submit -- WORDS``, ``ray job submit`` joins the words again
+    (shlex.join), and the job supervisor hands that line to a shell."""
+    submitted = shell_words(entrypoint)
+    # every word quoted as shlex.quote does: no $, backquote or glob left for a shell to expand
+    assert shlex.join(submitted) == entrypoint, f"not quoted word by word: {entrypoint!r}"
+    return shell_words(shlex.join(submitted))
 
 
 # ============================================================================ the tests
@@ -294,3 +384,243 @@ def test_command_line_renders_files_and_refuses_unknown_values(tmp_path, monkeyp
     assert "unknown key 'browsers'" in capsys.readouterr().err
     assert render_mod.main(["--set", "trainer.configFile=no/such.toml"]) == 2
     assert "trainer.configFile: no such file" in capsys.readouterr().err
+
+
+# ============================================================================ the RayJobs
+
+
+def rayjobs(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The RayJobs by role: 'eval' targets a cluster (clusterSelector), 'train' brings its own."""
+    found = [o for o in objects if o["kind"] == "RayJob"]
+    return {("eval" if "clusterSelector" in o["spec"] else "train"): o for o in found}
+
+
+@pytest.mark.parametrize("values", [JOBS, CUSTOM_JOBS], ids=["defaults", "custom"])
+def test_rayjobs_validate(values):
+    objects = render(values)
+    assert sorted(o["kind"] for o in objects) == sorted(
+        ["Namespace", "Deployment", "Service", "RayCluster", "ConfigMap", "PersistentVolumeClaim", "RayJob", "RayJob",
+         "NetworkPolicy", "NetworkPolicy"])  # the trainer Job is left out: the RayJob trains instead
+    found = [p for o in objects for p in problems(o)]
+    assert found == []
+    assert {o["metadata"]["namespace"] for o in objects if o["kind"] != "Namespace"} == {values.get("namespace", "owrl")}
+    again = list(yaml.safe_load_all(render_mod.to_yaml(objects)))
+    assert again == objects
+    jobs = rayjobs(objects)
+    # the submitter's Kubernetes Job takes its RayJob's name: none may be the trainer Job's
+    names = [j["metadata"]["name"] for j in jobs.values()]
+    assert len(set(names)) == 2 and "owrl-train" not in names
+    # retries, deletion and deadlines as given, within what KubeRay accepts for each mode
+    ev, tr = jobs["eval"]["spec"], jobs["train"]["spec"]
+    assert ev["shutdownAfterJobFinishes"] is False and "backoffLimit" not in ev and "ttlSecondsAfterFinished" not in ev
+    assert tr["shutdownAfterJobFinishes"] is True and tr["backoffLimit"] == 2
+    if values is CUSTOM_JOBS:
+        assert (ev["activeDeadlineSeconds"], tr["activeDeadlineSeconds"], tr["ttlSecondsAfterFinished"]) == (3600, 86400, 60)
+        assert ev["submissionMode"] == tr["submissionMode"] == "HTTPMode"
+        assert yaml.safe_load(ev["runtimeEnvYAML"]) == yaml.safe_load(tr["runtimeEnvYAML"]) == {
+            "env_vars": {"HF_HUB_OFFLINE": "1"}}
+        submitter = containers(tr["submitterPodTemplate"])["ray-job-submitter"]
+        assert submitter["resources"] == {"requests": {"cpu": "500m", "memory": "512Mi"},
+                                          "limits": {"cpu": "2", "memory": "2Gi"}}
+        assert submitter["image"] == "registry.example/owrl:2.0"
+    else:
+        assert (ev["activeDeadlineSeconds"], tr["ttlSecondsAfterFinished"]) == (21600, 300)
+        assert "activeDeadlineSeconds" not in tr  # null: no deadline
+        assert ev["submissionMode"] == "K8sJobMode" and "runtimeEnvYAML" not in ev
+
+
+def test_rayjobs_are_rendered_only_on_request(tmp_path, monkeypatch):
+    default = by_kind(render())
+    assert not any(kind == "RayJob" for kind, _ in default) and ("Job", "owrl-train") in default
+    eval_only = by_kind(render({"rayJobs": {"eval": {"enabled": True, "suite": "my-sites"}}}))
+    assert [name for kind, name in eval_only if kind == "RayJob"] == ["owrl-eval"] and ("Job", "owrl-train") in eval_only
+    train_only = by_kind(render({"rayJobs": {"train": {"enabled": True}}}))
+    assert [name for kind, name in train_only if kind == "RayJob"] == ["owrl-train-rl"]
+    assert ("Job", "owrl-train") not in train_only  # never two runs training into the same volume
+    assert ("ConfigMap", "owrl-train-config") in train_only and ("PersistentVolumeClaim", "owrl-train-data") in train_only
+
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "rendered"
+    assert render_mod.main(["--set", "rayJobs.eval.enabled=true", "--set", "rayJobs.eval.suite=my-sites", "-o", str(out)]) == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert names[-1] == "09-rayjob-owrl-eval.yaml" and len(names) == 10  # after the RayCluster it runs on
+    assert not problems(yaml.safe_load((out / names[-1]).read_text()))
+
+
+def test_rayjob_entrypoints_run_owrl_with_the_values():
+    jobs = rayjobs(render(CUSTOM_JOBS))
+    assert run_argv(jobs["eval"]["spec"]["entrypoint"]) == [
+        "owrl", "eval", "--suite", "/srv/tasks/shop tasks.jsonl", "--policy", "openwebrl", "--model", "/models/owrl $v2",
+        "--judge", "rules", "--episodes", "3", "--backend", "ray", "--workers", "12", "--contexts", "2",
+        "--out", "/results/it's nightly", "--fail-under", "0.4", "--tasks", "cart,search"]
+    sh, dash_c, script = run_argv(jobs["train"]["spec"]["entrypoint"])
+    assert (sh, dash_c) == ("sh", "-c")
+    # the one script sh runs: into the volume, as the trainer Job's workingDir (the config's
+    # relative paths land there), then owrl in sh's place, its words quoted
+    train = ["owrl", "train", "rl", "--config", "/etc/owrl/rl.toml", "--backend", "ray", "--learning-rate", "2e-05"]
+    assert script == "cd /data && exec " + shlex.join(train)
+
+    default = rayjobs(render(JOBS))
+    assert run_argv(default["eval"]["spec"]["entrypoint"]) == [
+        "owrl", "eval", "--suite", "my-sites", "--judge", "composite", "--episodes", "1", "--backend", "ray",
+        "--workers", "8", "--contexts", "1", "--out", "/tmp/owrl-eval/my-sites-default"]
+    assert run_argv(default["train"]["spec"]["entrypoint"]) == [
+        "sh", "-c", "cd /data && exec owrl train rl --config /etc/owrl/rl.toml --backend ray"]
+    # the config the trainer reads is the ConfigMap's, mounted where the entrypoint looks
+    head = default["train"]["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]
+    mounts = {m["name"]: m["mountPath"] for m in containers(head)["ray-head"]["volumeMounts"]}
+    assert mounts == {"config": "/etc/owrl", "data": "/data"}
+
+    # The driver joins the cluster it runs on through the RAY_ADDRESS that Ray's job supervisor
+    # sets (owrl_sdk.raybackend reads it when no address is given): nothing may name another.
+    for values in (JOBS, CUSTOM_JOBS):
+        objects = by_kind(render(values))
+        for job in rayjobs(list(objects.values())).values():
+            assert "--ray-address" not in job["spec"]["entrypoint"]
+            assert "RAY_ADDRESS" not in job["spec"].get("runtimeEnvYAML", "")
+            spec = job["spec"].get("rayClusterSpec")
+            templates = ([spec["headGroupSpec"]["template"]] + [g["template"] for g in spec["workerGroupSpecs"]]
+                         if spec else [])
+            for template in templates:
+                assert all("RAY_ADDRESS" not in env(c) for c in containers(template).values())
+        cluster = objects["RayCluster", (values.get("ray") or {}).get("clusterName", "owrl-rollouts")]["spec"]
+        for template in [cluster["headGroupSpec"]["template"]] + [g["template"] for g in cluster["workerGroupSpecs"]]:
+            assert all("RAY_ADDRESS" not in env(c) for c in containers(template).values())
+
+
+def test_eval_rayjob_runs_on_the_ray_cluster():
+    for values in (JOBS, CUSTOM_JOBS):
+        objects = render(values)
+        (cluster,) = [o for o in objects if o["kind"] == "RayCluster"]
+        job = rayjobs(objects)["eval"]
+        assert job["spec"]["clusterSelector"] == {"ray.io/cluster": cluster["metadata"]["name"]}
+        assert job["metadata"]["namespace"] == cluster["metadata"]["namespace"]  # KubeRay looks in the job's namespace
+        assert "rayClusterSpec" not in job["spec"]
+    # so the episodes run on the workers that carry the browser endpoint and the client label
+    objects = by_kind(render(CUSTOM_JOBS))
+    workers = objects["RayCluster", "rollouts"]["spec"]["workerGroupSpecs"][0]["template"]
+    assert env(containers(workers)["ray-worker"])["OWRL_BROWSER_ENDPOINT"] == (
+        "ws://owrl-browser-server.agents.svc.cluster.local:3100/")
+
+
+def test_train_rayjob_cluster_is_the_trainer_and_its_rollout_workers():
+    objects = by_kind(render(CUSTOM_JOBS))
+    spec = rayjobs(list(objects.values()))["train"]["spec"]["rayClusterSpec"]
+    head = spec["headGroupSpec"]
+    assert head["rayStartParams"]["num-cpus"] == "0"  # no rollout worker beside the learner
+    trainer = containers(head["template"])["ray-head"]
+    assert trainer["resources"] == {"requests": {"cpu": "4", "memory": "32Gi"}, "limits": {"cpu": "16", "memory": "96Gi"}}
+    volumes = {v["name"]: v for v in head["template"]["spec"]["volumes"]}
+    assert volumes["config"]["configMap"]["name"] == objects["ConfigMap", "owrl-train-config"]["metadata"]["name"]
+    assert volumes["data"]["persistentVolumeClaim"]["claimName"] == "owrl-train-data"
+    assert ("PersistentVolumeClaim", "owrl-train-data") in objects
+    (group,) = spec["workerGroupSpecs"]
+    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (16, 16, 20)
+    worker = containers(group["template"])["ray-worker"]
+    assert worker["resources"] == {"requests": {"cpu": "2", "memory": "6Gi"}, "limits": {"cpu": "2", "memory": "6Gi"}}
+    assert spec["rayVersion"] == objects["RayCluster", "rollouts"]["spec"]["rayVersion"]
+    for c in (trainer, worker):
+        assert env(c) == {"OWRL_BROWSER_ENDPOINT": "ws://owrl-browser-server.agents.svc.cluster.local:3100/",
+                          "OWRL_ALLOWED_DOMAINS": "shop.example,docs.example"}
+        assert c["image"] == "registry.example/owrl:2.0"
+
+    default = rayjobs(render(JOBS))["train"]["spec"]["rayClusterSpec"]
+    assert containers(default["headGroupSpec"]["template"])["ray-head"]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    # the example config's 32 Ray workers fit the default group: one CPU each
+    config = tomllib.loads((ROOT / "examples" / "rl-ray.toml").read_text())
+    (group,) = default["workerGroupSpecs"]
+    assert config["workers"] <= group["replicas"] * int(containers(group["template"])["ray-worker"]["resources"]["limits"]["cpu"])
+    assert "ray_address" not in config
+
+
+@pytest.mark.parametrize("values", [JOBS, CUSTOM_JOBS], ids=["defaults", "custom"])
+def test_network_policies_let_the_rayjobs_connect(values):
+    objects = by_kind(render(values))
+    policies = [o for (kind, _), o in objects.items() if kind == "NetworkPolicy"]
+    jobs = rayjobs(list(objects.values()))
+    cluster = next(o for (kind, _), o in objects.items() if kind == "RayCluster")
+    browser = objects["Deployment", "owrl-browser-server"]["spec"]["template"]["metadata"]["labels"]
+    port = objects["Service", "owrl-browser-server"]["spec"]["ports"][0]["port"]
+
+    # eval: the submitter reaches the selected cluster's dashboard
+    shared_head = ray_pod_labels(cluster["spec"]["headGroupSpec"]["template"], cluster["metadata"]["name"], "head")
+    submitter = jobs["eval"]["spec"]["submitterPodTemplate"]["metadata"]["labels"]
+    assert reaches(policies, submitter, shared_head, 8265)
+
+    # train: KubeRay names the job's cluster <job>-<random>; its submitter reaches the head's
+    # dashboard, its workers reach their head (GCS 6379, and Ray's other ports) and the browsers
+    name = jobs["train"]["metadata"]["name"] + "-x7k2p"
+    spec = jobs["train"]["spec"]["rayClusterSpec"]
+    head = ray_pod_labels(spec["headGroupSpec"]["template"], name, "head")
+    worker = ray_pod_labels(spec["workerGroupSpecs"][0]["template"], name, "worker")
+    submitter = jobs["train"]["spec"]["submitterPodTemplate"]["metadata"]["labels"]
+    assert reaches(policies, submitter, head, 8265)
+    for a, b in ((worker, head), (head, worker), (worker, worker)):
+        assert reaches(policies, a, b, 6379) and reaches(policies, a, b, 10002)
+    assert reaches(policies, worker, browser, port)
+    # and its pods are held to the same egress as the other clients: not to an unlisted pod
+    assert not reaches(policies, worker, {"app.kubernetes.io/name": "something-else"}, 443)
+    assert not reaches(policies, head, {"app.kubernetes.io/name": "something-else"}, 443)
+
+
+def test_rayjob_schema_rejects_broken_jobs():
+    jsonschema.Draft202012Validator.check_schema(RAYJOB_SCHEMA)
+    jobs = rayjobs(render(JOBS))
+    ev, tr = jobs["eval"], jobs["train"]
+    assert not problems(ev) and not problems(tr)
+
+    def broken(job: dict[str, Any], change) -> list[str]:
+        copy = json.loads(json.dumps(job))
+        change(copy["spec"])
+        return problems(copy)
+
+    def misspell(spec):
+        spec["shutdownAfterJobFinish"] = spec.pop("shutdownAfterJobFinishes")
+
+    assert any("shutdownAfterJobFinish" in p for p in broken(ev, misspell))
+    assert broken(tr, lambda spec: spec.update(entryPoint=spec.pop("entrypoint")))
+    assert any("submissionMode" in p for p in broken(ev, lambda spec: spec.update(submissionMode="K8sJob")))
+    assert any("activeDeadlineSeconds" in p for p in broken(ev, lambda spec: spec.update(activeDeadlineSeconds="6h")))
+    assert broken(ev, lambda spec: spec.update(activeDeadlineSeconds=0))
+    assert broken(ev, lambda spec: spec.update(backoffLimit=2))  # refused with clusterSelector
+    assert broken(ev, lambda spec: spec.update(clusterSelector={"app": "owrl-rollouts"}))  # not by ray.io/cluster
+    assert broken(ev, lambda spec: spec.pop("clusterSelector"))  # neither a cluster nor a selector
+    assert broken(tr, lambda spec: spec.update(shutdownAfterJobFinishes=False))  # a TTL without shutdown
+    assert broken(tr, lambda spec: spec.update(runtimeEnvYAML={"env_vars": {}}))  # a YAML string, not a mapping
+    # the submitter's pod is held to Kubernetes' PodTemplateSpec
+    assert any("submitterPodTemplate.spec.restartPolicys: unknown field" in p
+               for p in broken(ev, lambda spec: spec["submitterPodTemplate"]["spec"].update(restartPolicys="Never")))
+    assert any("submitterPodTemplate" in p and "name" in p
+               for p in broken(ev, lambda spec: spec["submitterPodTemplate"]["spec"]["containers"][0].pop("name")))
+    # the job's own cluster is held to the RayCluster schema and its pods to Kubernetes'
+    assert any("num-cpus" in p for p in broken(tr, lambda spec: spec["rayClusterSpec"]["headGroupSpec"][
+        "rayStartParams"].update({"num-cpus": 0})))
+    assert any("resources.limit: unknown field" in p for p in broken(tr, lambda spec: containers(
+        spec["rayClusterSpec"]["workerGroupSpecs"][0]["template"])["ray-worker"]["resources"].update(limit={})))
+    long_name = json.loads(json.dumps(tr))
+    long_name["metadata"]["name"] = "owrl-train-" + "x" * 40  # its cluster's name would pass 53 characters
+    assert any("metadata.name" in p for p in problems(long_name))
+
+
+def test_rayjob_values_are_checked(tmp_path):
+    def error(values: dict[str, Any]) -> str:
+        with pytest.raises(render_mod.ValuesError) as caught:
+            render(values)
+        return str(caught.value)
+
+    on = JOBS["rayJobs"]
+    assert "rayJobs.eval.suite" in error({"rayJobs": {"eval": {"enabled": True}}})
+    assert "absolute" in error({"rayJobs": {**on, "eval": {**on["eval"], "out": "eval/here"}}})
+    assert "--ray-address" in error({"rayJobs": {**on, "train": {"enabled": True, "extraArgs": ["--ray-address", "auto"]}}})
+    # Ray refuses a job whose runtime_env sets a variable the driver's ray.init sets too
+    assert "OWRL_ALLOWED_DOMAINS" in error({"rayJobs": {**on, "runtimeEnv": {"env_vars": {"OWRL_ALLOWED_DOMAINS": "x"}}}})
+    assert "SidecarMode" in error({"rayJobs": {**on, "submissionMode": "SidecarMode"}})
+    # more Ray workers than CPUs: the run would wait forever for the rest
+    assert "9 Ray workers" in error({"rayJobs": {**on, "eval": {**on["eval"], "workers": 9}}})
+    assert render({"rayJobs": {**on, "eval": {**on["eval"], "workers": 9}}, "ray": {"workers": {"replicas": 3}}})
+    assert "32 Ray workers" in error({"rayJobs": {**on, "train": {"enabled": True, "workers": {"replicas": 7}}}})
+    config = tmp_path / "rl.toml"
+    config.write_text((ROOT / "examples" / "rl-ray.toml").read_text() + 'ray_address = "ray://elsewhere:10001"\n')
+    assert "ray_address" in error({"rayJobs": on, "trainer": {"configFile": str(config)}})
+    assert render({"trainer": {"configFile": str(config)}})  # the trainer Job, through Ray Client, may name it
+

@@ -18,6 +18,10 @@ the others (environment variables, the trainer's config, network peers). Afterwa
 - a NetworkPolicy rule whose peers came out empty is removed: in Kubernetes a rule with no
   peers allows every address, the opposite of an empty allow-list.
 
+A document with a top-level ``x-render-if: ${key}`` is rendered only when that value is true
+(the key itself is removed): the RayJobs are rendered on request, and the trainer Job is left
+out when the training runs as a RayJob (the two would train the same run twice).
+
 A key that the values do not have is an error naming it, as is an unknown ``--set`` key.
 """
 
@@ -25,12 +29,19 @@ from __future__ import annotations
 
 import argparse
 import copy
+import math
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 import yaml
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10: the trainer config's checks are skipped
+    tomllib = None  # type: ignore[assignment]
 
 HERE = Path(__file__).resolve().parent
 MANIFESTS = HERE / "manifests"
@@ -38,6 +49,11 @@ DEFAULTS = HERE / "values.yaml"
 
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_.]+)(!s)?\}")
 _DROP = object()
+RENDER_IF = "x-render-if"
+
+#: Where 30-trainer.yaml's ConfigMap and volume are mounted (the trainer Job and the training RayJob's head).
+TRAIN_CONFIG = "/etc/owrl/rl.toml"
+TRAIN_WORKDIR = "/data"
 
 
 class ValuesError(ValueError):
@@ -117,12 +133,14 @@ def computed(values: dict[str, Any], base: Path) -> dict[str, Any]:
     limits = {k: str(v) for k, v in trainer["limits"].items()}
     if int(trainer["gpus"] or 0) > 0:
         limits["nvidia.com/gpu"] = str(int(trainer["gpus"]))
+    config_text = config.read_text(encoding="utf-8")
     return {
         "browserEndpoint": browser_url,
         "rayAddress": ray_address,
         "clientEnv": client_env,
         "trainerEnv": [*client_env, {"name": "RAY_ADDRESS", "value": ray_address}],
-        "trainerConfig": config.read_text(encoding="utf-8"),
+        "trainerConfig": config_text,
+        **ray_jobs(values, config_text),
         "trainerLimits": limits,
         "storageClass": trainer["storageClass"] or None,
         "dnsPeers": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": net["dnsNamespace"]}},
@@ -131,6 +149,115 @@ def computed(values: dict[str, Any], base: Path) -> dict[str, Any]:
         "sitePorts": [{"port": int(port), "protocol": "TCP"} for port in net["sitePorts"]],
         "workerPeers": [{"ipBlock": {"cidr": cidr}} for cidr in net["workerEgressCIDRs"]],
     }
+
+
+def _cpus(quantity: Any) -> int:
+    """The CPUs Ray sees in a pod: KubeRay passes the CPU limit (else the request), rounded up."""
+    text = str(quantity).strip()
+    return math.ceil(int(text[:-1]) / 1000) if text.endswith("m") else math.ceil(float(text))
+
+
+def _group_cpus(group: dict[str, Any]) -> Optional[int]:
+    """CPUs of a worker group at its ``replicas`` (None: no CPU figure given, Ray counts the node's)."""
+    cpu = (group.get("limits") or {}).get("cpu") or (group.get("requests") or {}).get("cpu")
+    return None if cpu is None else int(group["replicas"]) * _cpus(cpu)
+
+
+def _check_actors(actors: int, group: dict[str, Any], key: str, where: str) -> None:
+    """Each Ray worker is an actor holding one CPU until the run ends: actors beyond the group's
+    CPUs would wait for a CPU forever, and the run with them (it starts once all have started)."""
+    cpus = _group_cpus(group)
+    if cpus is not None and actors > cpus:
+        raise ValuesError(f"{key}: {actors} Ray workers of one CPU each, but {where} has {cpus} CPUs "
+                          f"(replicas x CPUs per pod): raise its replicas or lower the workers")
+
+
+def entrypoint(argv: list[str], workdir: Optional[str] = None) -> str:
+    """A RayJob entrypoint that means ``argv`` however it is submitted: every word shell-quoted,
+    no shell operator outside quotes. In K8sJobMode the submitter's bash reads the entrypoint as
+    part of ``ray job submit ... -- ENTRYPOINT``, so a bare ``&&`` would run the rest in the
+    submitter pod; a working folder therefore goes inside one quoted ``sh -c`` script."""
+    command = shlex.join(argv)
+    if workdir:
+        return shlex.join(["sh", "-c", f"cd {shlex.quote(workdir)} && exec {command}"])
+    return command
+
+
+def _extra_args(args: Any, key: str) -> list[str]:
+    if not isinstance(args, list):
+        raise ValuesError(f"{key}: a list of arguments, e.g. [--tasks, a,b]")
+    words = [str(a) for a in args]
+    if any(w == "--ray-address" or w.startswith("--ray-address=") for w in words):
+        raise ValuesError(f"{key}: no --ray-address: the job's driver joins the cluster it runs on "
+                          f"(Ray's job supervisor sets RAY_ADDRESS)")
+    return words
+
+
+def ray_jobs(values: dict[str, Any], trainer_config: str) -> dict[str, Any]:
+    """The RayJobs' derived values (40-rayjob-eval.yaml, 41-rayjob-train.yaml), checked only
+    for the jobs that are enabled."""
+    jobs = values["rayJobs"]
+    ev, tr = jobs["eval"], jobs["train"]
+    out: dict[str, Any] = {"trainerJob": not tr["enabled"], "evalEntrypoint": None, "trainEntrypoint": None,
+                           "runtimeEnvYAML": None}
+    if not (ev["enabled"] or tr["enabled"]):
+        return out
+    if jobs["submissionMode"] not in ("K8sJobMode", "HTTPMode"):
+        raise ValuesError(f"rayJobs.submissionMode: K8sJobMode or HTTPMode, not {jobs['submissionMode']!r} "
+                          f"(SidecarMode cannot target an existing cluster; InteractiveMode submits nothing)")
+    runtime_env = jobs["runtimeEnv"] or {}
+    if not isinstance(runtime_env, dict):
+        raise ValuesError("rayJobs.runtimeEnv: a mapping (Ray's runtime_env), e.g. {env_vars: {HF_HUB_OFFLINE: '1'}}")
+    owrl_vars = sorted(k for k in (runtime_env.get("env_vars") or {}) if str(k).startswith("OWRL_"))
+    if owrl_vars:
+        # the driver passes its OWRL_* variables to its workers in ray.init's runtime_env, and Ray
+        # refuses a job whose runtime_env sets the same variable (Failed to merge the Job's runtime env)
+        raise ValuesError(f"rayJobs.runtimeEnv.env_vars: {', '.join(owrl_vars)}: set OWRL_* variables in the "
+                          f"pods' env, not the job's runtime_env (owrl's driver passes them on itself)")
+    if runtime_env:
+        out["runtimeEnvYAML"] = yaml.safe_dump(runtime_env, sort_keys=False, default_flow_style=False)
+
+    if ev["enabled"]:
+        suite = str(ev["suite"] or "").strip()
+        if not suite:
+            raise ValuesError("rayJobs.eval.suite: name the suite to evaluate (a suite name, or the absolute "
+                              "path of a task file in the image)")
+        policy = str(ev["policy"] or "")
+        result = str(ev["out"] or f"/tmp/owrl-eval/{Path(suite).stem}-{policy or 'default'}")
+        if not result.startswith("/"):
+            raise ValuesError(f"rayJobs.eval.out: an absolute path, not {result!r}: the driver's working "
+                              f"folder on the head is Ray's")
+        argv = ["owrl", "eval", "--suite", suite]
+        if policy:
+            argv += ["--policy", policy]
+        if ev["model"]:
+            argv += ["--model", str(ev["model"])]
+        argv += ["--judge", str(ev["judge"]), "--episodes", str(int(ev["episodes"])),
+                 "--backend", "ray", "--workers", str(int(ev["workers"])), "--contexts", str(int(ev["contexts"])),
+                 "--out", result]
+        if ev["failUnder"] is not None:
+            argv += ["--fail-under", str(float(ev["failUnder"]))]
+        argv += _extra_args(ev["extraArgs"], "rayJobs.eval.extraArgs")
+        _check_actors(int(ev["workers"]), values["ray"]["workers"], "rayJobs.eval.workers",
+                      f"the rollout group of RayCluster {values['ray']['clusterName']}")
+        out["evalEntrypoint"] = entrypoint(argv)
+
+    if tr["enabled"]:
+        argv = ["owrl", "train", "rl", "--config", TRAIN_CONFIG, "--backend", "ray",
+                *_extra_args(tr["extraArgs"], "rayJobs.train.extraArgs")]
+        out["trainEntrypoint"] = entrypoint(argv, workdir=TRAIN_WORKDIR)
+        if tomllib is not None:
+            try:
+                config = tomllib.loads(trainer_config)
+            except tomllib.TOMLDecodeError as err:
+                raise ValuesError(f"trainer.configFile: not TOML: {err}") from None
+            if config.get("ray_address"):
+                raise ValuesError(f"trainer.configFile sets ray_address = {config['ray_address']!r}: as a RayJob "
+                                  f"the trainer joins its own cluster through RAY_ADDRESS; remove it")
+            if "workers" in config:
+                _check_actors(int(config["workers"]), tr["workers"], "trainer.configFile's workers",
+                              "rayJobs.train.workers")
+    return out
 
 
 # ============================================================================ rendering
@@ -195,6 +322,13 @@ def render(values: dict[str, Any], base: Optional[Path] = None) -> list[dict[str
         for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
             if not doc:
                 continue
+            if RENDER_IF in doc:
+                doc = dict(doc)
+                when = substitute(doc.pop(RENDER_IF), values)
+                if not isinstance(when, bool):
+                    raise ValuesError(f"{path.name}: {RENDER_IF} must come out true or false, not {when!r}")
+                if not when:
+                    continue
             obj = substitute(doc, values)
             _quantities_as_strings(obj)
             if obj.get("kind") == "NetworkPolicy":
