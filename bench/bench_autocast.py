@@ -56,7 +56,10 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU capability "
           f"{torch.backends.cpu.get_cpu_capability()}, bfloat16 instructions: "
           f"{torch.ops.mkldnn._is_mkldnn_bf16_supported()}")
-    models = {mode: TrainableVL(str(path), lora_r=16, seed=0, lora_layers=12, autocast=mode)
+    from owrl_sdk.plugins import Plugins
+
+    catalogue = Plugins().catalogue
+    models = {mode: TrainableVL(str(path), catalogue=catalogue, lora_r=16, seed=0, lora_layers=12, autocast=mode)
               for mode in ("none", "bf16")}
     tok = models["none"].tokenizer
     lines = max(10, args.prompt_tokens // 17)

@@ -331,7 +331,7 @@ def main() -> None:
     run = loop.run_until_complete
 
     model = phases.run("load model", TrainableVL, str(model_path), lora_r=args.lora_r, seed=args.seed,
-                       lora_layers=args.lora_layers or None, autocast=args.autocast)
+                       catalogue=plugins.catalogue, lora_layers=args.lora_layers or None, autocast=args.autocast)
     # every task here needs only click and write: the prompt declares just those
     policy_options = {"tools": ["click", "write"], "max_new_tokens": args.max_new_tokens, "feedback": args.feedback}
     greedy = TextPolicy(settings, backend=model.backend, temperature=0.0, seed=args.seed, **policy_options)
@@ -397,7 +397,8 @@ def main() -> None:
                            rollouts.collect(oracle, demo_items, args.max_steps, out / "demos"))
         solved = [t for t in demos if t.judgements and t.judgements[-1].success]
         tools = list(plugins.catalogue.items["tools"].values())
-        samples = [s for t in solved for s in trajectory_samples(t, tools=tools, render=greedy.prompt)]
+        samples = [s for t in solved for s in trajectory_samples(t, tools=tools, render=greedy.prompt,
+                                                                   catalogue=plugins.catalogue)]
         print(f"   {len(solved)}/{len(demos)} demonstrations solved, {len(samples)} samples", flush=True)
         results["demonstrations"] = {"episodes": len(demos), "solved": len(solved), "samples": len(samples)}
         sft_cfg = SFTConfig(model=str(model_path), out=out / "sft", lora_r=args.lora_r, epochs=sizes["sft_epochs"],

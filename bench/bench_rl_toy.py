@@ -94,7 +94,7 @@ def main() -> None:
         samples = [Sample(prompt=prompt, target=f'<tool_call>{{"name": "press_{c}", "arguments": {{}}}}</tool_call>')
                    for c in toy.COLOURS] * 4
         warm = root / "warm"
-        model = TrainableVL(str(ckpt), lora_r=16, seed=0)
+        model = TrainableVL(str(ckpt), catalogue=plugins.catalogue, lora_r=16, seed=0)
         train_sft(samples, SFTConfig(model=str(ckpt), out=warm, epochs=12, lr=1e-2, batch_size=4, grad_accum=1,
                                      save_every=10 ** 6), model=model)
 
@@ -106,7 +106,7 @@ def main() -> None:
         print(f"{'arm':<16}{'seed':>5}{'before':>8}{'after':>7}{'last it':>9}{'kl ref':>8}{'steps':>7}{'s':>6}")
         for arm in arms:
             for seed in seeds:
-                m = TrainableVL(str(warm / "adapter"), seed=seed)
+                m = TrainableVL(str(warm / "adapter"), catalogue=plugins.catalogue, seed=seed)
                 before = first_turn_success(m)
                 cfg = RLConfig(model=str(ckpt), out=root / f"{arm}-{seed}", iterations=args.iterations,
                                tasks_per_iteration=1, group_size=8, lr=args.lr, minibatch=8, text_mode=True,

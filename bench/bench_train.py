@@ -39,7 +39,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
         ckpt = build_tiny_vl(d / "tiny")
-        model = TrainableVL(str(ckpt), lora_r=16)
+        model = TrainableVL(str(ckpt), catalogue=plugins.catalogue, lora_r=16)
         prompt = build_prompt(Context(task=TASK, observation=asyncio.run(ButtonsEnv().observe()), tools=TOOLS),
                               text_mode=True, tools_in_system=False)
         samples = [Sample(prompt=prompt, target=f'<tool_call>{{"name": "press_{c}", "arguments": {{}}}}</tool_call>')

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from owrl_sdk.answers import match_answer
 from owrl_sdk.components import Judge
+from owrl_sdk.errors import ConfigError
 from owrl_sdk.types import Judgement, Trajectory
 
 #: Text that marks the site, not the policy, as the problem (a block page, a captcha, an error).
@@ -104,16 +105,18 @@ class CompositeJudge(Judge):
     name = "composite"
     Options = CompositeOptions
 
-    def __init__(self, settings, inner: Optional[Judge] = None, **options: Any):
+    def __init__(self, settings, inner: Optional[Judge] = None, catalogue: Any = None, **options: Any):
         super().__init__(settings, **options)
         conf: CompositeOptions = settings.options(self.name, CompositeOptions, **options)
         self.penalty = conf.penalty
         self.judge_format_failures = conf.judge_format_failures
         self.inner = inner or BenchmarkJudge(settings)
-        if inner is None and conf.inner != "benchmark":
-            from owrl_sdk.plugins import Plugins
-
-            self.inner = Plugins().catalogue.get("judges", conf.inner)(settings)
+        if inner is None and conf.inner != "benchmark":  # another plugin's judge, from the catalogue handed over
+            if catalogue is None:
+                raise ConfigError(f"the composite judge's inner judge '{conf.inner}' is another plugin's: build "
+                                  "the composite through the catalogue (catalogue.build('judges', 'composite', "
+                                  "settings)) or pass inner=")
+            self.inner = catalogue.build("judges", conf.inner, settings)
         self.rule = RuleJudge(settings)
 
     async def judge(self, trajectory: Trajectory) -> Judgement:

@@ -55,7 +55,8 @@ class Agent:
             self._policy = policy
         else:  # the name is checked now; the policy is made when first used, so an Agent that
             # only plays flows (run_flow) never loads the default model
-            self._policy_class = self.plugins.catalogue.get("policies", policy or self.settings.policy)
+            self._policy_name = policy or self.settings.policy
+            self._policy_class = self.plugins.catalogue.get("policies", self._policy_name)
         self._policy_options = policy_options
         self.memory_name = memory or self.settings.memory
         self.plugins.catalogue.get("memories", self.memory_name)  # fail early on a bad name
@@ -67,7 +68,8 @@ class Agent:
         """The policy :meth:`run` plays tasks with (made on first use)."""
         if self._policy is None:
             assert self._policy_class is not None
-            self._policy = self._policy_class(self.settings, **self._policy_options)
+            self._policy = self.plugins.catalogue.build("policies", self._policy_name, self.settings,
+                                                        **self._policy_options)
         return self._policy
 
     @policy.setter

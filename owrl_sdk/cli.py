@@ -55,16 +55,31 @@ class PathArg(_StrParamType):
         return text
 
 
+#: Where a command finds the plugins that registered it (``ctx.meta``, shared by nested contexts).
+PLUGINS_KEY = "owrl.plugins"
+
+
+def command_plugins() -> Any:
+    """The plugins of the running ``owrl`` command, handed to a plugin's command by the group
+    that found it (a command invoked on its own gets the process's plugins)."""
+    from .plugins import Plugins
+
+    ctx = click.get_current_context(silent=True)
+    found = ctx.meta.get(PLUGINS_KEY) if ctx is not None else None
+    return found if found is not None else Plugins()
+
+
 class OwrlGroup(click.Group):
     """Finds its subcommands in the plugins, loaded on first use."""
 
     _commands: Optional[dict[str, click.Command]] = None
+    _plugins: Any = None
 
     def _plugin_commands(self) -> dict[str, click.Command]:
         if self._commands is None:
             from .plugins import Plugins
 
-            plugins = Plugins()
+            plugins = self._plugins = Plugins()
             self._commands = plugins.commands()
             for failure in plugins.failures:
                 click.echo(
@@ -77,7 +92,13 @@ class OwrlGroup(click.Group):
         return sorted(set(super().list_commands(ctx)) | set(self._plugin_commands()))
 
     def get_command(self, ctx: click.Context, name: str) -> Optional[click.Command]:
-        return super().get_command(ctx, name) or self._plugin_commands().get(name)
+        found = super().get_command(ctx, name)
+        if found is not None:
+            return found
+        found = self._plugin_commands().get(name)
+        if found is not None:
+            ctx.meta[PLUGINS_KEY] = self._plugins  # handed to the plugin's command (command_plugins)
+        return found
 
 
 @click.group(cls=OwrlGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -47,7 +47,7 @@ class NamedPolicy:
     owned: ClassVar[bool] = True
 
     def __call__(self, settings: Settings, plugins: Plugins) -> Policy:
-        policy: Policy = plugins.catalogue.get("policies", self.name)(settings, **self.options)
+        policy: Policy = plugins.catalogue.build("policies", self.name, settings, **self.options)
         return policy
 
 

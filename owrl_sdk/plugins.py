@@ -341,6 +341,15 @@ def plugin_infos(pm: OwrlPluginManager) -> list[PluginInfo]:
 # ============================================================================ catalogue
 
 
+def _takes_catalogue(cls: Any) -> bool:
+    import inspect
+
+    try:
+        return "catalogue" in inspect.signature(cls).parameters
+    except (TypeError, ValueError):  # a callable whose signature cannot be read
+        return False
+
+
 class Catalogue:
     """Everything plugins registered, by kind and name."""
 
@@ -369,6 +378,16 @@ class Catalogue:
             known = ", ".join(sorted(self.items[kind])) or "none"
             singular = kind[:-3] + "y" if kind.endswith("ies") else kind[:-1]
             raise PluginError(f"no {singular.replace('_', ' ')} named '{name}' (available: {known})") from None
+
+    def build(self, kind: str, name: str, settings: Any, **options: Any) -> Any:
+        """A new instance of the ``kind`` registered as ``name``, built with ``settings`` and
+        ``options``. A component whose constructor takes a ``catalogue`` argument is handed this
+        catalogue, where it finds the other plugins' components (instead of fetching the
+        process's plugins)."""
+        cls = self.get(kind, name)
+        if "catalogue" not in options and _takes_catalogue(cls):
+            options["catalogue"] = self
+        return cls(settings, **options)
 
     def names(self, kind: str) -> list[str]:
         return sorted(self.items[kind])

@@ -216,7 +216,7 @@ class JudgedEpisodes:
         self.settings = settings
         self.plugins = plugins
         self.suite = suite
-        self.judge = plugins.catalogue.get("judges", judge)(settings) if isinstance(judge, str) else judge
+        self.judge = plugins.catalogue.build("judges", judge, settings) if isinstance(judge, str) else judge
         #: Hosts whose network failed are recorded here (training skips them).
         self.blocklist: Optional[Blocklist] = Blocklist() if record_blocklist else None
         self.set_out(out)

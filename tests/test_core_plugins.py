@@ -350,3 +350,69 @@ def test_trace_never_prints_a_secret_a_store_returns_or_a_hook_is_given(capsys, 
     assert "resolve_secret returned a value of 16 characters (not shown)" in err
     assert "resolve_url(url='https://shop.test/?pw={{secret:SHOP_PW}}')" in err, err
     assert "vault-value-93kq" not in err and "env-value-51zt" not in err
+
+
+def test_components_are_handed_the_catalogue_they_were_built_from(plugins, register_plugin, settings):
+    # a judge registered only in this manager: a component that fetched the process's plugins
+    # instead of the catalogue it was built from would not find it
+    from owrl_sdk.components import Judge
+    from owrl_sdk.errors import ConfigError
+    from owrl_sdk.types import Judgement
+
+    class Strict(Judge):
+        name = "strict-only-here"
+
+        async def judge(self, trajectory):
+            return Judgement(judge=self.name, score=1.0, success=True, reason="strict")
+
+    class Only:
+        @hookimpl
+        def register_judges(self, register): register(Strict)
+
+    register_plugin(Only(), name="only-here")
+    cat = plugins.catalogue
+    chosen = settings.model_copy(update={"plugins": {"composite": {"inner": "strict-only-here"}}})
+    composite = cat.build("judges", "composite", chosen)
+    assert composite.inner.name == "strict-only-here"
+    with pytest.raises(ConfigError, match="through the catalogue"):  # built by hand, with no catalogue
+        cat.get("judges", "composite")(chosen)
+    oracle = cat.build("policies", "oracle", settings)
+    assert oracle.catalogue is cat
+    assert not hasattr(cat.build("judges", "strict-only-here", settings), "catalogue")  # only to those that ask
+
+
+def test_a_plugins_command_gets_the_plugins_that_registered_it(plugins, register_plugin):
+    from owrl_sdk.cli import cli, command_plugins, main
+
+    seen = []
+
+    @click.command("which-plugins")
+    def which():
+        seen.append(command_plugins())
+
+    class Cmd:
+        @hookimpl
+        def register_commands(self, register):
+            register(which)
+
+    register_plugin(Cmd(), name="which")
+    cli._commands, cli._plugins = None, None  # found afresh, with the plugin above
+    try:
+        main(["which-plugins"])
+    finally:
+        cli._commands, cli._plugins = None, None
+    assert len(seen) == 1 and seen[0].pm is plugins.pm and "which-plugins" in seen[0].commands()
+
+
+def test_no_plugin_fetches_the_process_plugins():
+    # plugins are handed the catalogue (Catalogue.build, RLRun(plugins=), command_plugins()),
+    # so what an Agent or a server was given is what their components see
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    found = [f"{p.relative_to(root)}:{n}" for folder in ["plugins", *[d.name for d in root.glob("builtin_*")]]
+             for p in (root / folder).rglob("*.py")
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\bPlugins\(\)", line)]
+    assert found == []

@@ -32,8 +32,8 @@ def judge_command(path: str, judge_name: str, model: Optional[str], profile: Opt
     from owrl_sdk.secrets import dumps, redact
 
     settings = load_settings({"profile": profile})
-    cls = Plugins().catalogue.get("judges", judge_name)
-    judge = cls(settings, model=model) if model else cls(settings)
+    catalogue = Plugins().catalogue
+    judge = catalogue.build("judges", judge_name, settings, **({"model": model} if model else {}))
     p = Path(path)
     traj_file = p / "trajectory.json" if p.is_dir() else p
     traj = load_trajectory(traj_file)

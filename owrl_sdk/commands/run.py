@@ -216,7 +216,7 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
     check_storage(settings)
     if healer:
         assert flow is not None  # --heal-with without --flow was refused above
-        healing = HealingPolicy(settings, flow=flow, healer=plugins.catalogue.get("policies", healer)(settings))
+        healing = HealingPolicy(settings, flow=flow, healer=plugins.catalogue.build("policies", healer, settings))
         agent = Agent(healing, settings=settings, plugins=plugins, memory=flow_memory(plugins.catalogue, settings))
     elif flow is not None:
         agent = Agent(settings=settings, plugins=plugins, memory=flow_memory(plugins.catalogue, settings), flow=flow)

@@ -18,15 +18,15 @@ from owrl_sdk.policy import Policy
 from owrl_sdk.types import ToolCall, Turn
 
 
-def _catalogue() -> Any:
-    """The process's plugin catalogue, where a policy finds what other plugins registered."""
-    from owrl_sdk.plugins import Plugins
-
-    return Plugins().catalogue
-
-
 class OraclePolicy(Policy):
+    """Plays a task's scripted turns (``oracle_turns``) or, on MiniWoB++, the miniwob plugin's
+    solution, found in the catalogue it is built with (``catalogue.build``)."""
+
     name = "oracle"
+
+    def __init__(self, settings: Any, catalogue: Any = None, **options: Any):
+        super().__init__(settings, **options)
+        self.catalogue = catalogue
 
     async def act(self, context: Context) -> Turn:
         task = context.task
@@ -40,6 +40,9 @@ class OraclePolicy(Policy):
                     return Turn(end=f"oracle step failed: {record.call.name}")
         turns = task.metadata.get("oracle_turns")
         if turns is None and task.metadata.get("miniwob"):
+            if self.catalogue is None:
+                return Turn(end="the oracle finds MiniWoB++ solutions in the plugin catalogue: build it with "
+                                "catalogue.build('policies', 'oracle', settings)")
             turns = self._miniwob_turns(task)
         if turns is None:
             return Turn(end=f"the oracle has no solution for task {task.id}")
@@ -48,10 +51,9 @@ class OraclePolicy(Policy):
         planned = turns[done_turns]
         return Turn(thought=planned.get("thought", ""), calls=[ToolCall.model_validate(c) for c in planned["calls"]])
 
-    @staticmethod
-    def _miniwob_turns(task) -> Any:
+    def _miniwob_turns(self, task: Any) -> Any:
         # the miniwob plugin's solutions, found through the catalogue (plugins do not import each other)
-        calls = _catalogue().get("task_suites", "miniwob").oracle_calls(task.metadata["miniwob"], task.intent)
+        calls = self.catalogue.get("task_suites", "miniwob").oracle_calls(task.metadata["miniwob"], task.intent)
         if calls is None:
             return None
         return [{"thought": "solve", "calls": calls}, {"thought": "finish", "calls": [{"name": "done", "arguments": {"response": ""}}]}]

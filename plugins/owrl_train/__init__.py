@@ -20,14 +20,15 @@ from owrl_sdk.components import Optimizer
 MODEL_POLICY = "openwebrl"
 
 
-def peer_policy(name: str = MODEL_POLICY, catalogue: Any = None) -> Any:
+def peer_policy(name: str = MODEL_POLICY, *, catalogue: Any) -> Any:
     """The policy class another plugin registered as ``name`` (default: ``openwebrl``), from
-    ``catalogue`` or else the process's plugins. A missing plugin raises
-    :class:`~owrl_sdk.errors.PluginError` naming the policies there are."""
+    the ``catalogue`` the caller was handed (a script takes its ``Plugins``' catalogue). A missing
+    plugin raises :class:`~owrl_sdk.errors.PluginError` naming the policies there are."""
     if catalogue is None:
-        from owrl_sdk.plugins import Plugins
+        from owrl_sdk.errors import ConfigError
 
-        catalogue = Plugins().catalogue
+        raise ConfigError("owrl_train finds the openwebrl plugin's model and prompt in the plugin catalogue: pass "
+                          "catalogue= (in a script, the catalogue of owrl_sdk.plugins.Plugins)")
     return catalogue.get("policies", name)
 
 

@@ -56,13 +56,16 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
     from .model import TrainableVL
     from .sft import SFTConfig, train_sft
 
+    from owrl_sdk.cli import command_plugins
+
     console = Console(stderr=True)
+    catalogue = command_plugins().catalogue
     autocast = "bf16" if bf16 else autocast
     cfg = SFTConfig(model=model, out=Path(out), lora_r=lora_r, epochs=epochs, lr=lr, four_bit=four_bit,
                     batch_size=batch_size, grad_accum=grad_accum, save_every=save_every, resume=resume,
                     autocast=autocast, lr_scheduler=lr_scheduler, warmup_ratio=warmup_ratio)
     with console.status("loading the model…"):
-        trainable = TrainableVL(model, lora_r=lora_r, four_bit=four_bit, autocast=autocast)
+        trainable = TrainableVL(model, lora_r=lora_r, four_bit=four_bit, autocast=autocast, catalogue=catalogue)
     template = trainable.tokenizer.chat_template or ""
     policy_name = "openwebrl"
     if trainable.backend.kind == "text":  # a text-only model learns from the prompt its own policy sends
@@ -70,11 +73,13 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
 
         from . import peer_policy
 
-        text_policy = peer_policy(peer_policy().text_policy)
+        text_policy = peer_policy(peer_policy(catalogue=catalogue).text_policy, catalogue=catalogue)
         policy_name = text_policy.name
-        samples = load_samples(data, render=text_policy(load_settings(), backend=trainable.backend).prompt)
+        samples = load_samples(data, render=text_policy(load_settings(), backend=trainable.backend).prompt,
+                               catalogue=catalogue)
     else:
-        samples = load_samples(data, tools_in_system="tools" not in template, text_mode=text_mode)
+        samples = load_samples(data, tools_in_system="tools" not in template, text_mode=text_mode,
+                               catalogue=catalogue)
     console.print(f"{len(samples)} samples from {escape(data)}", highlight=False, soft_wrap=True)
     with Progress(TextColumn("[bold]sft"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"),
                   TimeElapsedColumn(), console=console) as progress:
@@ -111,19 +116,20 @@ def rl_command(config_file: str, backend: Optional[str], ray_address: Optional[s
     from rich.markup import escape
 
     from owrl_sdk.config import load_checked_settings as load_settings
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.cli import command_plugins
 
     from .rl import BrowserRollouts, RLConfig, RLRun
 
     console = Console(stderr=True)
     cfg = RLConfig.from_toml(Path(config_file), rollout_backend=backend, ray_address=ray_address, **trl)
     settings = load_settings()
-    plugins = Plugins()
+    plugins = command_plugins()
     suite = plugins.catalogue.get("task_suites", cfg.suite)(settings)
     if cfg.rollout_backend == "ray":
         from .serving import RayRollouts
 
-        rollouts = RayRollouts(suite, settings, workers=cfg.workers, judge=cfg.judge, address=cfg.ray_address)
+        rollouts = RayRollouts(suite, settings, workers=cfg.workers, judge=cfg.judge, address=cfg.ray_address,
+                               plugins=plugins)
     else:
         rollouts = BrowserRollouts(suite, settings, plugins, workers=cfg.workers, judge=cfg.judge)
     with console.status("loading the model…"):
@@ -158,7 +164,9 @@ def export_command(runs: str, out: str) -> None:
     from .data import export_messages, find_trajectories
 
     pairs = [(load_trajectory(p), p.parent) for p in find_trajectories(runs)]
-    n = export_messages(pairs, Path(out))
+    from owrl_sdk.cli import command_plugins
+
+    n = export_messages(pairs, Path(out), catalogue=command_plugins().catalogue)
     click.echo(f"wrote {n} rows from {len(pairs)} trajectories to {out}")
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Union
 
 from owrl_sdk.documents import load_trajectory
-from owrl_sdk.errors import DocumentError, UsageError
+from owrl_sdk.errors import ConfigError, DocumentError, UsageError
 from owrl_sdk.memory import Context
 from owrl_sdk.types import Trajectory
 
@@ -34,10 +34,10 @@ class Sample:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def _tools() -> list[Any]:
-    from owrl_sdk.plugins import Plugins
-
-    return list(Plugins().catalogue.items["tools"].values())
+def _tools(catalogue: Any) -> list[Any]:
+    if catalogue is None:
+        raise ConfigError("the training prompts name the registered tools: pass tools= or catalogue=")
+    return list(catalogue.items["tools"].values())
 
 
 def _screenshot(step: Any, run_dir: Optional[Path]) -> Optional[bytes]:
@@ -54,21 +54,23 @@ def _screenshot(step: Any, run_dir: Optional[Path]) -> Optional[bytes]:
 def trajectory_samples(traj: Trajectory, run_dir: Optional[Path] = None, *, tools: Optional[list[Any]] = None,
                        tools_in_system: bool = True, text_mode: bool = False, advantage: float = 0.0,
                        only_success: bool = False, unreadable: bool = False,
-                       render: Optional[Callable[[Context], Prompt]] = None) -> list[Sample]:
+                       render: Optional[Callable[[Context], Prompt]] = None, catalogue: Any = None) -> list[Sample]:
     """One sample per turn that produced calls; with ``unreadable`` also one per unreadable
     turn that kept its text (``meta["unreadable"]``: RL trains it with an advantage of its
     own, SFT never sees one).
 
     ``render`` builds the prompt from the turn's context; pass the policy's own
     (``policy.prompt``) so that training sees exactly what the policy saw. Without it the
-    OpenWebRL prompt is built with ``text_mode`` and ``tools_in_system``.
+    OpenWebRL prompt is built with ``text_mode`` and ``tools_in_system``, by the openwebrl
+    plugin found in ``catalogue`` (needed unless both ``render`` and ``tools`` are given and
+    every turn kept its text).
 
     Each sample's ``meta`` names its ``episode`` (the trajectory's id) and ``step``, and
     carries what the rollout sampled: ``token_ids`` (the turn's ``usage.completion_ids``,
     when the policy kept them) and ``truncated`` (the answer was cut at the token limit)."""
     if only_success and not (traj.outcome and traj.outcome.status == "success"):
         return []
-    tools = tools if tools is not None else _tools()
+    tools = tools if tools is not None else _tools(catalogue)
     samples = []
     for i, step in enumerate(traj.steps):
         turn = step.turn
@@ -78,9 +80,10 @@ def trajectory_samples(traj: Trajectory, run_dir: Optional[Path] = None, *, tool
         shot = _screenshot(step, run_dir)
         ctx = Context(task=traj.task, observation=step.observation, tools=tools, history=traj.steps[:i],
                       screenshots=[shot] if shot else [])
-        prompt = render(ctx) if render else peer_policy().build_prompt(ctx, text_mode=text_mode,
-                                                                       tools_in_system=tools_in_system)
-        target = turn.raw if turn.raw is not None else peer_policy().render_turn(turn.thought, turn.calls)
+        prompt = render(ctx) if render else peer_policy(catalogue=catalogue).build_prompt(
+            ctx, text_mode=text_mode, tools_in_system=tools_in_system)
+        target = turn.raw if turn.raw is not None else peer_policy(catalogue=catalogue).render_turn(turn.thought,
+                                                                                                    turn.calls)
         meta: dict[str, Any] = {"trajectory": traj.id, "episode": traj.id, "task": traj.task.id, "step": i,
                                 "truncated": bool(turn.truncated or turn.usage.get("finish_reason") == "length")}
         if turn.raw is not None and turn.usage.get("completion_ids"):
@@ -98,21 +101,22 @@ def find_trajectories(root: Union[str, Path]) -> list[Path]:
     return sorted(root.rglob("trajectory.json"))
 
 
-def load_samples(source: Union[str, Path], **kwargs: Any) -> list[Sample]:
+def load_samples(source: Union[str, Path], *, catalogue: Any = None, **kwargs: Any) -> list[Sample]:
     """Samples from a runs folder (every trajectory.json under it, successful episodes only),
     a trajectory file, or a JSONL of OpenWebRL SFT rows / OpenAI-style message rows."""
     path = Path(source)
     if not path.exists():
         raise UsageError(f"{path}: no such file or folder")
     if path.is_file() and path.suffix == ".jsonl":
-        return list(import_message_rows(path))
+        return list(import_message_rows(path, catalogue=catalogue))
     samples: list[Sample] = []
     for traj_file in find_trajectories(path):
         try:
             traj = load_trajectory(traj_file)
         except DocumentError:
             continue
-        samples.extend(trajectory_samples(traj, traj_file.parent, only_success=path.is_dir(), **kwargs))
+        samples.extend(trajectory_samples(traj, traj_file.parent, only_success=path.is_dir(), catalogue=catalogue,
+                                           **kwargs))
     if not samples:
         raise UsageError(f"{path}: no training samples (no successful trajectories with calls)")
     return samples
@@ -134,7 +138,7 @@ def _image_bytes(ref: Any, base: Path) -> bytes:
     return (p if p.is_absolute() else base / p).read_bytes()
 
 
-def import_message_rows(path: Path) -> Iterable[Sample]:
+def import_message_rows(path: Path, *, catalogue: Any) -> Iterable[Sample]:
     """Rows of ``{"messages": [...], "images": [...]}`` (OpenWebRL's SFT rows, or owrl's export).
 
     The last assistant message is the target; everything before it is the prompt. Images
@@ -156,12 +160,12 @@ def import_message_rows(path: Path) -> Iterable[Sample]:
                 raise ValueError("the last message is not the assistant's")
             target = last["content"] if isinstance(last["content"], str) else "".join(
                 p.get("text", "") for p in last["content"])
-            yield Sample(prompt=_to_prompt(context, images), target=target, meta={"source": f"{path}:{n}"})
+            yield Sample(prompt=_to_prompt(context, images, catalogue), target=target, meta={"source": f"{path}:{n}"})
         except (ValueError, KeyError, TypeError, OSError, json.JSONDecodeError) as err:
             raise DocumentError(f"{path} line {n}: {err}") from None
 
 
-def _to_prompt(messages: list[dict[str, Any]], images: list[bytes]) -> Prompt:
+def _to_prompt(messages: list[dict[str, Any]], images: list[bytes], catalogue: Any) -> Prompt:
     it = iter(images)
     out = []
     for m in messages:
@@ -184,21 +188,21 @@ def _to_prompt(messages: list[dict[str, Any]], images: list[bytes]) -> Prompt:
                         parts.append({"type": "image", "image": next(it)})
         role = m["role"]
         out.append({"role": role, "content": parts})
-    return peer_policy().prompt_class(messages=out, tools=[])
+    return peer_policy(catalogue=catalogue).prompt_class(messages=out, tools=[])
 
 
-def export_messages(trajectories: Iterable[tuple[Trajectory, Optional[Path]]], out: Path) -> int:
+def export_messages(trajectories: Iterable[tuple[Trajectory, Optional[Path]]], out: Path, *, catalogue: Any) -> int:
     """Write one OpenAI-style row per turn: ``{"messages": [...], "images": [paths]}``."""
     count = 0
     with out.open("w", encoding="utf-8") as fh:
         for traj, run_dir in trajectories:
-            for sample in trajectory_samples(traj, run_dir):
+            for sample in trajectory_samples(traj, run_dir, catalogue=catalogue):
                 step = traj.steps[sample.meta["step"]]
                 images = []
                 if step.observation.screenshot_file and run_dir is not None:
                     images.append(str((run_dir / step.observation.screenshot_file).resolve()))
                 messages = []
-                for m in peer_policy().openai_messages(_strip_images(sample.prompt)):
+                for m in peer_policy(catalogue=catalogue).openai_messages(_strip_images(sample.prompt, catalogue)):
                     messages.append(m)
                 messages.append({"role": "assistant", "content": sample.target})
                 fh.write(json.dumps({"messages": messages, "images": images, "task": traj.task.id}) + "\n")
@@ -206,9 +210,9 @@ def export_messages(trajectories: Iterable[tuple[Trajectory, Optional[Path]]], o
     return count
 
 
-def _strip_images(prompt: Prompt) -> Prompt:
+def _strip_images(prompt: Prompt, catalogue: Any) -> Prompt:
     msgs = []
     for m in prompt.messages:
         parts = [p if p["type"] == "text" else {"type": "text", "text": "<image>"} for p in m["content"]]
         msgs.append({**m, "content": parts})
-    return peer_policy().prompt_class(messages=msgs, tools=prompt.tools)
+    return peer_policy(catalogue=catalogue).prompt_class(messages=msgs, tools=prompt.tools)

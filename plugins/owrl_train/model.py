@@ -62,7 +62,7 @@ def target_ids(tokenizer: Any, sample: Sample) -> list[int]:
 class TrainableVL:
     def __init__(self, model_id: str, *, lora_r: int = 16, lora_alpha: Optional[int] = None, four_bit: bool = False,
                  adapter: Optional[str] = None, device: Optional[str] = None, seed: int = 0,
-                 lora_layers: Optional[int] = None, autocast: Optional[str] = None):
+                 lora_layers: Optional[int] = None, autocast: Optional[str] = None, catalogue: Any = None):
         import torch
         from peft import LoraConfig, PeftModel, get_peft_model
 
@@ -70,7 +70,7 @@ class TrainableVL:
         base = adapter_base(model_id)
         if base is not None:  # an adapter folder: train on from it
             adapter, model_id = model_id, base
-        backend_class = peer_policy().backend_class  # the openwebrl plugin's model loader
+        backend_class = peer_policy(catalogue=catalogue).backend_class  # the openwebrl plugin's model loader
         # autocast="bf16": generation and training forward passes in bfloat16 (the backend's compute())
         self.backend = backend_class(model_id, quantize="4bit" if four_bit else "none", device=device, trainable=True,
                                      **({"autocast": autocast} if autocast not in (None, "none") else {}))

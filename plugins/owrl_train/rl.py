@@ -514,7 +514,6 @@ class RLRun:
     def __init__(self, cfg: RLConfig, rollouts: Rollouts, settings: Any = None, plugins: Any = None,
                  tasks: Optional[list[Task]] = None, model: Any = None, demonstrator: Any = None):
         from owrl_sdk.config import Settings
-        from owrl_sdk.plugins import Plugins
 
         from .model import TrainableVL
 
@@ -527,10 +526,13 @@ class RLRun:
         self.cfg = cfg
         self.rollouts = rollouts
         self.settings = settings or Settings()
-        self.plugins = plugins or Plugins()
+        if plugins is None:  # handed over: the caller's plugins are the ones its suite and judge came from
+            raise ConfigError("RLRun needs the plugins its rollouts use: RLRun(..., plugins=...), an "
+                              "owrl_sdk.plugins.Plugins")
+        self.plugins = plugins
         cat = self.plugins.catalogue
         self.model = model or TrainableVL(cfg.model, lora_r=cfg.lora_r, four_bit=cfg.four_bit, seed=cfg.seed,
-                                          autocast=cfg.autocast)
+                                          autocast=cfg.autocast, catalogue=cat)
         self.optimizer = cat.get("optimizers", cfg.optimizer)(self.settings, model=self.model, config=cfg)
         self.sampler = cat.get("samplers", cfg.sampler)(self.settings, **cfg.sampler_options)
         self.reward = cat.get("rewards", cfg.reward)(self.settings)
@@ -643,7 +645,8 @@ class RLRun:
         run_dir = Path(traj.metadata["run_dir"]) if traj.metadata.get("run_dir") else None
         demo = rescued == "demo"
         samples = trajectory_samples(traj, run_dir, tools=self._tools(), advantage=advantage or 0.0,
-                                     unreadable=cfg.unreadable == "turn" and not demo, render=self.policy.prompt)
+                                     unreadable=cfg.unreadable == "turn" and not demo, render=self.policy.prompt,
+                                     catalogue=self.plugins.catalogue)
         temperature = cfg.rescue_temperature if rescued == "hot" else cfg.temperature
         out = []
         for s in samples:

@@ -127,9 +127,10 @@ class RayRollouts:
     """
 
     def __init__(self, suite: Any, settings: Any, workers: int = 2, judge: str = "composite",
-                 address: Optional[str] = None, contexts: int = 1, max_attempts: int = 3):
+                 address: Optional[str] = None, contexts: int = 1, max_attempts: int = 3, *, plugins: Any):
         self.suite = suite
         self.settings = settings
+        self.plugins = plugins  # the driver's plugins, handed to the Ray executor
         self.workers = workers
         self.judge = judge
         self.options_ = dict(address=address, contexts=contexts, max_attempts=max_attempts)
@@ -148,7 +149,6 @@ class RayRollouts:
                       out: Path) -> list[Trajectory]:
         from owrl_sdk.errors import ConfigError
         from owrl_sdk.executors import NamedPolicy, WorkItem, Workload, failed_trajectory
-        from owrl_sdk.plugins import Plugins
         from owrl_sdk.raybackend import RayExecutor, RayOptions
 
         if not isinstance(policy, PolicySpec):
@@ -156,7 +156,7 @@ class RayRollouts:
                               "(the workers cannot share the trainer's in-process model)")
         factory = NamedPolicy(policy.name, dict(policy.options))
         if self.executor is None:
-            self.executor = RayExecutor(self.settings, Plugins(), self.workers, options=RayOptions(**self.options_))
+            self.executor = RayExecutor(self.settings, self.plugins, self.workers, options=RayOptions(**self.options_))
             await self.executor.start(Workload(suite=self.suite, policy=factory, judge=self.judge, out=out,
                                                with_trajectory=True, max_steps=max_steps))
         else:

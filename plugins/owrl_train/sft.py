@@ -63,13 +63,15 @@ def sft_loss(model: TrainableVL, samples: list[Sample]) -> Any:
 
 
 def train_sft(samples: list[Sample], cfg: SFTConfig, model: Optional[TrainableVL] = None,
-              on_step: Optional[Callable[[dict[str, Any]], None]] = None) -> dict[str, Any]:
+              on_step: Optional[Callable[[dict[str, Any]], None]] = None, *, catalogue: Any = None) -> dict[str, Any]:
+    """SFT of ``model`` (or a new one from ``cfg.model``, loaded by the openwebrl plugin found in
+    ``catalogue``) on ``samples``."""
     import torch
 
     if not samples:
         raise ValueError("no samples to train on")
     model = model or TrainableVL(cfg.model, lora_r=cfg.lora_r, four_bit=cfg.four_bit, seed=cfg.seed,
-                                 autocast=cfg.autocast)
+                                 autocast=cfg.autocast, catalogue=catalogue)
     params = model.trainable_parameters()
     opt = torch.optim.AdamW(params, lr=cfg.lr)
     ckpt_root = cfg.out / "checkpoints"

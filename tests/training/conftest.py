@@ -4,6 +4,8 @@ import warnings
 
 import pytest
 
+from owrl_sdk.plugins import Plugins
+
 
 @pytest.fixture(scope="session")
 def tiny_qwen3(tmp_path_factory):
@@ -19,4 +21,4 @@ def trainable(tiny_qwen3):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return TrainableVL(str(tiny_qwen3), lora_r=8, seed=0)
+        return TrainableVL(str(tiny_qwen3), catalogue=Plugins().catalogue, lora_r=8, seed=0)

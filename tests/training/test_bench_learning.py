@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from owrl_sdk.plugins import Plugins
+
 pytest.importorskip("miniwob")
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
@@ -248,7 +250,7 @@ def tiny_click_test(tmp_path, plugins):
     task = next(t for t in suite.tasks() if t.id == "click-test")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = TrainableVL(str(tiny), lora_r=4, seed=0)
+        model = TrainableVL(str(tiny), catalogue=Plugins().catalogue, lora_r=4, seed=0)
     return tiny, settings, suite, task, model
 
 

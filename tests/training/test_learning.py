@@ -17,6 +17,7 @@ pytest.importorskip("peft")
 
 from owrl_openwebrl.backend import Sampling  # noqa: E402
 from owrl_openwebrl.prompt import build_prompt  # noqa: E402
+from owrl_sdk.plugins import Plugins  # noqa: E402
 from owrl_sdk.memory import Context  # noqa: E402
 from owrl_train.data import Sample  # noqa: E402
 from owrl_train.model import TrainableVL  # noqa: E402
@@ -31,7 +32,7 @@ SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 24}
 def warm_start(ckpt, out):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = TrainableVL(str(ckpt), lora_r=16, seed=0)
+        model = TrainableVL(str(ckpt), catalogue=Plugins().catalogue, lora_r=16, seed=0)
     ctx = Context(task=TASK, observation=asyncio.run(ButtonsEnv().observe()), tools=TOOLS)
     prompt = build_prompt(ctx, text_mode=True, tools_in_system=False)
     samples = [Sample(prompt=prompt, target=f'<tool_call>{{"name": "press_{c}", "arguments": {{}}}}</tool_call>')
@@ -79,7 +80,7 @@ def test_resume_gives_the_same_next_loss(tiny_qwen3, tmp_path, plugins, settings
     def fresh(out, iterations):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            m = TrainableVL(str(sft_adapter), seed=0)
+            m = TrainableVL(str(sft_adapter), catalogue=Plugins().catalogue, seed=0)
         return RLRun(rl_config(tiny_qwen3, out, iterations), InMemoryRollouts(plugins, settings),
                      settings=settings, plugins=plugins, tasks=[TASK], model=m)
 

@@ -6,6 +6,8 @@ import math
 
 import pytest
 
+from owrl_sdk.plugins import Plugins
+
 torch = pytest.importorskip("torch")
 
 from owrl_train.objectives import group_advantages, k3_kl, ppo_clip_loss  # noqa: E402
@@ -74,7 +76,7 @@ def test_reference_is_the_base_model(trainable, tiny_qwen3):
         logp, mask, _ = trainable.token_logprobs(batch)
         with trainable.reference():
             ref, _, _ = trainable.token_logprobs(batch)
-        fresh = TrainableVL(str(tiny_qwen3), lora_r=8, seed=1)  # LoRA B starts at zero: the base model
+        fresh = TrainableVL(str(tiny_qwen3), catalogue=Plugins().catalogue, lora_r=8, seed=1)  # LoRA B starts at zero: the base model
         base, _, _ = fresh.token_logprobs(fresh.encode([sample]))
     assert torch.allclose(ref, base, atol=1e-5)
     assert float((k3_kl(ref, ref) * mask).sum()) == 0.0

@@ -18,6 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
+from owrl_sdk.plugins import Plugins  # noqa: E402
 from owrl_sdk.documents import json_lines  # noqa: E402
 from owrl_sdk.errors import ConfigError  # noqa: E402
 from owrl_sdk.types import Judgement, Observation, Outcome, PolicyInfo, Step, ToolCall, Trajectory, Turn  # noqa: E402
@@ -33,7 +34,7 @@ SAMPLING = {"temperature": 0.7, "top_p": 1.0, "top_k": 0, "max_new_tokens": 12}
 def model_of(ckpt, seed=0):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return TrainableVL(str(ckpt), lora_r=8, seed=seed)
+        return TrainableVL(str(ckpt), catalogue=Plugins().catalogue, lora_r=8, seed=seed)
 
 
 def perturb(model, scale=0.3, seed=0):
@@ -177,7 +178,8 @@ def test_the_sampled_ids_are_the_targets_and_a_cut_answer_gets_no_end_token(trai
     # the trajectory keeps them (usage.completion_ids) and the sample carries them
     turn = readable("green")
     turn.usage = {"completion_ids": sampled, "finish_reason": "length"}
-    [s] = trajectory_samples(toy_trajectory([turn], False), tools=TOOLS, text_mode=True)
+    [s] = trajectory_samples(toy_trajectory([turn], False), tools=TOOLS, text_mode=True,
+                             catalogue=Plugins().catalogue)
     assert s.meta["token_ids"] == sampled and s.meta["truncated"] is True
 
 

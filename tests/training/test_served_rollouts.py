@@ -111,7 +111,7 @@ def test_ray_rollouts_with_a_served_adapter(tiny_qwen3, tmp_path, stand_in):
     settings, plugins = Settings(), Plugins()
     suite = plugins.catalogue.get("task_suites", "demo-shop")(settings)
     ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
-    rollouts = RayRollouts(suite, settings, workers=2, judge="composite")
+    rollouts = RayRollouts(suite, settings, workers=2, judge="composite", plugins=plugins)
     try:
         results = train(cfg, rollouts, settings, plugins)
     finally:

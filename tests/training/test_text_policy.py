@@ -22,6 +22,7 @@ from owrl_openwebrl.backend import Sampling, VLBackend  # noqa: E402
 from owrl_openwebrl.fetch import MARKER, cache_root, convert_gguf, fetched, model_dir  # noqa: E402
 from owrl_openwebrl.policy import TextPolicy  # noqa: E402
 from owrl_openwebrl.tiny import build_tiny_text  # noqa: E402
+from owrl_sdk.plugins import Plugins  # noqa: E402
 from owrl_sdk.config import ConfigError  # noqa: E402
 from owrl_sdk.memory import Context  # noqa: E402
 from owrl_sdk.types import Observation, Task  # noqa: E402
@@ -46,7 +47,7 @@ def tiny_text(tmp_path_factory):
 def text_trainable(tiny_text):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return TrainableVL(str(tiny_text), lora_r=8, seed=0)
+        return TrainableVL(str(tiny_text), catalogue=Plugins().catalogue, lora_r=8, seed=0)
 
 
 def page_context(tools):
@@ -140,7 +141,7 @@ def test_lora_on_a_text_model_scores_only_the_target_positions(text_trainable, p
 def test_lora_on_the_last_layers_only(tiny_text):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        top = TrainableVL(str(tiny_text), lora_r=4, lora_layers=1)
+        top = TrainableVL(str(tiny_text), catalogue=Plugins().catalogue, lora_r=4, lora_layers=1)
     adapted = {n.split(".layers.")[1].split(".")[0] for n, _ in top.model.named_modules() if n.endswith("lora_A")}
     assert adapted == {"1"}  # the tiny Llama has layers 0 and 1
 
@@ -184,8 +185,8 @@ def test_bf16_autocast_generates_and_trains_in_bfloat16_with_float32_weights(tin
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        plain = TrainableVL(str(tiny_text), lora_r=8, seed=0)
-        fast = TrainableVL(str(tiny_text), lora_r=8, seed=0, autocast="bf16")
+        plain = TrainableVL(str(tiny_text), catalogue=Plugins().catalogue, lora_r=8, seed=0)
+        fast = TrainableVL(str(tiny_text), catalogue=Plugins().catalogue, lora_r=8, seed=0, autocast="bf16")
     tools = list(plugins.catalogue.items["tools"].values())
     prompt = TextPolicy(settings, backend=fast.backend).prompt(page_context(tools))
     ok = Sample(prompt, TARGET_OK)
@@ -241,7 +242,7 @@ def test_autocast_reaches_the_model_from_every_entry_point(monkeypatch, tmp_path
     monkeypatch.setattr(owrl_train.model, "TrainableVL", building)
     monkeypatch.setattr(owrl_train.sft, "TrainableVL", building)
     with pytest.raises(Built):
-        RLRun(RLConfig(model="m", out=tmp_path / "rl", autocast="bf16"), rollouts=None)
+        RLRun(RLConfig(model="m", out=tmp_path / "rl", autocast="bf16"), rollouts=None, plugins=Plugins())
     with pytest.raises(Built):
         train_sft([Sample(None, "x")], SFTConfig(model="m", out=tmp_path / "sft", autocast="bf16"))
     data = tmp_path / "rows.jsonl"
