@@ -50,13 +50,13 @@ class Agent:
         self.settings = settings or load_settings()
         self.plugins = plugins or Plugins()
         self._policy: Optional[Policy] = None
-        self._policy_class: Any = None
+        self._policy_name: Optional[str] = None
         if isinstance(policy, Policy):
             self._policy = policy
         else:  # the name is checked now; the policy is made when first used, so an Agent that
             # only plays flows (run_flow) never loads the default model
             self._policy_name = policy or self.settings.policy
-            self._policy_class = self.plugins.catalogue.get("policies", self._policy_name)
+            self.plugins.catalogue.get("policies", self._policy_name)  # fail early on a bad name
         self._policy_options = policy_options
         self.memory_name = memory or self.settings.memory
         self.plugins.catalogue.get("memories", self.memory_name)  # fail early on a bad name
@@ -67,7 +67,7 @@ class Agent:
     def policy(self) -> Policy:
         """The policy :meth:`run` plays tasks with (made on first use)."""
         if self._policy is None:
-            assert self._policy_class is not None
+            assert self._policy_name is not None
             self._policy = self.plugins.catalogue.build("policies", self._policy_name, self.settings,
                                                         **self._policy_options)
         return self._policy
