@@ -18,6 +18,7 @@ The batch folder::
       flow.json     the flow the batch plays (its inputs not filled in)
       rows.jsonl    one line per finished row, appended as each ends (what a re-run resumes from)
       batch.lock    while a process runs the batch: its pid (a second one on the folder is refused)
+      .batch.lock   the system lock behind it (filelock), which the holder's death releases
       batch.json    every row of the input file: row, key, status, inputs, outputs, failure
       batch.csv     the same as a table: row, status, input:NAME..., output:NAME..., failure, detail, run_dir
       runs/         each row's run folder (trajectory.json, screenshots, result.json)
@@ -58,7 +59,7 @@ import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Union
 
 from . import interrupts, secrets
 from .components import TaskSuite
@@ -66,10 +67,13 @@ from .config import Settings, load_settings
 from .documents import Flow, json_lines, load_flow, not_utf8
 from .errors import UsageError
 from .executors import STOP, Executor, LocalExecutor, NamedPolicy, WorkItem, WorkResult, Workload
-from .files import write_atomic
+from .files import try_lock, write_atomic
 from .plugins import Plugins
 from .runstore import slugify
 from .types import Task, Trajectory
+
+if TYPE_CHECKING:
+    from filelock import BaseFileLock
 
 __all__ = ["Batch", "Row", "RowResult", "read_rows", "BAD_INPUTS", "INTERRUPTED_AFTER_COMMIT", "NEEDS_REVIEW", "RETRIED"]
 
@@ -462,16 +466,6 @@ def outputs_of(trajectory: Optional[Trajectory]) -> dict[str, Any]:
     return {}
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
-
-
 def default_out(flow_name: str, runs_dir: Union[str, Path] = "runs") -> Path:
     """``runs/batch-<timestamp>-<flow name>``."""
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -550,7 +544,7 @@ class Batch:
         if not (url or self.flow.start_url):
             raise UsageError(f"{self.flow_file or 'the flow'} has no start_url: give one (or --url)")
         self._input_names: Optional[tuple[dict[str, Any], set[str]]] = None
-        self._lock_fd: Optional[int] = None
+        self._held: Optional[BaseFileLock] = None
         self._check_common()
         self._check_columns()
         self._check_folder()
@@ -578,41 +572,22 @@ class Batch:
 
     @property
     def lock_file(self) -> Path:
+        """The holder's pid while a command runs the batch (what a refusal names)."""
         return self.out / "batch.lock"
 
     def _owner(self) -> Optional[int]:
-        """The pid written in ``batch.lock``, if any (for the refusal; :meth:`_lock` decides who holds it)."""
+        """The pid written in ``batch.lock``, if any (for the refusal; the system lock on
+        ``.batch.lock`` decides who holds the folder)."""
         try:
             pid = int(self.lock_file.read_text(encoding="utf-8").strip() or 0)
         except (OSError, ValueError):
             return None
         return pid if pid > 0 else None
 
-    def _lock(self) -> Optional[int]:
-        """Open ``batch.lock`` and hold it (an exclusive ``flock``, which the system releases when
-        the holder dies): its descriptor, or None when another holds it. Without ``flock`` (not
-        POSIX) the file's pid decides, as a live process that wrote it."""
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not on POSIX
-            pid = self._owner()
-            if pid is not None and pid != os.getpid() and _alive(pid):
-                return None
-            return os.open(self.lock_file, os.O_CREAT | os.O_RDWR, 0o644)
-        while True:
-            fd = os.open(self.lock_file, os.O_CREAT | os.O_RDWR, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                return None
-            try:
-                same = os.fstat(fd).st_ino == os.stat(self.lock_file).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                return fd
-            os.close(fd)  # its holder removed the file as this one opened it: take the new one
+    def _lock(self) -> Optional[BaseFileLock]:
+        """The system lock on ``.batch.lock``, held (released by the system when its holder
+        dies), or None when another command or another Batch in this process holds it."""
+        return try_lock(self.out / ".batch.lock")
 
     def _refuse(self) -> UsageError:
         pid = self._owner()
@@ -621,28 +596,27 @@ class Batch:
 
     def _check_lock(self) -> None:
         """Refuse a folder whose batch another command (or another Batch) runs now."""
-        if not self.lock_file.exists():
+        if not (self.out / ".batch.lock").exists():
             return
-        fd = self._lock()
-        if fd is None:
+        held = self._lock()
+        if held is None:
             raise self._refuse()
-        os.close(fd)  # a lock left by a process that died: free
+        held.release()  # free, or left by a process that died
 
     def _take_lock(self) -> None:
-        """Hold ``batch.lock`` (its content: this process's pid) while rows run: two commands on
-        one folder would run the same rows twice. A lock whose process is gone is taken over."""
-        fd = self._lock()
-        if fd is None:
+        """Hold the folder while rows run (``batch.lock`` says by which pid): two commands on
+        one folder would run the same rows twice. A lock whose process died is taken over."""
+        held = self._lock()
+        if held is None:
             raise self._refuse()
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self._lock_fd = fd
+        self.lock_file.write_text(str(os.getpid()), encoding="utf-8")
+        self._held = held
 
     def _release_lock(self) -> None:
-        fd, self._lock_fd = self._lock_fd, None
-        if fd is not None:
-            self.lock_file.unlink(missing_ok=True)  # while still held: who opens it next makes a new one
-            os.close(fd)
+        held, self._held = self._held, None
+        if held is not None:
+            self.lock_file.unlink(missing_ok=True)  # while still held: no pid outlives its run
+            held.release()
 
     def _check_common(self) -> None:
         """The values for every row (``--input``) are the command's: a name the flow does not

@@ -9,7 +9,6 @@ again and again as if the model were failing it. Entries expire after ``ttl`` se
 from __future__ import annotations
 
 import ipaddress
-import os
 import sqlite3
 import time
 from pathlib import Path
@@ -20,9 +19,9 @@ DEFAULT_TTL = 24 * 3600
 
 
 def default_path() -> Path:
-    base = os.environ.get("OWRL_STATE_DIR") or os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    sub = "" if os.environ.get("OWRL_STATE_DIR") else "owrl"
-    return Path(base) / sub / "blocklist.sqlite"
+    from .dirs import state_dir
+
+    return state_dir() / "blocklist.sqlite"
 
 
 def host_of(url: str) -> str:

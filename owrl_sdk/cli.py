@@ -108,7 +108,7 @@ class OwrlGroup(click.Group):
 @click.option("-q", "--quiet", is_flag=True, help="Show only errors from the library's log (no warnings).")
 @click.option("--config", "config_file", metavar="FILE", envvar="OWRL_CONFIG",
               help="Read settings from FILE instead of ./owrl.toml (also OWRL_CONFIG); the user's "
-              "~/.config/owrl/owrl.toml is still read beneath it.")
+              "owrl.toml in the user's config folder (~/.config/owrl on Linux) is still read beneath it.")
 def cli(debug: bool, verbose: int, quiet: bool, config_file: Optional[str]) -> None:
     """owrl: run, evaluate and train visual web agents on a real Chromium."""
     setup_logging(verbose, quiet)

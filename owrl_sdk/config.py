@@ -3,7 +3,7 @@
 Precedence, highest first: options given on the command line (or to the API), ``OWRL_*``
 environment variables, ``owrl.toml`` in the working directory (or the file ``OWRL_CONFIG`` /
 ``owrl --config FILE`` names instead), then ``owrl.toml`` in the user's config folder
-(``$XDG_CONFIG_HOME/owrl`` or ``~/.config/owrl``). A bad value raises
+(:func:`owrl_sdk.dirs.config_dir`: ``$XDG_CONFIG_HOME/owrl`` or ``~/.config/owrl`` on Linux). A bad value raises
 :class:`ConfigError` naming the key and where it came from.
 
 Plugins keep their settings in a table of their own, ``[plugins.NAME]``, named by the
@@ -232,7 +232,8 @@ def _config_files(cwd: Path, environ: Optional[Mapping[str, str]] = None) -> lis
     """The config files read, lowest first: the user's, then ``OWRL_CONFIG`` (``owrl --config
     FILE``) in place of the working directory's ``owrl.toml``. A named file that is not there is
     a ConfigError: a typo must not run with other settings."""
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    from .dirs import config_dir
+
     named = (os.environ if environ is None else environ).get("OWRL_CONFIG") or ""
     if named:
         chosen = Path(named).expanduser()
@@ -240,7 +241,7 @@ def _config_files(cwd: Path, environ: Optional[Mapping[str, str]] = None) -> lis
             chosen = cwd / chosen
         if not chosen.is_file():
             raise ConfigError(f"OWRL_CONFIG (or --config) names {named}, which is not a file")
-    files = [Path(base) / "owrl" / CONFIG_NAME, chosen if named else cwd / CONFIG_NAME]
+    files = [config_dir() / CONFIG_NAME, chosen if named else cwd / CONFIG_NAME]
     return [f for f in files if f.is_file()]
 
 

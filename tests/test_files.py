@@ -1,15 +1,18 @@
 """The one atomic-write helper (owrl_sdk.files): whole files or none, no shared temporaries,
-permissions exact when asked for and the umask's otherwise."""
+permissions exact when asked for and the umask's otherwise. The one folder lock (try_lock), and
+the user's folders (owrl_sdk.dirs)."""
 
 from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 import threading
 
 import pytest
 
-from owrl_sdk.files import write_atomic
+from owrl_sdk.files import try_lock, write_atomic
 
 
 def test_a_file_is_replaced_whole_and_no_temporary_is_left(tmp_path):
@@ -56,3 +59,47 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypat
     with pytest.raises(OSError, match="disk full"):
         write_atomic(target, "new")
     assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["trajectory.json"]
+
+
+def test_a_lock_is_one_holders_and_a_dead_holders_lock_is_free(tmp_path):
+    """Another process, and another lock object in this one, are refused while it is held; the
+    system frees it when its holder dies without releasing it."""
+    path = tmp_path / "folder" / ".held"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from owrl_sdk.files import try_lock; "
+                               f"held = try_lock({str(path)!r}); print(held is not None, flush=True); "
+                               "sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "True"
+        assert try_lock(path) is None
+    finally:
+        holder.kill()
+        holder.wait()
+    mine = try_lock(path)
+    assert mine is not None and try_lock(path) is None  # a second object in the same process
+    mine.release()
+    again = try_lock(path)
+    assert again is not None and path.exists()  # the file stays: no holder locks an unlinked name
+    again.release()
+
+
+def test_the_users_folders_follow_the_platform_and_owrls_variables_win(monkeypatch, tmp_path):
+    from owrl_sdk import dirs
+    from owrl_sdk.blocklist import default_path
+    from owrl_sdk.config import _config_files
+
+    for name in ("OWRL_CACHE_DIR", "OWRL_STATE_DIR", "OWRL_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    if sys.platform.startswith("linux"):  # platformdirs reads the XDG variables on Linux
+        assert dirs.config_dir() == tmp_path / "cfg" / "owrl"
+        assert dirs.cache_dir() == tmp_path / "cache" / "owrl"
+        assert default_path() == tmp_path / "state" / "owrl" / "blocklist.sqlite"
+    (dirs.config_dir()).mkdir(parents=True)
+    (dirs.config_dir() / "owrl.toml").write_text("max_steps = 3\n")
+    assert _config_files(tmp_path / "work") == [dirs.config_dir() / "owrl.toml"]
+    monkeypatch.setenv("OWRL_CACHE_DIR", str(tmp_path / "mine"))
+    monkeypatch.setenv("OWRL_STATE_DIR", str(tmp_path / "st"))
+    assert dirs.cache_dir() == tmp_path / "mine"
+    assert default_path() == tmp_path / "st" / "blocklist.sqlite"

@@ -74,7 +74,7 @@ def serve_command(host: str, port: int, data_dir: str, max_concurrent: int, no_a
     try:
         uvicorn.Server(config).run()
     finally:
-        lock.close()
+        lock.release()
 
 
 @hookimpl

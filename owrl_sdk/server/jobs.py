@@ -19,12 +19,15 @@ import sqlite3
 import threading
 import uuid
 from pathlib import Path
-from typing import IO, Any, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from pydantic import BaseModel, Field
 
 from ..secrets import redact, scrub
 from ..types import Outcome, utc_now
+
+if TYPE_CHECKING:
+    from filelock import BaseFileLock
 
 JobStatus = Literal["queued", "running", "finished", "failed", "cancelled"]
 JobKind = Literal["task", "flow", "batch"]
@@ -274,24 +277,18 @@ class JobStore:
                            (utc_now(), INTERRUPTED))
 
 
-def lock_data_dir(folder: Path) -> IO[str]:
-    """Hold ``folder/serve.lock`` for as long as the returned file is open: two servers on one
-    data dir would both run its queued jobs."""
+def lock_data_dir(folder: Path) -> "BaseFileLock":
+    """Hold ``folder/serve.lock`` until the returned lock is released (or the process ends): two
+    servers on one data dir would both run its queued jobs."""
     from ..errors import UsageError
+    from ..files import try_lock
 
     folder.mkdir(parents=True, exist_ok=True)
     _private(folder, 0o700)
-    handle = open(folder / "serve.lock", "a+", encoding="utf-8")
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not on POSIX: no lock
-        return handle
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.close()
-        raise UsageError(f"another owrl serve is using {folder}: stop it or pass another --data-dir") from None
-    return handle
+    lock = try_lock(folder / "serve.lock")
+    if lock is None:
+        raise UsageError(f"another owrl serve is using {folder}: stop it or pass another --data-dir")
+    return lock
 
 
 def _job(row: sqlite3.Row) -> Job:

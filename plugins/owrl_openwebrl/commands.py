@@ -38,7 +38,7 @@ def tiny_command(out: str, family: str, seed: int) -> None:
 @model_command.command("fetch")
 @click.argument("name", metavar="NAME")
 @click.option("--cache", type=click.Path(file_okay=False),
-              help="owrl's cache folder (default: $OWRL_CACHE_DIR, else ~/.cache/owrl); the model goes to CACHE/models/.")
+              help="owrl's cache folder (default: $OWRL_CACHE_DIR, else the user's cache folder: ~/.cache/owrl on Linux); the model goes to CACHE/models/.")
 @click.option("--force", is_flag=True, help="Download (and convert) again even when the model is cached.")
 @click.option("--no-weights", is_flag=True,
               help="openwebrl, openwebrl-judge: fetch the interface files only (e.g. on a machine without a GPU).")

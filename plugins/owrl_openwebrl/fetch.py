@@ -75,13 +75,10 @@ MARKER = "owrl_model.json"
 
 def cache_root(cache: Optional[Union[str, Path]] = None) -> Path:
     """owrl's cache folder: ``cache`` if given, else ``$OWRL_CACHE_DIR``, else the user's
-    cache folder (``$XDG_CACHE_HOME/owrl`` or ``~/.cache/owrl``)."""
-    if cache:
-        return Path(cache).expanduser()
-    if os.environ.get("OWRL_CACHE_DIR"):
-        return Path(os.environ["OWRL_CACHE_DIR"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "owrl"
+    cache folder (:func:`owrl_sdk.dirs.cache_dir`: ``~/.cache/owrl`` on Linux)."""
+    from owrl_sdk.dirs import cache_dir
+
+    return Path(cache).expanduser() if cache else cache_dir()
 
 
 @dataclass(frozen=True)
