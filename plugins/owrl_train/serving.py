@@ -15,23 +15,23 @@ only happens to rollouts reused across a restart or gathered by an asynchronous 
 but the check holds the update to on-policy-enough data whatever produced it. Adapters the
 rollouts can no longer use are unloaded from the server and deleted.
 
-The adapter folder must be readable by the server at the same path (a shared volume).
+The adapter folder must be readable by the server at the same path (a shared volume). The
+load and unload calls go through the ``openai`` package's client (the ``openai`` extra, which
+the served rollouts' policy needs too): one pooled connection, the key as a bearer token, and
+its retries (jittered, ``Retry-After`` honoured) on connection errors, 408, 409, 429 and 5xx.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from owrl_sdk import secrets
 from owrl_sdk.config import openai_endpoint
-from owrl_sdk.errors import InfraError
+from owrl_sdk.errors import InfraError, UsageError
 from owrl_sdk.types import Trajectory
 
 
@@ -45,7 +45,7 @@ class PolicySpec:
 
 class AdapterPublisher:
     def __init__(self, base_url: str, root: Path, name: str = "owrl", api_key: Optional[str] = None,
-                 keep: int = 1, timeout: float = 120.0):
+                 keep: int = 1, timeout: float = 120.0, retries: int = 3):
         self.base_url = base_url.rstrip("/")
         self.root = Path(root)
         self.name = name
@@ -54,7 +54,9 @@ class AdapterPublisher:
         secrets.register_endpoint(api_key, base_url)
         self.keep = keep
         self.timeout = timeout
+        self.retries = retries
         self.loaded: list[int] = []
+        self._client: Any = None
 
     def model_name(self, version: int) -> str:
         return f"{self.name}-v{version}"
@@ -78,22 +80,33 @@ class AdapterPublisher:
             shutil.rmtree(self.root / f"v{old:05d}", ignore_errors=True)
         return self.model_name(version)
 
+    def client(self) -> Any:
+        """The ``openai`` client this publisher posts with (made on first use, then kept)."""
+        if self._client is None:
+            try:
+                import openai
+            except ImportError:
+                raise UsageError("rollouts from a served model (serve_base_url) need the openai package: "
+                                 "pip install 'openwebrl-sdk[openai]'") from None
+            self._client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout,
+                                         max_retries=self.retries)
+        return self._client
+
     def _post(self, endpoint: str, payload: dict[str, Any], ok_if: str = "") -> None:
-        req = urllib.request.Request(f"{self.base_url}/{endpoint}", data=json.dumps(payload).encode(), method="POST",
-                                     headers={"Content-Type": "application/json",
-                                              "Authorization": f"Bearer {self.api_key}"})
+        client = self.client()
+        import openai
+
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                resp.read()
-        except urllib.error.HTTPError as err:
-            body = err.read()[:300].decode(errors="replace")
+            client.post(f"/{endpoint}", body=payload, cast_to=str)  # vLLM answers in plain text
+        except openai.APIStatusError as err:
+            body = err.response.text[:300]
             if ok_if and ok_if in body:
                 return
             raise InfraError(f"the inference server refused {endpoint} for {payload.get('lora_name')}: "
-                             f"HTTP {err.code} {body}", code="endpoint_error") from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as err:
+                             f"HTTP {err.status_code} {body}", code="endpoint_error") from None
+        except openai.APIConnectionError as err:  # time-outs included
             raise InfraError(f"cannot reach the inference server at {self.base_url} to {endpoint}: "
-                             f"{getattr(err, 'reason', err)}", code="endpoint_unreachable") from None
+                             f"{type(err).__name__}: {err}", code="endpoint_unreachable") from None
 
 
 def adapter_version(traj: Trajectory, name: str) -> Optional[int]:

@@ -135,3 +135,32 @@ def test_ray_rollouts_need_a_served_policy(tmp_path):
     (tmp_path / "rl.toml").write_text('model = "m"\nrollout_backend = "ray"\n')
     with pytest.raises(ConfigError, match="needs serve_base_url"):
         RLConfig.from_toml(tmp_path / "rl.toml")
+
+
+def test_the_publisher_posts_through_the_openai_client_and_retries_what_it_should(tmp_path):
+    """Load and unload go through the ``openai`` client: the key as a bearer token, a 503 tried
+    again after the server's Retry-After, the answer the server gives when the adapter is
+    already there accepted, any other refusal and an unreachable server an InfraError."""
+    from owrl_sdk.errors import InfraError
+    from owrl_train.serving import AdapterPublisher
+
+    answers = [(503, {"error": "busy"}, {"Retry-After": "0"}), (200, "Success: LoRA adapter added"),
+               (400, {"message": "The lora adapter 'owrl-v0' has already been loaded."}),
+               (404, {"message": "no such route"})]
+    server = JsonServer(lambda path, headers, body: answers.pop(0))
+    try:
+        publisher = AdapterPublisher(server.url, tmp_path, api_key="sk-test-publisher")
+        publisher._post("load_lora_adapter", {"lora_name": "owrl-v0", "lora_path": "/x"})
+        assert [p for p, _, _ in server.requests] == ["/v1/load_lora_adapter"] * 2
+        assert server.requests[1][1]["Authorization"] == "Bearer sk-test-publisher"
+        publisher._post("load_lora_adapter", {"lora_name": "owrl-v0"}, ok_if="already been loaded")
+        with pytest.raises(InfraError) as refused:
+            publisher._post("unload_lora_adapter", {"lora_name": "owrl-v0"}, ok_if="not found")
+        assert refused.value.code == "endpoint_error" and "HTTP 404" in str(refused.value)
+        assert len(server.requests) == 4  # a 404 is not tried again
+    finally:
+        server.close()
+    gone = AdapterPublisher(server.url, tmp_path, api_key="sk-test-publisher", timeout=2, retries=0)
+    with pytest.raises(InfraError) as unreachable:
+        gone._post("load_lora_adapter", {"lora_name": "owrl-v1"})
+    assert unreachable.value.code == "endpoint_unreachable"
