@@ -386,6 +386,25 @@ def test_command_line_renders_files_and_refuses_unknown_values(tmp_path, monkeyp
     assert "trainer.configFile: no such file" in capsys.readouterr().err
 
 
+def test_any_resource_name_is_accepted_in_requests_and_limits(tmp_path, monkeypatch, capsys):
+    """docs/deploy-k8s.md: a key the defaults do not have is an error, except inside requests and
+    limits (any resource name) and network.dnsPodLabels, from a values file or a --set."""
+    monkeypatch.chdir(ROOT)
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"trainer": {"requests": {"ephemeral-storage": "20Gi"}},
+                                      "network": {"dnsPodLabels": {"app": "coredns"}}}))
+    out = tmp_path / "rendered"
+    assert render_mod.main(["-f", str(values), "--set", "browser.limits.ephemeral-storage=10Gi", "-o", str(out)]) == 0
+    files = {p.name.split("-", 1)[1]: yaml.safe_load(p.read_text()) for p in out.iterdir()}
+    browser = containers(files["deployment-owrl-browser-server.yaml"]["spec"]["template"])["browser-server"]
+    assert browser["resources"]["limits"]["ephemeral-storage"] == "10Gi"
+    assert "ephemeral-storage: 20Gi" in "".join(p.read_text() for p in out.iterdir())
+    assert all(not problems(obj) for obj in files.values())
+    values.write_text(yaml.safe_dump({"trainer": {"request": {"cpu": 2}}}))  # a misspelt mapping is still refused
+    assert render_mod.main(["-f", str(values)]) == 2
+    assert "unknown key 'trainer.request'" in capsys.readouterr().err
+
+
 # ============================================================================ the RayJobs
 
 
@@ -618,7 +637,13 @@ def test_rayjob_values_are_checked(tmp_path):
     # more Ray workers than CPUs: the run would wait forever for the rest
     assert "9 Ray workers" in error({"rayJobs": {**on, "eval": {**on["eval"], "workers": 9}}})
     assert render({"rayJobs": {**on, "eval": {**on["eval"], "workers": 9}}, "ray": {"workers": {"replicas": 3}}})
-    assert "32 Ray workers" in error({"rayJobs": {**on, "train": {"enabled": True, "workers": {"replicas": 7}}}})
+    too_many = tmp_path / "many.toml"
+    too_many.write_text((ROOT / "examples" / "rl-ray.toml").read_text().replace("workers = 8", "workers = 32"))
+    assert "32 Ray workers" in error({"rayJobs": {**on, "train": {"enabled": True, "workers": {"replicas": 7}}},
+                                      "trainer": {"configFile": str(too_many)}})
+    # the trainer Job's workers join the RayCluster: 32 of them on its 2 pods of 4 CPUs would never all start
+    assert "32 Ray workers" in error({"trainer": {"configFile": str(too_many)}})
+    assert render({"trainer": {"configFile": str(too_many)}, "ray": {"workers": {"replicas": 8}}})
     config = tmp_path / "rl.toml"
     config.write_text((ROOT / "examples" / "rl-ray.toml").read_text() + 'ray_address = "ray://elsewhere:10001"\n')
     assert "ray_address" in error({"rayJobs": on, "trainer": {"configFile": str(config)}})

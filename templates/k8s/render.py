@@ -74,8 +74,15 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _open(name: str) -> bool:
+    """A mapping whose keys are the user's to choose: resource amounts (any resource name, e.g.
+    ``ephemeral-storage``) and the DNS pods' labels."""
+    return name.rsplit(".", 1)[-1] in ("requests", "limits") or name == "network.dnsPodLabels"
+
+
 def set_value(values: dict[str, Any], assignment: str) -> None:
-    """Apply one ``dotted.key=YAML`` to ``values``; the key must exist in the defaults."""
+    """Apply one ``dotted.key=YAML`` to ``values``; the key must exist in the defaults, except
+    inside an open mapping (:func:`_open`)."""
     key, sep, text = assignment.partition("=")
     if not sep or not key:
         raise ValuesError(f"--set {assignment!r}: write KEY=VALUE, e.g. browser.replicas=8")
@@ -85,7 +92,7 @@ def set_value(values: dict[str, Any], assignment: str) -> None:
         if not isinstance(node.get(part), dict):
             raise ValuesError(f"--set {key}: no values key '{'.'.join(parents[:i + 1])}'")
         node = node[part]
-    if last not in node:
+    if last not in node and not _open(".".join(parents)):
         raise ValuesError(f"--set {key}: no values key '{key}'")
     node[last] = yaml.safe_load(text) if text.strip() else ""
 
@@ -108,7 +115,7 @@ def _check_known(given: dict[str, Any], defaults: dict[str, Any], where: str, pr
         name = f"{prefix}{key}"
         if key not in defaults:
             raise ValuesError(f"{where}: unknown key '{name}'")
-        if isinstance(value, dict) and isinstance(defaults[key], dict) and defaults[key]:
+        if isinstance(value, dict) and isinstance(defaults[key], dict) and defaults[key] and not _open(name):
             _check_known(value, defaults[key], where, name + ".")
 
 
@@ -200,6 +207,14 @@ def ray_jobs(values: dict[str, Any], trainer_config: str) -> dict[str, Any]:
     ev, tr = jobs["eval"], jobs["train"]
     out: dict[str, Any] = {"trainerJob": not tr["enabled"], "evalEntrypoint": None, "trainEntrypoint": None,
                            "runtimeEnvYAML": None}
+    if not tr["enabled"] and tomllib is not None:  # the trainer Job, whose workers join the RayCluster
+        try:
+            workers = tomllib.loads(trainer_config).get("workers")
+        except tomllib.TOMLDecodeError as err:
+            raise ValuesError(f"trainer.configFile: not TOML: {err}") from None
+        if workers is not None:
+            _check_actors(int(workers), values["ray"]["workers"], "trainer.configFile's workers",
+                          f"the rollout group of RayCluster {values['ray']['clusterName']}")
     if not (ev["enabled"] or tr["enabled"]):
         return out
     if jobs["submissionMode"] not in ("K8sJobMode", "HTTPMode"):
