@@ -57,6 +57,16 @@ def test_building_the_wheel_prints_no_setuptools_warnings(tmp_path: Path) -> Non
 
     names = zipfile.ZipFile(wheels[0]).namelist()
     assert "owrl_sdk/py.typed" in names  # PEP 561: embedders type-check against owrl's hints
+    # every source file of every import package is in the wheel: an installed owrl imports whole
+    # (owrl_sdk.failures was once left out of the package list, and a pip-installed owrl failed
+    # to import its own browser environment)
+    roots = {"owrl_sdk": ROOT / "owrl_sdk", "builtin_tools": ROOT / "builtin_tools",
+             "builtin_judges": ROOT / "builtin_judges",
+             **{p.name: p for p in (ROOT / "plugins").iterdir() if (p / "__init__.py").is_file()}}
+    sources = {f"{name}/{path.relative_to(root).as_posix()}" for name, root in roots.items()
+               for path in root.rglob("*.py") if "__pycache__" not in path.parts}
+    missing = sorted(sources - set(names))
+    assert not missing, f"source files left out of the wheel (add their package to pyproject.toml): {missing}"
     metadata = zipfile.ZipFile(wheels[0]).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert "Provides-Extra: scaffold" in metadata and "Provides-Extra: bench" in metadata
 
