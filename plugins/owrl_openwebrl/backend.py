@@ -173,6 +173,10 @@ class VLBackend:
                 llm_int8_skip_modules=["visual", "lm_head"],
             )
             kwargs["device_map"] = {"": self.device if self.device != "cuda" else 0}
+            # the modules left whole (embeddings, norms, the vision tower, the head) in the compute
+            # dtype too: without it they load in float32, which doubles their memory and, on a GPU,
+            # made every generation of the tiny test model peak at 3.6 GB a prompt (bench/cuda_tiny_check.py)
+            kwargs["dtype"] = getattr(torch, dtype) if dtype else compute
         else:
             if dtype:
                 kwargs["dtype"] = getattr(torch, dtype)
