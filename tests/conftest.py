@@ -1,15 +1,26 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
 
 import pytest
+
+# the suites' tables (security attacks, injected faults) are printed by the process that
+# reports, which under pytest-xdist is not the one that ran the tests: their modules are
+# importable here, and the rows travel in the reports (see pytest_runtest_makereport)
+for _folder in ("security", "faults"):
+    if str(Path(__file__).parent / _folder) not in sys.path:
+        sys.path.insert(0, str(Path(__file__).parent / _folder))
 
 # Persistent state (the host blocklist) goes to a throwaway folder, for subprocesses too.
 os.environ["OWRL_STATE_DIR"] = tempfile.mkdtemp(prefix="owrl-state-")
 
-from owrl_sdk.config import Settings
-from owrl_sdk.plugins import Plugins
+from owrl_sdk.config import Settings  # noqa: E402 - after OWRL_STATE_DIR is set
+from owrl_sdk.plugins import Plugins  # noqa: E402
 
 
 @pytest.fixture
@@ -27,3 +38,54 @@ def plugins(owrl_plugins) -> Plugins:
 def register_plugin(owrl_register_plugin):
     """Register a throwaway plugin for one test; it is unregistered afterwards."""
     return owrl_register_plugin
+
+
+# ---------------------------------------------------------------- the tables, under xdist too
+
+
+_ON_WORKER = False
+
+
+def pytest_configure(config: Any) -> None:
+    global _ON_WORKER
+    _ON_WORKER = hasattr(config, "workerinput")
+
+
+def _tables() -> dict[str, tuple[list, type]]:
+    import fault_support
+    import security_support
+
+    return {"owrl_security_row": (security_support.ROWS, security_support.Row),
+            "owrl_fault_row": (fault_support.ROWS, fault_support.FaultRow)}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: Any, call: Any) -> Any:
+    """On an xdist worker, the rows a test added leave with its teardown report."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "teardown" and _ON_WORKER:
+        for key, (rows, _) in _tables().items():
+            report.user_properties.extend((key, asdict(row)) for row in rows)
+            rows.clear()
+
+
+def pytest_runtest_logreport(report: Any) -> None:
+    """On the process that reports (xdist's controller), the rows the workers sent."""
+    if _ON_WORKER or not getattr(report, "user_properties", None) or report.when != "teardown":
+        return
+    tables = _tables()
+    for key, value in report.user_properties:
+        if key in tables and isinstance(value, dict):
+            rows, row_type = tables[key]
+            rows.append(row_type(**value))
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: Any) -> None:
+    if _ON_WORKER:
+        return
+    from fault_support import print_table as print_faults
+    from security_support import print_table as print_attacks
+
+    print_attacks(terminalreporter)
+    print_faults(terminalreporter)

@@ -519,3 +519,23 @@ async def run_fault(
     )
     ROWS.append(row)
     return FaultRun(row=row, trajectory=traj, loaded=loaded or traj, tracker=tracker, env=None, extra=extra)
+
+
+def print_table(terminalreporter: Any) -> None:
+    if not ROWS:
+        return
+    terminalreporter.section("fault injection")
+    for line in table(ROWS):
+        terminalreporter.write_line(line)
+    wrong = sum(1 for r in ROWS if not r.classified_right)
+    broken = sum(1 for r in ROWS if not r.trajectory_intact)
+    left = sum(r.processes_left for r in ROWS)
+    terminalreporter.write_line(
+        f"{len(ROWS)} faults: {len(ROWS) - wrong} classified right, {len(ROWS) - broken} trajectories intact, "
+        f"{left} browser processes left"
+    )
+    for r in ROWS:
+        if not (r.classified_right and r.trajectory_intact) or r.processes_left:
+            terminalreporter.write_line(f"  {r.fault}: {r.note}")
+        elif r.remark:
+            terminalreporter.write_line(f"  {r.fault}: {r.remark} ({r.seconds:.1f} s)")

@@ -1,15 +1,16 @@
 """The security suite's table: every attack tried, and what stopped it.
 
 A test wraps the part that tries an attack and checks the defence in ``attack(...)``; the
-row is recorded as held only when that block ends without an exception. The conftest
-prints the table in the terminal summary, the way the fault suite prints its faults.
+row is recorded as held only when that block ends without an exception. The root conftest
+prints the table in the terminal summary (:func:`print_table`), the way the fault suite prints
+its faults, whether the tests ran in one process or on pytest-xdist's workers.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 
 @dataclass
@@ -44,3 +45,13 @@ def table(rows: list[Row]) -> list[str]:
     for r in rows:
         out.append(line([r.area, r.attack, r.defence]) + ("  yes" if r.held else "  NO"))
     return out
+
+
+def print_table(terminalreporter: Any) -> None:
+    if not ROWS:
+        return
+    terminalreporter.section("security: attacks tried")
+    for line in table(ROWS):
+        terminalreporter.write_line(line)
+    held = sum(r.held for r in ROWS)
+    terminalreporter.write_line(f"{len(ROWS)} attacks: {held} stopped, {len(ROWS) - held} got through")
