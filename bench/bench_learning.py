@@ -224,6 +224,9 @@ def main() -> None:
     ap.add_argument("--dynamic-groups", type=int, default=0, metavar="N",
                     help="draw more groups in an iteration until N have reward variance (0: one draw)")
     ap.add_argument("--dynamic-draws", type=int, default=2, help="at most this many extra draws per iteration")
+    ap.add_argument("--probe-feeds-sampler", action="store_true",
+                    help="the greedy probe's episodes join the task sampler's history (the first draws then "
+                         "avoid families the policy already solves)")
     ap.add_argument("--probe-every", type=int, default=4, help="a greedy probe every N RL iterations (0: none)")
     ap.add_argument("--rl-temperature", type=float, default=0.8, help="sampling temperature of the RL rollouts")
     ap.add_argument("--rescue", choices=["none", "hot", "demo"], default="demo",
@@ -434,7 +437,8 @@ def main() -> None:
                       policy_options=policy_options, seed=rl_seed, autocast=args.autocast,
                       probe_every=args.probe_every, probe_tasks=families, probe_episodes=1,
                       keep_rollouts=False, dynamic_sampling_groups=args.dynamic_groups,
-                      dynamic_sampling_draws=args.dynamic_draws, **trainer)
+                      dynamic_sampling_draws=args.dynamic_draws, probe_feeds_sampler=args.probe_feeds_sampler,
+                      **trainer)
     # another RL seed plays other episode seeds; the default keeps the episodes of earlier runs
     seeded = SeededRollouts(rollouts, RL_SEED0 + (0 if args.rl_seed is None else 7_919 * (args.rl_seed + 1)))
     rl = RLRun(rl_cfg, seeded, settings=settings, plugins=plugins, tasks=[tasks[f] for f in families], model=model,

@@ -178,6 +178,10 @@ class RLConfig:
     #: The probe's task ids (default: the first four of the pool) and episodes per task.
     probe_tasks: Optional[list[str]] = None
     probe_episodes: int = 2
+    #: The probe's episodes count in the task sampler's history, so that the first iteration
+    #: already draws less from tasks the policy solves (whose groups, all successes, teach
+    #: nothing). They are greedy, so a task solved greedily counts as solved.
+    probe_feeds_sampler: bool = False
     #: Thresholds (names in ALARMS) and what crossing one does: warn, rollback or stop.
     alarms: dict[str, float] = field(default_factory=lambda: {"kl": 1.0, "parse_error_rise": 0.3})
     on_alarm: str = "warn"
@@ -860,6 +864,12 @@ class RLRun:
             policy.sampling = sampling
         counted = [t for t in played if t.outcome is None or t.outcome.status != "infra_error"]
         rate = sum(1 for t in counted if _succeeded(self._scored(t))) / len(counted) if counted else 0.0
+        if cfg.probe_feeds_sampler:
+            by_task: dict[str, list[bool]] = {}
+            for t in counted:
+                by_task.setdefault(t.task.id, []).append(_succeeded(self._scored(t)))
+            for task_id, successes in by_task.items():
+                self.sampler.update(task_id, successes)
         shutil.rmtree(out, ignore_errors=True)
         return rate
 

@@ -418,6 +418,20 @@ def test_every_iteration_logs_its_diagnostics_and_keeps_a_rollout_summary(tiny_q
     assert [p.name for p in summary.parent.iterdir()] == ["summary.jsonl"]  # the run folders went
 
 
+def test_the_probe_feeds_the_sampler_only_when_asked(tiny_qwen3, tmp_path, plugins, settings):
+    """With probe_feeds_sampler the greedy probe's episodes join the sampler's history before
+    the first rollouts; without it only the rollouts' own episodes do."""
+    model = model_of(tiny_qwen3)
+    seen: dict[bool, dict[str, int]] = {}
+    for feeds in (True, False):
+        run = run_of(config(tiny_qwen3, tmp_path / f"rl-{feeds}", iterations=1, probe_every=1, probe_episodes=3,
+                            probe_feeds_sampler=feeds), model, plugins, settings)
+        asyncio.run(run.run())
+        seen[feeds] = {task: len(h) for task, h in run.sampler.history.items()}
+    rollouts = seen[False][TASK.id]  # one group of the rollouts' own episodes
+    assert seen[True][TASK.id] == rollouts + 3
+
+
 def test_an_alarm_rolls_back_to_the_last_good_checkpoint(tiny_qwen3, tmp_path, plugins, settings):
     """Every update moves the adapter past the drift alarm: each is undone, so after two
     iterations the adapter is still the one RL started from; with "stop" the run ends."""
