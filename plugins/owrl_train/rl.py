@@ -862,12 +862,13 @@ class RLRun:
             played = await self.rollouts.collect(policy, items, cfg.max_steps(it), out)
         finally:
             policy.sampling = sampling
-        counted = [t for t in played if t.outcome is None or t.outcome.status != "infra_error"]
-        rate = sum(1 for t in counted if _succeeded(self._scored(t))) / len(counted) if counted else 0.0
-        if cfg.probe_feeds_sampler:
-            by_task: dict[str, list[bool]] = {}
-            for t in counted:
+        by_task: dict[str, list[bool]] = {}
+        for t in played:
+            if t.outcome is None or t.outcome.status != "infra_error":
                 by_task.setdefault(t.task.id, []).append(_succeeded(self._scored(t)))
+        outcomes = [s for successes in by_task.values() for s in successes]
+        rate = sum(outcomes) / len(outcomes) if outcomes else 0.0
+        if cfg.probe_feeds_sampler:
             for task_id, successes in by_task.items():
                 self.sampler.update(task_id, successes)
         shutil.rmtree(out, ignore_errors=True)

@@ -207,14 +207,15 @@ def ray_jobs(values: dict[str, Any], trainer_config: str) -> dict[str, Any]:
     ev, tr = jobs["eval"], jobs["train"]
     out: dict[str, Any] = {"trainerJob": not tr["enabled"], "evalEntrypoint": None, "trainEntrypoint": None,
                            "runtimeEnvYAML": None}
-    if not tr["enabled"] and tomllib is not None:  # the trainer Job, whose workers join the RayCluster
+    config: dict[str, Any] = {}  # the run's config, read where it can be (tomllib: Python 3.11+)
+    if tomllib is not None:
         try:
-            workers = tomllib.loads(trainer_config).get("workers")
+            config = tomllib.loads(trainer_config)
         except tomllib.TOMLDecodeError as err:
             raise ValuesError(f"trainer.configFile: not TOML: {err}") from None
-        if workers is not None:
-            _check_actors(int(workers), values["ray"]["workers"], "trainer.configFile's workers",
-                          f"the rollout group of RayCluster {values['ray']['clusterName']}")
+    if not tr["enabled"] and "workers" in config:  # the trainer Job, whose workers join the RayCluster
+        _check_actors(int(config["workers"]), values["ray"]["workers"], "trainer.configFile's workers",
+                      f"the rollout group of RayCluster {values['ray']['clusterName']}")
     if not (ev["enabled"] or tr["enabled"]):
         return out
     if jobs["submissionMode"] not in ("K8sJobMode", "HTTPMode"):
@@ -261,17 +262,12 @@ def ray_jobs(values: dict[str, Any], trainer_config: str) -> dict[str, Any]:
         argv = ["owrl", "train", "rl", "--config", TRAIN_CONFIG, "--backend", "ray",
                 *_extra_args(tr["extraArgs"], "rayJobs.train.extraArgs")]
         out["trainEntrypoint"] = entrypoint(argv, workdir=TRAIN_WORKDIR)
-        if tomllib is not None:
-            try:
-                config = tomllib.loads(trainer_config)
-            except tomllib.TOMLDecodeError as err:
-                raise ValuesError(f"trainer.configFile: not TOML: {err}") from None
-            if config.get("ray_address"):
-                raise ValuesError(f"trainer.configFile sets ray_address = {config['ray_address']!r}: as a RayJob "
-                                  f"the trainer joins its own cluster through RAY_ADDRESS; remove it")
-            if "workers" in config:
-                _check_actors(int(config["workers"]), tr["workers"], "trainer.configFile's workers",
-                              "rayJobs.train.workers")
+        if config.get("ray_address"):
+            raise ValuesError(f"trainer.configFile sets ray_address = {config['ray_address']!r}: as a RayJob "
+                              f"the trainer joins its own cluster through RAY_ADDRESS; remove it")
+        if "workers" in config:
+            _check_actors(int(config["workers"]), tr["workers"], "trainer.configFile's workers",
+                          "rayJobs.train.workers")
     return out
 
 
