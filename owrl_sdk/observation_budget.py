@@ -206,39 +206,58 @@ def bound_snapshot(text: Optional[str], budget: int, viewport: tuple[int, int] =
     budget = max(budget, MIN_BUDGET)
     if len(plain) <= budget:
         return Bounded(plain, len(plain), whole=plain)
-    lines = _parse(text)
-    width, height = viewport
-    cap = max(200, budget // 8)
-    search = _search_box(lines)
-    places: list[tuple[str, int]] = [_where(line.box, width, height) for line in lines]
-    if all(place == "unknown" for place, _ in places):  # no boxes: from the top, in document order
-        places = [("unknown", i) for i in range(len(lines))]
+    cutter = _Cutter(text, plain, budget, viewport)
+    room, min_run = budget - 400, 1
+    for _ in range(12):
+        body, counts, markers = cutter.assemble(max(room, 0), min_run)
+        result = cutter.headline(counts, len(body)) + "\n" + body
+        over = len(result) - budget
+        if over <= 0:
+            return Bounded(result, len(plain), True, counts, plain)
+        if markers > room // 4:  # many small runs left out between kept lines: mark only the larger ones
+            min_run *= 4
+        else:
+            room -= over + 32
+    result = result[:budget]  # not reached in practice: the text outgrew the room twelve times
+    return Bounded(result, len(plain), True, counts, plain)
 
-    def tier(i: int) -> int:
-        line, (place, distance) = lines[i], places[i]
-        if i == search or line.focused or (place == "in" and line.interactive):
+
+class _Cutter:
+    """One snapshot's lines ranked for keeping: the search box, the focused element and what
+    is interactive in view first; then the rest of the viewport; then what is near it
+    (interactive first); then everything else (interactive first)."""
+
+    def __init__(self, text: str, plain: str, budget: int, viewport: tuple[int, int]):
+        self.plain, self.budget = plain, budget
+        self.lines = _parse(text)
+        width, self.height = viewport
+        self.search = _search_box(self.lines)
+        self.places: list[tuple[str, int]] = [_where(line.box, width, self.height) for line in self.lines]
+        if all(place == "unknown" for place, _ in self.places):  # no boxes: from the top, in document order
+            self.places = [("unknown", i) for i in range(len(self.lines))]
+        self.order = sorted(range(len(self.lines)), key=lambda i: (self._tier(i), self.places[i][1], i))
+        cap = max(200, budget // 8)
+        self.texts: list[str] = []
+        self.was_cut: list[bool] = []
+        for line in self.lines:
+            short, cut = _cut_line(line.text, cap)
+            self.texts.append(short)
+            self.was_cut.append(cut > 0)
+
+    def _tier(self, i: int) -> int:
+        line, (place, distance) = self.lines[i], self.places[i]
+        if i == self.search or line.focused or (place == "in" and line.interactive):
             return 0
         if place == "in":
             return 1
-        if distance <= height and place != "unknown":
+        if distance <= self.height and place != "unknown":
             return 2 if line.interactive else 3
         return 4 if line.interactive else 5
 
-    order = sorted(range(len(lines)), key=lambda i: (tier(i), places[i][1], i))
-    texts: list[str] = []
-    was_cut: list[bool] = []
-    for line in lines:
-        short, cut = _cut_line(line.text, cap)
-        texts.append(short)
-        was_cut.append(cut > 0)
-
-    def assemble(room: int, min_run: int) -> tuple[str, dict[str, int], int]:
-        """The kept lines within ``room`` characters, a marker for each run of at least
-        ``min_run`` elements left out (smaller runs are counted in the first line only);
-        (text, counts, characters the markers take)."""
-        kept = [False] * len(lines)
-        used = 0
-        for i in order:
+    def _keep(self, room: int) -> list[bool]:
+        """Lines in rank order, each with the ancestors it needs, while they fit ``room``."""
+        lines, kept, used = self.lines, [False] * len(self.lines), 0
+        for i in self.order:
             if kept[i]:
                 continue
             chain = []
@@ -246,44 +265,44 @@ def bound_snapshot(text: Optional[str], budget: int, viewport: tuple[int, int] =
             while j >= 0 and not kept[j]:
                 chain.append(j)
                 j = lines[j].parent
-            cost = sum(len(texts[k]) + 1 for k in chain)
+            cost = sum(len(self.texts[k]) + 1 for k in chain)
             if used + cost > room:
                 continue
             for k in chain:
                 kept[k] = True
             used += cost
+        return kept
+
+    def assemble(self, room: int, min_run: int) -> tuple[str, dict[str, int], int]:
+        """The kept lines within ``room`` characters, a marker for each run of at least
+        ``min_run`` elements left out (smaller runs are counted in the first line only);
+        (text, counts, characters the markers take)."""
+        lines, kept = self.lines, self._keep(room)
         out: list[str] = []
         markers = 0
-        counts: dict[str, int] = {"shortened": sum(1 for k, cut in enumerate(was_cut) if cut and kept[k])}
+        counts: dict[str, int] = {"shortened": sum(1 for k, cut in enumerate(self.was_cut) if cut and kept[k])}
         i = 0
         while i < len(lines):
             if kept[i]:
-                out.append(texts[i])
+                out.append(self.texts[i])
                 i += 1
                 continue
             start = i
             run: dict[str, int] = {}
             while i < len(lines) and not kept[i]:
                 if lines[i].role is not None:
-                    run[places[i][0]] = run.get(places[i][0], 0) + 1
+                    run[self.places[i][0]] = run.get(self.places[i][0], 0) + 1
                 i += 1
             n = sum(run.values())
             for place, count in run.items():
                 counts[place] = counts.get(place, 0) + count
             if not n or n < min_run:
                 continue
-            where = [p for p in ("above", "below", "beside", "in", "unknown") if p in run]
-            if where == ["in"]:
-                say = "in the viewport left out (they did not fit)"
-            elif set(where) <= {"above", "below", "beside"}:
-                say = " and ".join(where) + " the viewport left out: " + " or ".join(_HOW[p] for p in where)
-            else:
-                say = "elsewhere on the page left out: scroll to reach them"
-            out.append(f"{'  ' * lines[start].depth}- [… {_plural(n, 'element')} {say}]")
+            out.append(f"{'  ' * lines[start].depth}- [… {_plural(n, 'element')} {_left_out(run)}]")
             markers += len(out[-1]) + 1
         return "\n".join(out), counts, markers
 
-    def headline(counts: dict[str, int], shown: int) -> str:
+    def headline(self, counts: dict[str, int], shown: int) -> str:
         parts = []
         for place in ("above", "below", "beside", "in", "unknown"):
             if counts.get(place):
@@ -298,25 +317,20 @@ def bound_snapshot(text: Optional[str], budget: int, viewport: tuple[int, int] =
             reach = "scroll"
         else:  # all in view: scrolling does not help, narrowing the page does
             reach = "narrow the page (a search or a filter)"
-        if search is not None:
-            s = lines[search]
+        if self.search is not None:
+            s = self.lines[self.search]
             reach += f', or use the search box {s.name or s.role} [ref={s.ref}]'
         left = "; ".join(parts) or "nothing"
-        return (f"[owrl: page snapshot cut to {shown:,} of {len(plain):,} characters (observation budget "
-                f"{budget:,}): the viewport, what is near it and interactive elements are kept; left out: "
+        return (f"[owrl: page snapshot cut to {shown:,} of {len(self.plain):,} characters (observation budget "
+                f"{self.budget:,}): the viewport, what is near it and interactive elements are kept; left out: "
                 f"{left}. To see more: {reach}.]")
 
-    room, min_run = budget - 400, 1
-    for _ in range(12):
-        body, counts, markers = assemble(max(room, 0), min_run)
-        head = headline(counts, len(body))
-        result = head + "\n" + body
-        over = len(result) - budget
-        if over <= 0:
-            return Bounded(result, len(plain), True, counts, plain)
-        if markers > room // 4:  # many small runs left out between kept lines: mark only the larger ones
-            min_run *= 4
-        else:
-            room -= over + 32
-    result = result[:budget]  # not reached in practice: the text outgrew the room twelve times
-    return Bounded(result, len(plain), True, counts, plain)
+
+def _left_out(run: dict[str, int]) -> str:
+    """Where a run of left-out elements is, and how to reach it."""
+    where = [p for p in ("above", "below", "beside", "in", "unknown") if p in run]
+    if where == ["in"]:
+        return "in the viewport left out (they did not fit)"
+    if set(where) <= {"above", "below", "beside"}:
+        return " and ".join(where) + " the viewport left out: " + " or ".join(_HOW[p] for p in where)
+    return "elsewhere on the page left out: scroll to reach them"

@@ -139,154 +139,186 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
                   given_inputs=given_inputs, storage={"storage_state": load_storage, "save_storage": save_storage},
                   **batch_options)
         return
+    from owrl_sdk.config import load_checked_settings as load_settings
+    from owrl_sdk.errors import UsageError
+
     given = [f"--{k.replace('_', '-')}" for k, v in batch_options.items() if v]
     if given:
-        from owrl_sdk.errors import UsageError
-
         raise UsageError(f"{', '.join(given)}: for a batch only: give --flow FILE --inputs ROWS too")
-    from owrl_sdk.agent import Agent
-    from owrl_sdk.config import load_checked_settings as load_settings
-    from owrl_sdk.documents import Flow, load_flow, load_trajectory
-    from owrl_sdk.errors import UsageError
-    from owrl_sdk.flowplayer import HealingPolicy, flow_memory
-    from owrl_sdk.types import Task
-
-    given_url = bool(url)
-    if flow_file and replay:
-        raise UsageError("give --flow or --replay, not both")
-    if healer and not flow_file:
-        raise UsageError("--heal-with repairs a flow: give --flow FILE too")
     if browser_endpoint and cdp_endpoint:
         raise UsageError("give --browser-endpoint or --cdp-endpoint, not both")
-    flow: Optional[Flow] = None
-    if flow_file:
-        flow = load_flow(flow_file)
-    elif replay:
-        flow = Flow.from_trajectory(load_trajectory(replay))
     plugins = Plugins()
-    prepared: Optional[Task] = None
-    if flow is not None:
-        from owrl_sdk.documents import check_flow_tools
-        from owrl_sdk.inputs import apply_inputs
-        from owrl_sdk.runrequest import RunRequest
-
-        source = str(flow_file or replay)
-        # every call against the tool catalogue now: a typo in turn 9 should not cost a browser and 8 turns
-        check_flow_tools(flow, plugins.catalogue.items["tools"], source)
-        if policy not in (None, FLOW_POLICY):
-            raise UsageError(f"--flow/--replay play with the {FLOW_POLICY} policy, not '{policy}'")
-        policy = FLOW_POLICY
-        if not (intent or flow.task):
-            raise UsageError("missing --task TEXT (what the agent should do)")
-        if not (url or flow.start_url):
-            raise UsageError("missing --url URL (where the agent starts)")
-        # prepared as every door prepares a flow (a batch row, a server job, Agent.run_flow)
-        request = RunRequest(flow=flow, inputs=parse_inputs(given_inputs), url=url, intent=intent, source=source)
-        input_values = request.values()
-        if input_values:
-            flow = apply_inputs(flow, input_values)
-            check_flow_tools(flow, plugins.catalogue.items["tools"], source)  # the values filled in
-        prepared = request.task(plugins, input_values, normalise=lambda start: resolve_url(
-            start, note=lambda text: click.echo(text, err=True),
-            given_as="--url" if given_url else f"{source}: start_url", plugins=plugins))
-        intent, url = prepared.intent, prepared.start_url
-    else:
-        _, intent, url, input_values = fill_inputs(None, intent, url, given_inputs)
-        if not intent:
-            raise UsageError("missing --task TEXT (what the agent should do)")
-        if not url:
-            raise UsageError("missing --url URL (where the agent starts)")
-        url = resolve_url(url, note=lambda text: click.echo(text, err=True), given_as="--url", plugins=plugins)
-
-    if trace_with_secrets:
-        from owrl_sdk import secrets
-
-        trace = True
-        secrets.allow_secrets_in_traces()
-    elif trace and uses_secrets(intent, flow):
-        raise UsageError("--trace records the typed values and pages in clear and cannot be redacted, and this run "
-                         "uses secrets ({{secret:...}} in the task or flow, or OWRL_SECRET_* set): pass "
-                         "--trace-with-secrets to record it anyway, or leave out --trace")
-
-    settings = load_settings({"policy": policy, "model": model, "profile": profile, "max_steps": max_steps,
+    one = prepare_one(plugins, intent, url, policy, flow_file, replay, healer, given_inputs)
+    trace = check_trace(trace, trace_with_secrets, one.task.intent, one.flow)
+    settings = load_settings({"policy": one.policy, "model": model, "profile": profile, "max_steps": max_steps,
                               "headless": False if headed else None,
                               "allowed_domains": list(allow_domains) or None,
                               "storage_state": load_storage, "save_storage": save_storage,
                               **remote_browser(browser_endpoint, cdp_endpoint)})
     check_storage(settings)
-    if healer:
-        assert flow is not None  # --heal-with without --flow was refused above
-        healing = HealingPolicy(settings, flow=flow, healer=plugins.catalogue.build("policies", healer, settings))
-        agent = Agent(healing, settings=settings, plugins=plugins, memory=flow_memory(plugins.catalogue, settings))
-    elif flow is not None:
-        agent = Agent(settings=settings, plugins=plugins, memory=flow_memory(plugins.catalogue, settings), flow=flow)
-    else:
-        agent = Agent(settings=settings, plugins=plugins)
+    agent = one_agent(settings, plugins, one.flow, healer)
+
+    from rich.markup import escape
 
     from ..console import SafeConsole as Console  # page text cannot drive the terminal
 
     console = Console(stderr=as_json, quiet=as_json)
     view = LiveView(console, settings.max_steps)
-    from rich.markup import escape
-
     # Everything in these lines that came from a user, a flow, a page or a model is escaped:
     # rich would read "[red]" in an answer or 'role=link[name="Bag"]' in an error as markup.
-    console.print(f"[bold]task[/bold] {escape(intent)}\n[bold]url[/bold]  {escape(url)}\n"
+    console.print(f"[bold]task[/bold] {escape(one.task.intent)}\n[bold]url[/bold]  {escape(one.task.start_url)}\n"
                   f"[bold]policy[/bold] {escape(agent.policy.name)}", highlight=False, soft_wrap=True)
-
-    # the flow's output schema and the input values travel with the task (Trajectory.inputs records them)
-    task = prepared or Task(intent=intent, start_url=url, metadata={"inputs": input_values} if input_values else {})
 
     async def go() -> Any:
         try:
             with console.status("starting the browser…") as status:
                 view.status = status
-                return await agent.run(task, out=out, trace=trace, hooks=[view])
+                return await agent.run(one.task, out=out, trace=trace, hooks=[view])
         finally:
             await agent.close()
 
     traj = asyncio.run(go())
+    if healer and flow_file and traj.outcome.status == "success" and getattr(agent.policy, "healed_at", None) is not None:
+        save_repair(traj, flow_file, console)
+    print_outcome(traj, console, as_json)
+    code = STATUS_EXIT[traj.outcome.status]
+    if code:
+        sys.exit(code)
+
+
+class OneRun:
+    """What ``owrl run`` plays: the prepared task, the flow (None for a policy's task) and the
+    policy that plays it."""
+
+    def __init__(self, task: Any, flow: Any, policy: Optional[str]):
+        self.task, self.flow, self.policy = task, flow, policy
+
+
+def prepare_one(plugins: Plugins, intent: Optional[str], url: Optional[str], policy: Optional[str],
+                flow_file: Optional[str], replay: Optional[str], healer: Optional[str],
+                given_inputs: tuple[str, ...]) -> OneRun:
+    """Everything checked before a browser starts: the flow's tools, its inputs and the start
+    URL (a plugin scheme resolved). A flow is prepared as every door prepares one (a batch
+    row, a server job, ``Agent.run_flow``: ``RunRequest``)."""
+    from owrl_sdk.documents import Flow, check_flow_tools, load_flow, load_trajectory
+    from owrl_sdk.errors import UsageError
+    from owrl_sdk.inputs import apply_inputs
+    from owrl_sdk.runrequest import RunRequest
+    from owrl_sdk.types import Task
+
+    if flow_file and replay:
+        raise UsageError("give --flow or --replay, not both")
+    if healer and not flow_file:
+        raise UsageError("--heal-with repairs a flow: give --flow FILE too")
+
+    def note(text: str) -> None:
+        click.echo(text, err=True)
+
+    if not (flow_file or replay):
+        _, intent, url, values = fill_inputs(None, intent, url, given_inputs)
+        if not intent:
+            raise UsageError("missing --task TEXT (what the agent should do)")
+        if not url:
+            raise UsageError("missing --url URL (where the agent starts)")
+        url = resolve_url(url, note=note, given_as="--url", plugins=plugins)
+        # the input values travel with the task (Trajectory.inputs records them)
+        return OneRun(Task(intent=intent, start_url=url, metadata={"inputs": values} if values else {}), None, policy)
+    flow = load_flow(flow_file) if flow_file else Flow.from_trajectory(load_trajectory(str(replay)))
+    source = str(flow_file or replay)
+    # every call against the tool catalogue now: a typo in turn 9 should not cost a browser and 8 turns
+    check_flow_tools(flow, plugins.catalogue.items["tools"], source)
+    if policy not in (None, FLOW_POLICY):
+        raise UsageError(f"--flow/--replay play with the {FLOW_POLICY} policy, not '{policy}'")
+    if not (intent or flow.task):
+        raise UsageError("missing --task TEXT (what the agent should do)")
+    if not (url or flow.start_url):
+        raise UsageError("missing --url URL (where the agent starts)")
+    request = RunRequest(flow=flow, inputs=parse_inputs(given_inputs), url=url, intent=intent, source=source)
+    values = request.values()
+    if values:
+        flow = apply_inputs(flow, values)
+        check_flow_tools(flow, plugins.catalogue.items["tools"], source)  # the values filled in
+    given_as = "--url" if url else f"{source}: start_url"
+    # the flow's output schema and the input values travel with the task
+    task = request.task(plugins, values, normalise=lambda start: resolve_url(
+        start, note=note, given_as=given_as, plugins=plugins))
+    return OneRun(task, flow, FLOW_POLICY)
+
+
+def check_trace(trace: bool, trace_with_secrets: bool, intent: str, flow: Any) -> bool:
+    """Whether to record a trace; one that would hold secrets in clear needs --trace-with-secrets."""
     from owrl_sdk import secrets
+    from owrl_sdk.errors import UsageError
 
-    outcome = secrets.scrub(traj.outcome)  # what is printed below, --json included, is scrubbed
-    if healer and flow_file and outcome.status == "success" and getattr(agent.policy, "healed_at", None) is not None:
-        repaired = Flow.from_trajectory(traj)
-        target = next_flow_version(flow_file)
-        target.write_text(repaired.to_json(), encoding="utf-8")
-        traj.metadata["repaired_flow"] = str(target)
-        if traj.metadata.get("run_dir"):  # the run folder was written before the repair: again, with it
-            from owrl_sdk.documents import save_trajectory
+    if trace_with_secrets:
+        secrets.allow_secrets_in_traces()
+        return True
+    if trace and uses_secrets(intent, flow):
+        raise UsageError("--trace records the typed values and pages in clear and cannot be redacted, and this run "
+                         "uses secrets ({{secret:...}} in the task or flow, or OWRL_SECRET_* set): pass "
+                         "--trace-with-secrets to record it anyway, or leave out --trace")
+    return trace
 
-            save_trajectory(traj, Path(traj.metadata["run_dir"]) / "trajectory.json")
-        console.print(f"[green]flow repaired:[/green] {escape(str(target))}", highlight=False, soft_wrap=True)
+
+def one_agent(settings: Any, plugins: Plugins, flow: Any, healer: Optional[str]) -> Any:
+    """The Agent of ``owrl run``: the settings' policy, the flow's player, or the player that
+    hands over to ``healer`` when the flow breaks."""
+    from owrl_sdk.agent import Agent
+    from owrl_sdk.flowplayer import HealingPolicy, flow_memory
+
+    if flow is None:
+        return Agent(settings=settings, plugins=plugins)
+    memory = flow_memory(plugins.catalogue, settings)
+    if healer:
+        healing = HealingPolicy(settings, flow=flow, healer=plugins.catalogue.build("policies", healer, settings))
+        return Agent(healing, settings=settings, plugins=plugins, memory=memory)
+    return Agent(settings=settings, plugins=plugins, memory=memory, flow=flow)
+
+
+def save_repair(traj: Any, flow_file: str, console: Any) -> None:
+    """A healed run's calls saved as the flow's next version (and named in its run folder)."""
+    from rich.markup import escape
+
+    from owrl_sdk.documents import Flow, save_trajectory
+
+    target = next_flow_version(flow_file)
+    target.write_text(Flow.from_trajectory(traj).to_json(), encoding="utf-8")
+    traj.metadata["repaired_flow"] = str(target)
+    if traj.metadata.get("run_dir"):  # the run folder was written before the repair: again, with it
+        save_trajectory(traj, Path(traj.metadata["run_dir"]) / "trajectory.json")
+    console.print(f"[green]flow repaired:[/green] {escape(str(target))}", highlight=False, soft_wrap=True)
+
+
+def print_outcome(traj: Any, console: Any, as_json: bool) -> None:
+    """The outcome, scrubbed of secrets: a JSON object on stdout, or lines for a person."""
+    from rich.markup import escape
+
+    from owrl_sdk import secrets
+    from owrl_sdk.report import REPORT_NAME, write_run_report
+
+    outcome = secrets.scrub(traj.outcome)
     run_dir = traj.metadata.get("run_dir")
-    failure = outcome.failure.model_dump() if outcome.failure else None
     if as_json:
         result = {"run_dir": run_dir, "outcome": {"status": outcome.status, "answer": outcome.answer,
-                                                  "failure": failure},
+                                                  "failure": outcome.failure.model_dump() if outcome.failure else None},
                   "steps": len(traj.steps), "inputs": traj.inputs, "outputs": outcome.outputs}
         if "repaired_flow" in traj.metadata:
             result["repaired_flow"] = traj.metadata["repaired_flow"]
         click.echo(secrets.dumps(result))
-    else:
-        colour = "green" if outcome.status == "success" else "red"
-        # soft_wrap: an answer or a selector is printed whole, not cut at the terminal's width
-        console.print(f"[bold {colour}]{escape(outcome.status)}[/bold {colour}]"
-                      + (f" · answer: {escape(outcome.answer)}" if outcome.answer else "")
-                      + (f" · {escape(outcome.failure.kind)}: {escape(outcome.failure.detail)}" if outcome.failure else ""),
+        return
+    colour = "green" if outcome.status == "success" else "red"
+    # soft_wrap: an answer or a selector is printed whole, not cut at the terminal's width
+    console.print(f"[bold {colour}]{escape(outcome.status)}[/bold {colour}]"
+                  + (f" · answer: {escape(outcome.answer)}" if outcome.answer else "")
+                  + (f" · {escape(outcome.failure.kind)}: {escape(outcome.failure.detail)}" if outcome.failure else ""),
+                  highlight=False, soft_wrap=True)
+    for warning in secrets.scrub(traj.warnings):
+        console.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False, soft_wrap=True)
+    console.print(f"run folder: {escape(str(run_dir))}", highlight=False, soft_wrap=True)
+    if run_dir:
+        page = Path(run_dir) / REPORT_NAME  # the run folder wrote it when the episode ended
+        console.print(f"report: {escape(str(page if page.exists() else write_run_report(run_dir)))}",
                       highlight=False, soft_wrap=True)
-        for warning in secrets.scrub(traj.warnings):
-            console.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False, soft_wrap=True)
-        console.print(f"run folder: {escape(str(run_dir))}", highlight=False, soft_wrap=True)
-        if run_dir:
-            from owrl_sdk.report import REPORT_NAME, write_run_report
-
-            page = Path(run_dir) / REPORT_NAME  # the run folder wrote it when the episode ended
-            console.print(f"report: {escape(str(page if page.exists() else write_run_report(run_dir)))}",
-                          highlight=False, soft_wrap=True)
-    code = STATUS_EXIT[outcome.status]
-    if code:
-        sys.exit(code)
 
 
 def parse_inputs(given: tuple[str, ...]) -> dict[str, str]:
@@ -444,13 +476,8 @@ def run_batch(flow_file: Optional[str], inputs_file: Optional[str], workers: Opt
         batch_options["retry_failed"] = True  # --retry-needs-review is a wider --retry-failed
     if not flow_file:
         raise UsageError("--inputs runs a flow once per row: give --flow FILE too")
-    for given, name in ((replay, "--replay"), (healer, "--heal-with"), (intent, "--task"), (trace, "--trace")):
-        if given:
-            raise UsageError(f"{name} is not available with --inputs (a batch plays its flow as it is)")
-    if policy not in (None, FLOW_POLICY):
-        raise UsageError(f"--flow plays with the {FLOW_POLICY} policy, not '{policy}'")
-    if browser_endpoint and cdp_endpoint:
-        raise UsageError("give --browser-endpoint or --cdp-endpoint, not both")
+    refuse_in_batch(replay=replay, healer=healer, intent=intent, trace=trace, policy=policy,
+                    two_browsers=bool(browser_endpoint and cdp_endpoint))
     settings = load_checked_settings({**(storage or {}), "max_steps": max_steps, "headless": False if headed else None,
                                       "allowed_domains": list(allow_domains) or None,
                                       **remote_browser(browser_endpoint, cdp_endpoint)})
@@ -461,15 +488,7 @@ def run_batch(flow_file: Optional[str], inputs_file: Optional[str], workers: Opt
     def note(text: str) -> None:
         console.print(escape(text), highlight=False, soft_wrap=True)
 
-    if url:
-        start: Optional[str] = resolve_url(url, note=note, given_as="--url", plugins=plugins)
-    else:  # the flow's own address, read as a single run reads it (a row's values fill a placeholder in it)
-        from owrl_sdk.documents import load_flow
-        from owrl_sdk.inputs import PLACEHOLDER
-
-        own = load_flow(flow_file).start_url
-        start = None if not own or PLACEHOLDER.search(own) else resolve_url(
-            own, note=note, given_as=f"{flow_file}: start_url", plugins=plugins)
+    start = batch_start_url(url, flow_file, plugins, note)
     counts = {"ok": 0, "failed": 0}
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), console=console)
@@ -505,6 +524,43 @@ def run_batch(flow_file: Optional[str], inputs_file: Optional[str], workers: Opt
             from owrl_sdk.interrupts import exit_code
 
             sys.exit(exit_code())
+    print_batch_summary(summary, batch.out, console, as_json)
+    if summary["failed"] or summary["needs_review"] or summary["stopped"]:
+        sys.exit(1)
+
+
+def refuse_in_batch(*, replay: Optional[str], healer: Optional[str], intent: Optional[str], trace: bool,
+                    policy: Optional[str], two_browsers: bool) -> None:
+    """The options a batch cannot take: it plays its flow as it is, with the flow's player."""
+    from owrl_sdk.errors import UsageError
+
+    for given, name in ((replay, "--replay"), (healer, "--heal-with"), (intent, "--task"), (trace, "--trace")):
+        if given:
+            raise UsageError(f"{name} is not available with --inputs (a batch plays its flow as it is)")
+    if policy not in (None, FLOW_POLICY):
+        raise UsageError(f"--flow plays with the {FLOW_POLICY} policy, not '{policy}'")
+    if two_browsers:
+        raise UsageError("give --browser-endpoint or --cdp-endpoint, not both")
+
+
+def batch_start_url(url: Optional[str], flow_file: str, plugins: Plugins, note: Callable[[str], None]) -> Optional[str]:
+    """The batch's start URL resolved once: ``--url``, else the flow's own address as a single
+    run reads it; None where a row's values fill a placeholder in it (each row resolves its own)."""
+    if url:
+        return resolve_url(url, note=note, given_as="--url", plugins=plugins)
+    from owrl_sdk.documents import load_flow
+    from owrl_sdk.inputs import PLACEHOLDER
+
+    own = load_flow(flow_file).start_url
+    if not own or PLACEHOLDER.search(own):
+        return None
+    return resolve_url(own, note=note, given_as=f"{flow_file}: start_url", plugins=plugins)
+
+
+def print_batch_summary(summary: dict[str, Any], folder: Path, console: Any, as_json: bool) -> None:
+    """The batch's counts on stderr (and the summary as JSON on stdout with --json)."""
+    from rich.markup import escape
+
     if as_json:
         click.echo(json.dumps(summary, indent=2, ensure_ascii=False))
     colour = "green" if not (summary["failed"] or summary["needs_review"]) else "red"
@@ -515,10 +571,8 @@ def run_batch(flow_file: Optional[str], inputs_file: Optional[str], workers: Opt
     if summary["stopped"]:
         console.print(f"[red]stopped: {escape(summary['stopped'])}; {summary['pending']} rows not run[/red]",
                       highlight=False, soft_wrap=True)
-    console.print(f"batch: {escape(str(batch.out / 'batch.json'))} · {escape(str(batch.out / 'batch.csv'))} · "
-                  f"{escape(str(batch.out / 'report.html'))}", highlight=False, soft_wrap=True)
-    if summary["failed"] or summary["needs_review"] or summary["stopped"]:
-        sys.exit(1)
+    console.print(f"batch: {escape(str(folder / 'batch.json'))} · {escape(str(folder / 'batch.csv'))} · "
+                  f"{escape(str(folder / 'report.html'))}", highlight=False, soft_wrap=True)
 
 
 @hookimpl
