@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -11,6 +11,9 @@ from owrl_sdk.answers import match_answer
 from owrl_sdk.components import Judge
 from owrl_sdk.errors import ConfigError
 from owrl_sdk.types import Judgement, Trajectory
+
+if TYPE_CHECKING:  # pragma: no cover
+    from owrl_sdk.config import Settings
 
 #: Text that marks the site, not the policy, as the problem (a block page, a captcha, an error).
 SITE_PROBLEMS = (
@@ -105,7 +108,7 @@ class CompositeJudge(Judge):
     name = "composite"
     Options = CompositeOptions
 
-    def __init__(self, settings, inner: Optional[Judge] = None, catalogue: Any = None, **options: Any):
+    def __init__(self, settings: "Settings", inner: Optional[Judge] = None, catalogue: Any = None, **options: Any):
         super().__init__(settings, **options)
         conf: CompositeOptions = settings.options(self.name, CompositeOptions, **options)
         self.penalty = conf.penalty

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from owrl_sdk import hookimpl
+from owrl_sdk.hookspecs import Register
 
 from .browser import BROWSER_TOOLS
 from .control import Done, Wait
@@ -14,6 +15,6 @@ TOOLS = (Done, Wait, *BROWSER_TOOLS, Extract)
 
 
 @hookimpl
-def register_tools(register):
+def register_tools(register: Register) -> None:
     for tool_class in TOOLS:
         register(tool_class())

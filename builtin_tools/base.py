@@ -16,8 +16,9 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from owrl_sdk.browser.env import BrowserEnv
+from owrl_sdk.env import Environment
 from owrl_sdk.tools import Tool
-from owrl_sdk.types import Target
+from owrl_sdk.types import Target, ToolResult
 
 Point = Optional[list[float]]
 POINT_HELP = "[x, y] on the 0-1000 grid of the viewport"
@@ -26,12 +27,24 @@ SELECTOR_HELP = 'Playwright selector, e.g. role=button[name="Go"], text=Go or CS
 
 
 class BrowserTool(Tool):
-    """A tool that acts on the page; it runs only in a :class:`BrowserEnv`."""
+    """A tool that acts on the page; it runs only in a :class:`BrowserEnv`.
+
+    Subclasses implement :meth:`act`, which is handed the environment as a :class:`BrowserEnv`.
+    """
 
     needs_page = True
 
     def available(self, env: Any) -> bool:
         return isinstance(env, BrowserEnv)
+
+    async def run(self, env: Environment, args: Any) -> ToolResult:
+        """Run :meth:`act`; ``env`` is a browser environment, the only kind :meth:`available` accepts."""
+        if not isinstance(env, BrowserEnv):
+            raise TypeError(f"{self.name} runs only in a browser environment, not in {type(env).__name__}")
+        return await self.act(env, args)
+
+    async def act(self, env: BrowserEnv, args: Any) -> ToolResult:  # pragma: no cover - abstract
+        raise NotImplementedError
 
 
 class _Args(BaseModel):
@@ -60,7 +73,7 @@ class _OptionalTarget(_Args):
     _point = field_validator("point_2d")(classmethod(lambda cls, v: _grid_point(v)))
 
     @model_validator(mode="after")
-    def _at_most_one(self):
+    def _at_most_one(self) -> "_OptionalTarget":
         given = [k for k in ("point_2d", "ref", "selector") if getattr(self, k) is not None]
         if len(given) > 1:
             raise ValueError(f"give at most one of point_2d, ref or selector (got {', '.join(given)})")
@@ -90,6 +103,7 @@ _DESCRIBE = """(point) => {
 async def describe_element(env: BrowserEnv, point: Optional[tuple[float, float]]) -> Optional[dict[str, Any]]:
     """The element at ``point`` (None: the focused one) as data, or None when there is none."""
     try:
-        return await env.page.evaluate(_DESCRIBE, list(point) if point is not None else None)
+        described: Optional[dict[str, Any]] = await env.page.evaluate(_DESCRIBE, list(point) if point is not None else None)
+        return described
     except Exception:  # noqa: BLE001 - a page mid-navigation: the description is only a courtesy
         return None

@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from owrl_sdk.env import Environment
 from owrl_sdk.tools import Tool
 from owrl_sdk.types import ToolResult
 
@@ -31,7 +32,7 @@ class Done(Tool):
                    "output in output when the task asks for it.")
     Args = DoneArgs
 
-    async def run(self, env, args: DoneArgs) -> ToolResult:
+    async def run(self, env: Environment, args: DoneArgs) -> ToolResult:
         data = {"output": args.output} if args.output is not None else {}
         return ToolResult(feedback="task finished", answer=args.response, ends_episode=True, data=data)
 
@@ -46,6 +47,6 @@ class Wait(Tool):
     description = "Wait for the page to change, e.g. while results load."
     Args = WaitArgs
 
-    async def run(self, env, args: WaitArgs) -> ToolResult:
+    async def run(self, env: Environment, args: WaitArgs) -> ToolResult:
         await asyncio.sleep(args.seconds)
         return ToolResult(feedback=f"waited {args.seconds:g} s")

@@ -29,5 +29,5 @@ class HandleDialog(BrowserTool):
     Args = HandleDialogArgs
     answers_dialogs = True
 
-    async def run(self, env: BrowserEnv, args: HandleDialogArgs) -> ToolResult:
+    async def act(self, env: BrowserEnv, args: HandleDialogArgs) -> ToolResult:
         return ToolResult(feedback=await env.answer_dialog(args.accept, args.prompt_text))

@@ -81,7 +81,7 @@ class Extract(BrowserTool):
                    "the element given by ref or selector; name hands it back as an output of the task.")
     Args = ExtractArgs
 
-    async def run(self, env: BrowserEnv, args: ExtractArgs) -> ToolResult:
+    async def act(self, env: BrowserEnv, args: ExtractArgs) -> ToolResult:
         where = f"ref {args.ref}" if args.ref is not None else f"selector {args.selector}"
         locator = env.element(ref=args.ref, selector=args.selector)
         value: Any

@@ -28,7 +28,7 @@ class GotoUrlArgs(_Args):
         return v
 
     @model_validator(mode="after")
-    def _scheme(self):
+    def _scheme(self) -> "GotoUrlArgs":
         if not self.as_given and "://" not in self.url and not self.url.startswith(("about:", "data:", "file:")):
             self.url = "https://" + self.url
         return self
@@ -39,7 +39,7 @@ class GotoUrl(BrowserTool):
     description = "Open an address in the current tab."
     Args = GotoUrlArgs
 
-    async def run(self, env: BrowserEnv, args: GotoUrlArgs) -> ToolResult:
+    async def act(self, env: BrowserEnv, args: GotoUrlArgs) -> ToolResult:
         refused = env.domains.refusal(args.url)
         if refused:
             return ToolResult.failure(f"cannot open {args.url}: {refused}", kind="policy.blocked_domain")
@@ -64,7 +64,7 @@ class GoBack(BrowserTool):
     description = "Go back to the previous page in this tab."
     Args = GoBackArgs
 
-    async def run(self, env: BrowserEnv, args: GoBackArgs) -> ToolResult:
+    async def act(self, env: BrowserEnv, args: GoBackArgs) -> ToolResult:
         page = env.page
         previous = page.url
         response = await page.go_back(wait_until="load")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 
@@ -22,12 +22,13 @@ class Click(BrowserTool):
     description = "Click an element, given by point_2d (0-1000 grid), a ref from the page snapshot, or a selector."
     Args = ClickArgs
 
-    async def run(self, env: BrowserEnv, args: ClickArgs) -> ToolResult:
+    async def act(self, env: BrowserEnv, args: ClickArgs) -> ToolResult:
         where = env.locate(args.target)
         if where.point is not None:
             element = await describe_element(env, where.point)
             await env.page.mouse.click(*where.point, button=args.button, click_count=args.clicks)
             return ToolResult(data={"point": list(where.point), "element": element})
+        assert where.locator is not None  # locate() gives a point or a locator
         await where.locator.click(button=args.button, click_count=args.clicks)
         return ToolResult()
 
@@ -41,12 +42,13 @@ class Hover(BrowserTool):
     description = "Move the mouse over an element (opens hover menus, shows tooltips)."
     Args = HoverArgs
 
-    async def run(self, env: BrowserEnv, args: HoverArgs) -> ToolResult:
+    async def act(self, env: BrowserEnv, args: HoverArgs) -> ToolResult:
         where = env.locate(args.target)
         if where.point is not None:
             element = await describe_element(env, where.point)
             await env.page.mouse.move(*where.point)
             return ToolResult(data={"point": list(where.point), "element": element})
+        assert where.locator is not None  # locate() gives a point or a locator
         await where.locator.hover()
         return ToolResult()
 
@@ -64,7 +66,7 @@ class DragArgs(_Args):
     _points = field_validator("start_point_2d", "end_point_2d")(classmethod(lambda cls, v: _grid_point(v)))
 
     @model_validator(mode="after")
-    def _one_each(self):
+    def _one_each(self) -> "DragArgs":
         for end in ("start", "end"):
             given = [k for k in (f"{end}_point_2d", f"{end}_ref", f"{end}_selector") if getattr(self, k) is not None]
             if len(given) != 1:
@@ -85,7 +87,7 @@ class Drag(BrowserTool):
     description = "Press the mouse at a start point, move to an end point and release (sliders, drag and drop)."
     Args = DragArgs
 
-    async def run(self, env: BrowserEnv, args: DragArgs) -> ToolResult:
+    async def act(self, env: BrowserEnv, args: DragArgs) -> ToolResult:
         start = await env.point_of(env.locate(args.end("start")))
         end = await env.point_of(env.locate(args.end("end")))
         mouse = env.page.mouse
@@ -173,7 +175,7 @@ class Scroll(BrowserTool):
     description = "Scroll the page (or the scrollable area under point_2d) up, down, left or right."
     Args = ScrollArgs
 
-    async def run(self, env: BrowserEnv, args: ScrollArgs) -> ToolResult:
+    async def act(self, env: BrowserEnv, args: ScrollArgs) -> ToolResult:
         page = env.page
         width, height = env.viewport
         x, y = env.to_pixels(args.point_2d) if args.point_2d is not None else (width / 2, height / 2)
@@ -199,13 +201,13 @@ class Scroll(BrowserTool):
         return _scrolled(args.direction, before, after)
 
 
-def _scrolled(direction: str, before: dict, after: dict) -> ToolResult:
+def _scrolled(direction: str, before: dict[str, Any], after: dict[str, Any]) -> ToolResult:
     key = "top" if direction in ("up", "down") else "left"
     return ToolResult(feedback=_scroll_feedback(direction, before, after),
                       data={"scroll": {"moved": round(after[key] - before[key]), "page": after["page"]}})
 
 
-def _scroll_feedback(direction: str, before: dict, after: dict) -> str:
+def _scroll_feedback(direction: str, before: dict[str, Any], after: dict[str, Any]) -> str:
     vertical = direction in ("up", "down")
     key, limit = ("top", "maxTop") if vertical else ("left", "maxLeft")
     area = "the page" if after["page"] else "the scrollable area"

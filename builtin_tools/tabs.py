@@ -26,7 +26,7 @@ class NewTab(BrowserTool):
     description = "Open a new tab (optionally at url); it becomes the active tab."
     Args = NewTabArgs
 
-    async def run(self, env: BrowserEnv, args: NewTabArgs) -> ToolResult:
+    async def act(self, env: BrowserEnv, args: NewTabArgs) -> ToolResult:
         await env.open_tab(args.url)
         return ToolResult()
 
@@ -40,7 +40,7 @@ class SwitchTab(BrowserTool):
     description = "Make another tab the active one."
     Args = SwitchTabArgs
 
-    async def run(self, env: BrowserEnv, args: SwitchTabArgs) -> ToolResult:
+    async def act(self, env: BrowserEnv, args: SwitchTabArgs) -> ToolResult:
         await env.switch_tab(args.tab_index)
         return ToolResult()  # the environment reports the tab that became active
 
@@ -54,7 +54,7 @@ class CloseTab(BrowserTool):
     description = "Close the active tab (or the tab given by tab_index)."
     Args = CloseTabArgs
 
-    async def run(self, env: BrowserEnv, args: CloseTabArgs) -> ToolResult:
+    async def act(self, env: BrowserEnv, args: CloseTabArgs) -> ToolResult:
         closed = args.tab_index if args.tab_index is not None else env.pages.index(env.page)
         await env.close_tab(args.tab_index)
         return ToolResult(data={"closed": closed})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Literal, Optional, Union
+from typing import TYPE_CHECKING, Literal, Optional, Union
 from urllib.parse import urlsplit
 
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
@@ -11,13 +11,17 @@ from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 from owrl_sdk import secrets
 from owrl_sdk.browser.env import BrowserEnv
 from owrl_sdk.browser.errors import ActionError
+from owrl_sdk.browser.targets import Located
 from owrl_sdk.browser.feedback import short
 from owrl_sdk.domains import DomainPolicy
 from owrl_sdk.tools import TargetArgs
-from owrl_sdk.types import ToolResult
+from owrl_sdk.types import Target, ToolResult
 
 from .base import BrowserTool, _Args, _OptionalTarget, describe_element
 from .keys import known_keys, normalize_keys
+
+if TYPE_CHECKING:  # pragma: no cover
+    from playwright.async_api import ElementHandle, Locator, Page
 
 _FOCUSED = """(clear) => {
   let el = document.activeElement;
@@ -61,18 +65,18 @@ class Write(BrowserTool):
     )
     Args = WriteArgs
 
-    async def run(self, env: BrowserEnv, args: WriteArgs) -> ToolResult:
+    async def act(self, env: BrowserEnv, args: WriteArgs) -> ToolResult:
         page = env.page
         target = args.target
         if target is not None and target.point_2d is None:
-            locator = env.locate(target).locator
+            locator = env.element(ref=target.ref, selector=target.selector)
             if secrets.has_placeholder(args.message):
                 return await _write_secret(env, args, await locator.element_handle())
             if args.clear:
                 try:
                     await locator.fill(args.message)
                 except Exception as err:  # a role=textbox element that is not editable itself: type as a person would
-                    if "not an <input>" not in str(err) or await locator.get_attribute("role") not in _TEXT_ROLES:
+                    if "not an <input>" not in str(err) or (await locator.get_attribute("role") or "") not in _TEXT_ROLES:
                         raise
                     await locator.click()
                     await page.keyboard.press("ControlOrMeta+a")
@@ -84,7 +88,7 @@ class Write(BrowserTool):
                 await page.keyboard.type(args.message)
             held = await locator.evaluate(_VALUE)
             return ToolResult(feedback=_held_feedback(args, held))
-        if target is not None:
+        if target is not None and target.point_2d is not None:
             await page.mouse.click(*env.to_pixels(target.point_2d))
         if secrets.has_placeholder(args.message):
             handle = await _focused_element(page)
@@ -110,7 +114,7 @@ class Write(BrowserTool):
                           data={"element": element, "value": after["value"]})
 
 
-async def _write_secret(env: BrowserEnv, args: WriteArgs, handle: Any) -> ToolResult:
+async def _write_secret(env: BrowserEnv, args: WriteArgs, handle: ElementHandle) -> ToolResult:
     """Write a message holding secrets into ``handle``, the element that was checked: the
     hosts are checked on its own frames, the text goes into it in one fill (never key by key
     to whatever has the focus, never through a fresh lookup that could find another page's
@@ -137,7 +141,7 @@ async def _write_secret(env: BrowserEnv, args: WriteArgs, handle: Any) -> ToolRe
     return ToolResult(feedback=_held_feedback(args, held))
 
 
-async def _frames_of_handle(handle: Any) -> list[str]:
+async def _frames_of_handle(handle: ElementHandle) -> list[str]:
     """The addresses of the frame that holds ``handle`` and of each frame around it, as the
     browser reports them (a frame's scripts cannot rewrite them); a frame that hides where it
     is counts as nowhere."""
@@ -150,7 +154,7 @@ async def _frames_of_handle(handle: Any) -> list[str]:
     return found
 
 
-async def _focused_element(page: Any) -> Any:
+async def _focused_element(page: Page) -> Optional[ElementHandle]:
     """The element that has the focus, down through frames and shadow roots (as the browser
     holds it, a handle), or None when nothing editable-looking has it."""
     frame = page.main_frame
@@ -220,7 +224,7 @@ class PressKeysArgs(_Args):
     _skipped: list[str] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="after")
-    def _normalize(self):
+    def _normalize(self) -> "PressKeysArgs":
         given = [self.keys] if isinstance(self.keys, str) else list(self.keys)
         self.keys, self.is_hotkey = normalize_keys(self.keys, self.is_hotkey, skip_unknown=self.unknown == "skip")
         self._skipped = known_keys(given)[1] if self.unknown == "skip" else []
@@ -236,7 +240,7 @@ class PressKeys(BrowserTool):
     Args = PressKeysArgs
     answers_dialogs = True
 
-    async def run(self, env: BrowserEnv, args: PressKeysArgs) -> ToolResult:
+    async def act(self, env: BrowserEnv, args: PressKeysArgs) -> ToolResult:
         if env.dialog is not None:
             if args.keys == ["Enter"]:
                 return ToolResult(feedback=await env.answer_dialog(True))
@@ -265,7 +269,7 @@ class SelectOptionArgs(TargetArgs):
     label: Optional[str] = Field(None, description="the option's visible text (exact)")
 
     @model_validator(mode="after")
-    def _one_choice(self):
+    def _one_choice(self) -> "SelectOptionArgs":
         if (self.value is None) == (self.label is None):
             raise ValueError("give exactly one of value or label")
         return self
@@ -281,11 +285,12 @@ _ELEMENT_AT = """([x, y]) => {
 }"""
 
 
-async def _element(env: BrowserEnv, target: Any) -> tuple[Any, Any]:
+async def _element(env: BrowserEnv, target: Target) -> tuple[Located, Union[Locator, ElementHandle]]:
     """(where, the element): the element under a point (through shadow roots), or the locator
     of a ref or selector."""
     where = env.locate(target)
     if where.point is None:
+        assert where.locator is not None  # locate() gives a point or a locator
         return where, where.locator
     handle = await env.page.evaluate_handle(_ELEMENT_AT, list(where.point))
     element = handle.as_element()
@@ -299,7 +304,7 @@ class SelectOption(BrowserTool):
     description = "Choose an option in a <select> dropdown, by its value or its label."
     Args = SelectOptionArgs
 
-    async def run(self, env: BrowserEnv, args: SelectOptionArgs) -> ToolResult:
+    async def act(self, env: BrowserEnv, args: SelectOptionArgs) -> ToolResult:
         where, element = await _element(env, args.target)
         options = await element.evaluate(_OPTIONS)
         if options is None:
@@ -343,7 +348,7 @@ class SetChecked(BrowserTool):
                    "Does nothing when the box is already as asked.")
     Args = SetCheckedArgs
 
-    async def run(self, env: BrowserEnv, args: SetCheckedArgs) -> ToolResult:
+    async def act(self, env: BrowserEnv, args: SetCheckedArgs) -> ToolResult:
         where, element = await _element(env, args.target)
         kind = await element.evaluate(_CHECKABLE)
         if not kind:

@@ -1,7 +1,8 @@
 """The static checks run inside the test suite, so the README's one test command covers them.
 
-ruff lints the whole repository and mypy checks ``owrl_sdk`` strictly, both with the settings
-in pyproject.toml; building the wheel prints no setuptools warnings.
+ruff lints the whole repository and mypy checks ``owrl_sdk``, the plugins and ``builtin_*``
+strictly, both with the settings in pyproject.toml; building the wheel prints no setuptools
+warnings; no function is longer than 80 lines.
 """
 
 from __future__ import annotations
@@ -112,6 +113,26 @@ def test_every_package_owrl_imports_is_declared() -> None:
             missing[package] = sorted(files)
     assert not missing, f"imported but declared in no requirement of pyproject.toml: {missing}"
 
+
+
+#: The longest a function may be, in lines (docstring included): what a reader holds at once.
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_function_is_longer_than_80_lines() -> None:
+    """Everything outside bench/ (the SDK, the plugins, the builtins): a longer function is split
+    into named steps. Nested functions count within the function that holds them."""
+    import ast
+
+    long = []
+    for root in ("owrl_sdk", "plugins", "builtin_tools", "builtin_judges"):
+        for path in (ROOT / root).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if lines > MAX_FUNCTION_LINES:
+                        long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
 
 
 #: Where printing is the job: the CLI's output (commands, cli, console) and the docs generator's main.

@@ -59,10 +59,9 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
 
     from owrl_sdk.config import load_checked_settings as load_settings
     from owrl_sdk.errors import UsageError
-    from owrl_sdk.evaluation import EvalPlan, Evaluation, TaskFileSuite, read_records
+    from owrl_sdk.evaluation import EvalPlan, Evaluation, read_records
     from owrl_sdk.executors import executor_class
     from owrl_sdk.plugins import Plugins
-    from owrl_sdk.taskfiles import load_tasks
 
     from owrl_sdk.commands.run import remote_browser
 
@@ -75,27 +74,7 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
     plugins = Plugins()
     executor_cls = executor_class(plugins, backend)  # an unknown backend fails here, naming the known ones
     console = Console(stderr=True)
-    if Path(suite).is_file():
-        tasks, bad = load_tasks(suite)
-        for b in bad:
-            console.print(f"[yellow]skipped {escape(suite)} {escape(str(b.where))}: {escape(str(b.error))}[/yellow]",
-                          highlight=False, soft_wrap=True)
-        if not tasks:
-            raise UsageError(f"{suite}: no readable task")
-        the_suite = TaskFileSuite(settings, tasks)
-        suite_name = Path(suite).stem
-    else:
-        the_suite = plugins.catalogue.get("task_suites", suite)(settings)
-        tasks = the_suite.tasks()
-        suite_name = suite
-    if task_ids:
-        wanted = [t.strip() for t in task_ids.split(",") if t.strip()]
-        known = {t.id: t for t in tasks}
-        missing = [w for w in wanted if w not in known]
-        if missing:
-            sample = ", ".join(list(known)[:8])
-            raise UsageError(f"unknown task id(s) in --tasks: {', '.join(missing)} (e.g. {sample})")
-        tasks = [known[w] for w in wanted]
+    the_suite, tasks, suite_name = suite_and_tasks(suite, task_ids, settings, plugins, console)
     plugins.catalogue.get("judges", judge)
     plugins.catalogue.get("policies", settings.policy)
     executor = executor_cls(settings, plugins, workers, address=ray_address, contexts=contexts)
@@ -135,10 +114,63 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
         click.echo(json.dumps(summary, indent=2))
         _gate(summary, fail_under)
         return
+    print_eval_table(summary, f"{suite_name} · policy {settings.policy} · judge {judge}", backend, out_dir)
+    _gate(summary, fail_under)
+
+
+def _gate(summary: dict[str, Any], fail_under: Optional[float]) -> None:
+    """``--fail-under``: exit 1, with a line saying why, when the success rate is below it."""
+    if fail_under is None:
+        return
+    rate = float(summary.get("success_rate") or 0.0)
+    if rate < fail_under:
+        click.echo(f"success rate {rate:.1%} is below --fail-under {fail_under:.1%}", err=True)
+        sys.exit(1)
+
+
+def suite_and_tasks(suite: str, task_ids: Optional[str], settings: Any, plugins: Any,
+                    console: Any) -> tuple[Any, list[Any], str]:
+    """The suite (a task file, or a registered suite by name), the tasks ``--tasks`` picks from
+    it (an unknown id is a UsageError naming a few known ones), and the suite's name."""
+    from rich.markup import escape
+
+    from owrl_sdk.errors import UsageError
+    from owrl_sdk.evaluation import TaskFileSuite
+    from owrl_sdk.taskfiles import load_tasks
+
+    if Path(suite).is_file():
+        tasks, bad = load_tasks(suite)
+        for b in bad:
+            console.print(f"[yellow]skipped {escape(suite)} {escape(str(b.where))}: {escape(str(b.error))}[/yellow]",
+                          highlight=False, soft_wrap=True)
+        if not tasks:
+            raise UsageError(f"{suite}: no readable task")
+        the_suite: Any = TaskFileSuite(settings, tasks)
+        suite_name = Path(suite).stem
+    else:
+        the_suite = plugins.catalogue.get("task_suites", suite)(settings)
+        tasks = the_suite.tasks()
+        suite_name = suite
+    if task_ids:
+        wanted = [t.strip() for t in task_ids.split(",") if t.strip()]
+        known = {t.id: t for t in tasks}
+        missing = [w for w in wanted if w not in known]
+        if missing:
+            sample = ", ".join(list(known)[:8])
+            raise UsageError(f"unknown task id(s) in --tasks: {', '.join(missing)} (e.g. {sample})")
+        tasks = [known[w] for w in wanted]
+    return the_suite, list(tasks), suite_name
+
+
+def print_eval_table(summary: dict[str, Any], title: str, backend: str, out_dir: Path) -> None:
+    """The per-task table and where the results are, on stdout."""
+    from rich.markup import escape
     from rich.table import Table
 
+    from ..console import SafeConsole as Console
+
     # Table cells and titles given as str are read as markup: task ids and names are escaped.
-    table = Table(title=escape(f"{suite_name} · policy {settings.policy} · judge {judge}"))
+    table = Table(title=escape(title))
     for col in ("task", "episodes", "success [95% CI]", "mean steps", "mean time", "infra errors"):
         table.add_column(col, justify="left" if col == "task" else "right")
     for tid, b in summary["per_task"].items():
@@ -153,17 +185,6 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
         out_console.print(f"{escape(backend)}: {summary['workers_lost']} worker(s) lost, {summary['episodes_retried']} episode(s) retried")
     out_console.print(f"results: {escape(str(out_dir / 'summary.json'))} · episodes: {escape(str(out_dir / 'episodes.jsonl'))}",
                       highlight=False, soft_wrap=True)
-    _gate(summary, fail_under)
-
-
-def _gate(summary: dict[str, Any], fail_under: Optional[float]) -> None:
-    """``--fail-under``: exit 1, with a line saying why, when the success rate is below it."""
-    if fail_under is None:
-        return
-    rate = float(summary.get("success_rate") or 0.0)
-    if rate < fail_under:
-        click.echo(f"success rate {rate:.1%} is below --fail-under {fail_under:.1%}", err=True)
-        sys.exit(1)
 
 
 @hookimpl

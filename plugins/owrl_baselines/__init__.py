@@ -8,14 +8,18 @@ but valid calls. Neither looks at a model: they measure the harness, not a polic
 from __future__ import annotations
 
 import random
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from owrl_sdk import hookimpl
+from owrl_sdk.hookspecs import Register
 from owrl_sdk.memory import Context
 from owrl_sdk.policy import Policy
 from owrl_sdk.types import ToolCall, Turn
+
+if TYPE_CHECKING:  # pragma: no cover
+    from owrl_sdk.config import Settings
 
 
 class OraclePolicy(Policy):
@@ -24,7 +28,7 @@ class OraclePolicy(Policy):
 
     name = "oracle"
 
-    def __init__(self, settings: Any, catalogue: Any = None, **options: Any):
+    def __init__(self, settings: "Settings", catalogue: Any = None, **options: Any):
         super().__init__(settings, **options)
         self.catalogue = catalogue
 
@@ -73,14 +77,14 @@ class RandomPolicy(Policy):
     name = "random"
     Options = RandomOptions
 
-    def __init__(self, settings, seed: Optional[int] = None, **options: Any):
+    def __init__(self, settings: "Settings", seed: Optional[int] = None, **options: Any):
         super().__init__(settings, **options)
         self.rng = random.Random(settings.options(self.name, RandomOptions, seed=seed).seed)
 
     async def act(self, context: Context) -> Turn:
         r = self.rng
         names = {t.name for t in context.tools}
-        choices = [
+        choices: list[tuple[str, Callable[[], dict[str, Any]]]] = [
             ("click", lambda: {"point_2d": [r.randint(0, 1000), r.randint(0, 1000)]}),
             ("scroll", lambda: {"direction": r.choice(["up", "down"]), "amount": r.randint(1, 5)}),
             ("write", lambda: {"message": r.choice(["hello", "shirt", "42", "test@example.com"])}),
@@ -94,6 +98,6 @@ class RandomPolicy(Policy):
 
 
 @hookimpl
-def register_policies(register):
+def register_policies(register: Register) -> None:
     register(OraclePolicy)
     register(RandomPolicy)

@@ -9,7 +9,10 @@ Task start URLs are written ``demo:shop/PATH`` and resolved with :func:`resolve_
 
 from __future__ import annotations
 
+from typing import Optional
+
 from owrl_sdk import hookimpl
+from owrl_sdk.hookspecs import Register
 
 from .shop import DemoShop
 from .suite import DemoShopSuite, load_tasks, oracle_flow, resolve_demo_url
@@ -18,12 +21,12 @@ __all__ = ["DemoShop", "DemoShopSuite", "load_tasks", "oracle_flow", "resolve_de
 
 
 @hookimpl
-def register_task_suites(register):
+def register_task_suites(register: Register) -> None:
     register(DemoShopSuite)
 
 
 @hookimpl
-def register_commands(register):
+def register_commands(register: Register) -> None:
     from .command import demo_site_command
 
     register(demo_site_command)
@@ -33,7 +36,7 @@ _served: "DemoShop | None" = None
 
 
 @hookimpl
-def resolve_url(url):
+def resolve_url(url: str) -> Optional[str]:
     """``demo:shop[/PATH]`` -> the shop, started in this process on first use."""
     global _served
     if not url.startswith("demo:"):

@@ -6,7 +6,7 @@ Fixed on purpose: tasks and their expected answers are written against these fig
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional, Sequence
 
 CATEGORIES: tuple[tuple[str, str], ...] = (
     ("shirts", "Shirts"),
@@ -38,7 +38,8 @@ class Product:
         return dict(CATEGORIES)[self.category]
 
 
-def _p(id, name, category, price, rating, reviews, colours, sizes, description) -> Product:
+def _p(id: str, name: str, category: str, price: float, rating: float, reviews: int, colours: Sequence[str],
+       sizes: Sequence[str], description: str) -> Product:
     return Product(id, name, category, float(price), rating, reviews, tuple(colours), tuple(sizes), description)
 
 
@@ -125,7 +126,7 @@ class Account:
     address: str
     city: str
     postcode: str
-    past_orders: tuple[dict, ...]
+    past_orders: tuple[dict[str, Any], ...]
 
 
 DEMO_EMAIL = "demo@shop.test"

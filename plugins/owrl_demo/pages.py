@@ -8,11 +8,12 @@ the behaviour (delayed search, newsletter pop-up, cookie banner, form checks) in
 from __future__ import annotations
 
 from html import escape
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 from urllib.parse import urlencode
 
 from .catalogue import (
     ACCOUNTS,
+    BY_ID,
     CATEGORIES,
     FREE_SHIPPING_FROM,
     PRODUCTS,
@@ -237,7 +238,7 @@ def listing(category: str, colour: str, sort: str, page: int) -> str:
     shown = found[(page - 1) * PER_PAGE: page * PER_PAGE]
     title = dict(CATEGORIES).get(category, "All products")
 
-    def options(choices, chosen):
+    def options(choices: Iterable[tuple[str, str]], chosen: str) -> str:
         return "".join(f'<option value="{a(v)}"{" selected" if v == chosen else ""}>{escape(t)}</option>'
                        for v, t in choices)
 
@@ -529,7 +530,7 @@ def account_page(session: Session) -> str:
         items = []
         total = 0.0
         for it in o["items"]:
-            p = product(it["product"])
+            p = BY_ID[it["product"]]  # an order holds only the catalogue's products
             v = it["variant"]
             items.append(f"{p.name} ({v['size']}, {v['colour'].capitalize()}) × {it['qty']}")
             total += p.price * it["qty"]

@@ -91,6 +91,7 @@ class DemoShop:
         if self._server is None:
             raise RuntimeError("the demo shop is not running: call start() first")
         host, port = self._server.server_address[:2]
+        assert isinstance(host, str)  # the address an IPv4 socket reports names its host in text
         return f"http://{host}:{port}"
 
     @property
@@ -217,6 +218,10 @@ class _Handler(BaseHTTPRequestHandler):
         # Only paths on this site: never redirect elsewhere.
         return path if path.startswith("/") and not path.startswith("//") else default
 
+    def _back(self, form: dict[str, str]) -> _Response:
+        """A redirect to the form's ``next`` page: where a no-script form (consent, newsletter) was sent from."""
+        return self._redirect(self._safe_next(form.get("next", "/")))
+
     # -- GET
     def do_HEAD(self) -> None:
         self.do_GET()
@@ -293,37 +298,25 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(response, session, new)
 
     def _post(self, session: Session, path: str, form: dict[str, str]) -> _Response:
-        html = lambda title, body, status=200: self._html(session, title, body, status)  # noqa: E731
-        back = lambda: self._redirect(self._safe_next(form.get("next", "/")))  # noqa: E731
-
+        """Apply the form posted to ``path`` to ``session``. The answer is a redirect once it is done,
+        the page again with its errors when it is refused, or JSON for the calls of shop.js."""
         if path == "/cart/add":
             p = product(form.get("product", ""))
             if p is None:
-                return html("Not found", pages.not_found_page(), 404)
+                return self._html(session, "Not found", pages.not_found_page(), 404)
             size, colour, qty = form.get("size", ""), form.get("colour", ""), form.get("qty", "1").strip() or "1"
             error = variant_error(p, size, colour, qty)
             if error:
-                return html(p.name, pages.product_page(p, error, form, add_label=self.shop.add_label), 400)
+                return self._html(session, p.name, pages.product_page(p, error, form, add_label=self.shop.add_label), 400)
             line = session.add(p, size, colour, int(qty))
             session.flash = ("added", f"Added to your cart: {qty} × {line.label}.")
             return self._redirect(f"/product/{p.id}")
         if path in ("/cart/update", "/cart/remove"):
-            try:
-                line_id = int(form.get("line", ""))
-                qty = 0 if path == "/cart/remove" else int(form.get("qty", "").strip())
-            except ValueError:
-                session.flash = ("error", "Enter a quantity from 0 to 10.")
-                return self._redirect("/cart")
-            line = session.line(line_id)
-            if line is not None:
-                session.set_qty(line_id, qty)
-                session.flash = ("status", f"Removed {line.label} from your cart." if qty <= 0
-                                 else f"Updated the quantity of {line.label} to {line.qty}.")
-            return self._redirect("/cart")
+            return self._update_cart(session, path, form)
         if path == "/cart/coupon":
             code = form.get("code", "").strip().upper()
             if code not in COUPONS:
-                return html("Your cart", pages.cart_page(session, "That discount code is not valid."), 400)
+                return self._html(session, "Your cart", pages.cart_page(session, "That discount code is not valid."), 400)
             session.coupon = code
             session.flash = ("status", f"Discount code {code} applied.")
             return self._redirect("/cart")
@@ -333,7 +326,7 @@ class _Handler(BaseHTTPRequestHandler):
             errors = validate_checkout(form)
             if errors:
                 values = {k: v for k, v in form.items() if k != "cvc"}
-                return html("Checkout", pages.checkout_page(session, values, errors), 400)
+                return self._html(session, "Checkout", pages.checkout_page(session, values, errors), 400)
             order = session.place_order(form)
             return self._redirect(f"/order/{order['number']}")
         if path == "/login":
@@ -341,7 +334,7 @@ class _Handler(BaseHTTPRequestHandler):
             user = check_login(form.get("email", ""), form.get("password", ""))
             if user is None:
                 body = pages.login_page("Incorrect email or password.", form.get("email", ""), next_path)
-                return html("Log in", body, 401)
+                return self._html(session, "Log in", body, 401)
             session.user = user
             session.flash = ("status", "You are now logged in.")
             return self._redirect(next_path)
@@ -354,22 +347,38 @@ class _Handler(BaseHTTPRequestHandler):
             if choice not in ("accepted", "rejected"):
                 return self._json({"ok": False, "error": "choice must be accepted or rejected"}, 400)
             session.consent = choice
-            return self._json({"ok": True, "consent": choice}) if path == "/api/consent" else back()
+            return self._json({"ok": True, "consent": choice}) if path == "/api/consent" else self._back(form)
         if path in ("/newsletter", "/api/newsletter"):
             email = form.get("email", "").strip()
             if not valid_email(email):
                 if path == "/api/newsletter":
                     return self._json({"ok": False, "error": "Please enter a valid email address."}, 400)
                 session.flash = ("error", "Please enter a valid email address to sign up.")
-                return back()
+                return self._back(form)
             session.newsletter = email
             session.newsletter_popup = "subscribed"
             if path == "/api/newsletter":
                 return self._json({"ok": True, "email": email, "code": "WELCOME10"})
             session.flash = ("status", f"Thanks! {email} is now subscribed to our newsletter.")
-            return back()
+            return self._back(form)
         if path == "/api/newsletter/dismiss":
             if session.newsletter_popup == "pending":
                 session.newsletter_popup = "dismissed"
             return self._json({"ok": True})
-        return html("Not found", pages.not_found_page(), 404)
+        return self._html(session, "Not found", pages.not_found_page(), 404)
+
+    def _update_cart(self, session: Session, path: str, form: dict[str, str]) -> _Response:
+        """Set a cart line's quantity (``/cart/update``) or remove the line (``/cart/remove``, or a
+        quantity of 0), then show the cart; a line or quantity that is not a number only flashes an error."""
+        try:
+            line_id = int(form.get("line", ""))
+            qty = 0 if path == "/cart/remove" else int(form.get("qty", "").strip())
+        except ValueError:
+            session.flash = ("error", "Enter a quantity from 0 to 10.")
+            return self._redirect("/cart")
+        line = session.line(line_id)
+        if line is not None:
+            session.set_qty(line_id, qty)
+            session.flash = ("status", f"Removed {line.label} from your cart." if qty <= 0
+                             else f"Updated the quantity of {line.label} to {line.qty}.")
+        return self._redirect("/cart")

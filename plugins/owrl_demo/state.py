@@ -207,7 +207,10 @@ def validate_checkout(form: dict[str, str], today: Optional[_dt.date] = None) ->
     """Field name -> error message, empty when the form is good. Mirrored in shop.js."""
     today = today or _dt.date.today()
     errors: dict[str, str] = {}
-    get = lambda k: (form.get(k) or "").strip()  # noqa: E731
+
+    def get(key: str) -> str:
+        return (form.get(key) or "").strip()
+
     if len(get("name")) < 2:
         errors["name"] = "Enter your full name."
     if not valid_email(get("email")):

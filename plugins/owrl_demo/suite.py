@@ -74,7 +74,8 @@ async def read_state(env: Any, base_url: str) -> Optional[dict[str, Any]]:
     response = await env.context.request.get(base_url.rstrip("/") + "/api/state")
     if not response.ok:
         return None
-    return await response.json()
+    state: dict[str, Any] = await response.json()
+    return state
 
 
 class DemoShopOptions(BaseModel):

@@ -13,13 +13,18 @@ heaviest older steps within a budget or one line per older step (docs/memory.md)
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from owrl_sdk import hookimpl
+from owrl_sdk.hookspecs import Register
 from owrl_sdk.memory import Context, Memory
 from owrl_sdk.types import Observation, Step, Task
+
+if TYPE_CHECKING:  # pragma: no cover
+    from owrl_sdk.config import Settings
+    from owrl_sdk.tools import Tool
 
 
 class MemoryOptions(BaseModel):
@@ -49,10 +54,10 @@ class CropOptions(BaseModel):
 
 class FullHistoryMemory(Memory):
     name = "default"
-    Options = MemoryOptions
+    Options: ClassVar[type[BaseModel]] = MemoryOptions
     reads_changes = False  # it hands the steps to the policy, whose profile reads what it shows
 
-    def __init__(self, settings, **options):
+    def __init__(self, settings: "Settings", **options: Any):
         super().__init__(settings, **options)
         conf = self.read_options(settings, options)
         self.k: int = conf.screenshots
@@ -64,7 +69,7 @@ class FullHistoryMemory(Memory):
         self.steps = []
         self.shots = []
 
-    def context(self, task: Task, observation: Observation, tools) -> Context:
+    def context(self, task: Task, observation: Observation, tools: list["Tool"]) -> Context:
         shots = [s for s in self.shots if s] + ([observation.screenshot] if observation.screenshot else [])
         keep = shots[-self.k:] if self.k else []
         history = self.steps
@@ -74,7 +79,8 @@ class FullHistoryMemory(Memory):
 
     def read_options(self, settings: Any, options: dict[str, Any]) -> MemoryOptions:
         """``[plugins.default]`` with the given options on top, validated."""
-        return settings.options(self.name, MemoryOptions, **options)
+        conf: MemoryOptions = settings.options(self.name, MemoryOptions, **options)
+        return conf
 
     def record(self, step: Step) -> None:
         self.steps.append(step)
@@ -101,9 +107,10 @@ class CropMemory(FullHistoryMemory):
         self.crop: int = own.crop
         self.full_every: int = own.full_every
         shared = {k: v for k, v in own.model_dump(include={"screenshots", "reasoning"}).items() if v is not None}
-        return settings.options(FullHistoryMemory.name, MemoryOptions, **shared)
+        conf: MemoryOptions = settings.options(FullHistoryMemory.name, MemoryOptions, **shared)
+        return conf
 
-    def context(self, task: Task, observation: Observation, tools) -> Context:
+    def context(self, task: Task, observation: Observation, tools: list["Tool"]) -> Context:
         ctx = super().context(task, observation, tools)
         point = self._last_point()
         last = self.steps[-1] if self.steps else None
@@ -116,7 +123,7 @@ class CropMemory(FullHistoryMemory):
         ctx.extras["crop"] = {"point_2d": point, "size": self.crop}
         return ctx
 
-    def _last_point(self):
+    def _last_point(self) -> Optional[list[float]]:
         if not self.steps:
             return None
         for record in reversed(self.steps[-1].calls):
@@ -126,7 +133,7 @@ class CropMemory(FullHistoryMemory):
         return None
 
 
-def crop_around(jpeg: bytes, point_2d, size: int) -> bytes:
+def crop_around(jpeg: bytes, point_2d: Sequence[float], size: int) -> bytes:
     """A ``size`` x ``size`` JPEG window of the image centred on a 0-1000 grid point."""
     import io
 
@@ -145,7 +152,7 @@ def crop_around(jpeg: bytes, point_2d, size: int) -> bytes:
 
 
 @hookimpl
-def register_memories(register):
+def register_memories(register: Register) -> None:
     from .strategies import SummaryMemory, WeightedMemory
 
     register(FullHistoryMemory)

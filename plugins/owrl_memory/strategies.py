@@ -164,11 +164,11 @@ class _RecentMemory(FullHistoryMemory):
     own: _SharedOptions
 
     def read_options(self, settings: Any, options: dict[str, Any]) -> MemoryOptions:
-        assert self.Options is not None
         self.own = settings.options(self.name, self.Options, **options)
         self.keep_last: int = self.own.keep_last
         shared = {k: v for k, v in self.own.model_dump(include={"screenshots", "reasoning"}).items() if v is not None}
-        return settings.options(FullHistoryMemory.name, MemoryOptions, **shared)
+        conf: MemoryOptions = settings.options(FullHistoryMemory.name, MemoryOptions, **shared)
+        return conf
 
     def _with(self, ctx: Context, kept: list[Step]) -> Context:
         """``ctx`` (default's full context) with only ``kept`` of its history, reasoning applied."""
@@ -262,7 +262,7 @@ def _ranges(indices: list[int]) -> str:
     """``[1, 2, 3, 7]`` -> ``1-3, 7``."""
     out: list[str] = []
     start = prev = indices[0]
-    for i in indices[1:] + [None]:  # type: ignore[list-item]
+    for i in indices[1:] + [None]:
         if i is not None and i == prev + 1:
             prev = i
             continue

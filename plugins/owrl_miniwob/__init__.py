@@ -15,19 +15,23 @@ panel of rewards and time left; default off).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from owrl_sdk import hookimpl
 from owrl_sdk.components import SuiteCheck, TaskSuite
 from owrl_sdk.errors import UsageError
+from owrl_sdk.hookspecs import Register
 from owrl_sdk.types import Task, Trajectory
+
+if TYPE_CHECKING:  # pragma: no cover
+    from owrl_sdk.config import Settings
 
 
 def pages_dir() -> Path:
     try:
-        import miniwob
+        import miniwob  # type: ignore[import-untyped]  # the miniwob package ships no type hints
     except ImportError:
         raise UsageError("the miniwob suite needs the miniwob package: pip install miniwob") from None
     return Path(miniwob.__file__).parent / "html" / "miniwob"
@@ -70,7 +74,7 @@ class MiniWoBSuite(TaskSuite):
     description = "MiniWoB++ tasks from the miniwob package (reward: MiniWoB's own)"
     Options = MiniWoBOptions
 
-    def __init__(self, settings, **options: Any):
+    def __init__(self, settings: "Settings", **options: Any):
         super().__init__(settings, **options)
         conf: MiniWoBOptions = settings.options(self.name, MiniWoBOptions, **options)
         self.time_limit = conf.time_limit
@@ -118,7 +122,8 @@ class MiniWoBSuite(TaskSuite):
 
 
 async def read_result(page: Any) -> dict[str, Any]:
-    return await page.evaluate(RESULT_JS)
+    result: dict[str, Any] = await page.evaluate(RESULT_JS)
+    return result
 
 
 # ---------------------------------------------------------------------------- oracle
@@ -167,5 +172,5 @@ ORACLE_TASKS = ("click-button", "click-link", "enter-text", "focus-text", "click
 
 
 @hookimpl
-def register_task_suites(register):
+def register_task_suites(register: Register) -> None:
     register(MiniWoBSuite)

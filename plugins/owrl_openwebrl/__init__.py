@@ -7,10 +7,11 @@ Nothing here imports torch at import time; the backend loads it when a model is 
 from __future__ import annotations
 
 from owrl_sdk import hookimpl
+from owrl_sdk.hookspecs import Register
 
 
 @hookimpl
-def register_policies(register):
+def register_policies(register: Register) -> None:
     from .policy import OpenAIPolicy, OpenWebRLPolicy, TextPolicy
 
     register(OpenWebRLPolicy)
@@ -19,14 +20,14 @@ def register_policies(register):
 
 
 @hookimpl
-def register_judges(register):
+def register_judges(register: Register) -> None:
     from .judge import OpenWebRLJudge
 
     register(OpenWebRLJudge)
 
 
 @hookimpl
-def register_commands(register):
+def register_commands(register: Register) -> None:
     from .commands import model_command
 
     register(model_command)

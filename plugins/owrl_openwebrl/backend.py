@@ -21,7 +21,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Union
 
 from owrl_sdk.errors import ModelUnavailable
 
@@ -116,7 +116,7 @@ def restore_assistant_text(rendered: str, messages: list[dict[str, Any]]) -> str
             else m["content"] for m in messages if m["role"] == "assistant"]
     it = iter(said)
 
-    def put_back(match: re.Match) -> str:
+    def put_back(match: re.Match[str]) -> str:
         text = next(it, None)
         return match.group(0) if text is None else match.group(1) + text + match.group(3)
 
@@ -166,7 +166,7 @@ class VLBackend:
             from transformers import BitsAndBytesConfig
 
             compute = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
-            kwargs["quantization_config"] = BitsAndBytesConfig(
+            kwargs["quantization_config"] = BitsAndBytesConfig(  # type: ignore[no-untyped-call]  # unannotated __init__
                 load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=compute,
                 bnb_4bit_use_double_quant=True,
                 # the vision tower and the head stay in full precision (and small dims fail on CPU)
@@ -182,9 +182,11 @@ class VLBackend:
                 kwargs["dtype"] = getattr(torch, dtype)
             elif self.device.startswith("cuda"):
                 kwargs["dtype"] = torch.bfloat16
-        self.model = model_cls.from_pretrained(path, **kwargs)
+        #: The transformers model, or the peft model wrapping it (typed loosely by both libraries).
+        self.model: Any = model_cls.from_pretrained(path, **kwargs)
         if quantize != "4bit":
-            self.model.to(self.device)
+            # transformers wraps to() with functools.wraps(nn.Module.to): typed as the unbound method
+            self.model.to(self.device)  # type: ignore[arg-type]
         if adapter:
             from peft import PeftModel
 
@@ -218,8 +220,9 @@ class VLBackend:
         template = self.tokenizer.chat_template or ""
         use_tools = tools_in_template and "tools" in template
         messages = prompt.messages if self.kind == "vl" else text_messages(prompt.messages)
-        text = self.tokenizer.apply_chat_template(
-            messages, tools=prompt.tools if use_tools else None, tokenize=False, add_generation_prompt=True)
+        tools: Optional[list[Union[dict[Any, Any], Callable[..., Any]]]] = list(prompt.tools) if use_tools else None
+        text = self.tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
+        assert isinstance(text, str)  # tokenize=False: the rendered text, not token ids
         if prompt.keep_assistant_text:
             text = restore_assistant_text(text, prompt.messages)
         return text
@@ -234,6 +237,7 @@ class VLBackend:
         batch: dict[str, Any] = {}
         expanded = list(texts)
         if flat:
+            assert self.image_processor is not None  # a text model was refused images above
             vision = self.image_processor(images=flat, return_tensors="pt")
             batch["pixel_values"] = vision["pixel_values"]
             batch["image_grid_thw"] = vision["image_grid_thw"]
@@ -296,6 +300,7 @@ class VLBackend:
                 n = int((new == eos).nonzero()[0]) + 1
             finish = "length" if not ended and n >= sampling.max_new_tokens else "stop"
             text = self.tokenizer.decode(new[:n], skip_special_tokens=False)
+            assert isinstance(text, str)  # one sequence decodes to one string
             text = text.replace(self.tokenizer.eos_token or "", "").replace(self.tokenizer.pad_token or "", "")
             for token in CONTROL_TOKENS:  # they would be read as real markers in the next prompt
                 text = text.replace(token, "")

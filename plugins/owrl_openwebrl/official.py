@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import ast
 from types import SimpleNamespace
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Union
 
 #: Where the three files live in the official source tree.
 SOURCES = ("openwebrl/env/web_env.py", "openwebrl/generate_browser.py", "openwebrl/feedback_utils.py")
@@ -80,7 +80,7 @@ _NOTES = {"post_url": "navigated", "post_tab_count": "tab_opened", "displayed_va
 _PLAIN_NOTES = {"click": "no_change", "scroll": "no_move"}
 
 
-def _handler(tree: ast.AST, name: str) -> Optional[ast.AST]:
+def _handler(tree: ast.AST, name: str) -> Optional[Union[ast.FunctionDef, ast.AsyncFunctionDef]]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
             return node
@@ -155,7 +155,7 @@ def _truncation(tree: ast.AST) -> Optional[dict[str, Any]]:
     if not isinstance(limit, int) or function is None:
         return None
     head = None
-    args = function.args  # type: ignore[attr-defined]
+    args = function.args
     for arg, default in zip(args.kwonlyargs, args.kw_defaults):
         if arg.arg == "head_ratio" and isinstance(default, ast.Constant):
             head = default.value
@@ -175,7 +175,7 @@ def extract_templates(environment: str, loop: str, feedback: str) -> tuple[dict[
     ``missing`` names what was not found (``tools.click.ok``, ``parse_failure``, ...)."""
     missing: list[str] = []
     found: dict[str, Any] = {}
-    trees = {}
+    trees: dict[str, Optional[ast.Module]] = {}
     for key, source in (("environment", environment), ("loop", loop), ("feedback", feedback)):
         try:
             trees[key] = ast.parse(source)
@@ -213,7 +213,7 @@ def extract_templates(environment: str, loop: str, feedback: str) -> tuple[dict[
 # ------------------------------------------------------------------ rendering
 
 
-_CALLS = {"len": len, "str": str, "int": int, "float": float, "abs": abs}
+_CALLS: dict[str, Callable[..., Any]] = {"len": len, "str": str, "int": int, "float": float, "abs": abs}
 
 
 def _value(node: ast.AST, ns: dict[str, Any]) -> Any:

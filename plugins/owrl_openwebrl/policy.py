@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from owrl_sdk.errors import UsageError
 from owrl_sdk.memory import Context
@@ -19,10 +19,16 @@ from .parser import render_turn
 from .profiles import EVAL_SAMPLING, SETTLE, WAITS, OpenWebRLProfile, OwrlProfile, check_profile, default_profile
 from .prompt import Prompt, build_prompt, openai_messages
 
+if TYPE_CHECKING:  # pragma: no cover
+    from owrl_sdk.config import Settings
+
 DEFAULT_POLICY_MODEL = "OpenWebRL/OpenWebRL-4B"
 
 _CACHE: dict[tuple[Any, ...], VLBackend] = {}
 _CACHE_LOCK = threading.Lock()
+
+#: A request waiting in a :class:`Batcher`: the prompt, its sampling and the future its answer goes to.
+_Pending = tuple[Any, Sampling, asyncio.Future[Any]]
 
 
 def shared_backend(model_id: str, quantize: str = "auto", adapter: Optional[str] = None) -> VLBackend:
@@ -55,7 +61,7 @@ class Batcher:
         self.backend = backend
         self.max_batch = max_batch
         self.wait = wait
-        self.pending: list[tuple[Any, Sampling, asyncio.Future]] = []
+        self.pending: list[_Pending] = []
         self.lock: Optional[asyncio.Lock] = None
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.expected: Optional[Callable[[], int]] = None
@@ -72,7 +78,7 @@ class Batcher:
         if self.lock is None or self.loop is not loop:  # a policy may outlive one asyncio.run
             self.lock, self.loop = asyncio.Lock(), loop
             self.pending = [p for p in self.pending if p[2].get_loop() is loop]
-        fut: asyncio.Future = loop.create_future()
+        fut: asyncio.Future[Any] = loop.create_future()
         self.pending.append((prompt, sampling, fut))
         if self.expected is None:
             await asyncio.sleep(self.wait)
@@ -103,7 +109,7 @@ class Batcher:
             sampling = dataclasses.replace(batch[0][1], seed=self.seed * 1_000_003 + self.rounds)
             await self._run(batch, sampling)
 
-    async def _run(self, batch: list[tuple[Any, Sampling, asyncio.Future]], sampling: Sampling) -> None:
+    async def _run(self, batch: list[_Pending], sampling: Sampling) -> None:
         try:
             results = await asyncio.to_thread(_generate, self.backend, [b[0] for b in batch], sampling)
         except Exception as err:
@@ -123,7 +129,7 @@ class _ModelPolicy(Policy):
     declared tools, how calls map onto owrl's tools, the generation defaults and what the
     environment is asked for (see :mod:`.profiles`)."""
 
-    def __init__(self, settings, backend: Any = None, **options: Any):
+    def __init__(self, settings: Settings, backend: Any = None, **options: Any):
         super().__init__(settings, **options)
         self.conf = _options.read(settings, self.name, self.Options or _options.ModelPolicyOptions, options)
         self.text_mode = bool(self.conf.get("text_mode", False))
@@ -153,7 +159,7 @@ class _ModelPolicy(Policy):
         chosen = self.conf.get("profile") or getattr(self.settings, "profile", None)
         return check_profile(chosen) if chosen else default_profile(self._model_id())
 
-    def _make_profile(self) -> Any:
+    def _make_profile(self) -> OpenWebRLProfile | OwrlProfile:
         name = self._profile_name()
         if name == "owrl":
             return OwrlProfile(text_mode=self.text_mode)
@@ -270,7 +276,7 @@ class TextPolicy(OpenWebRLPolicy):
     name = "owrl-text"
     Options = _options.TextPolicyOptions
 
-    def __init__(self, settings, backend: Any = None, **options: Any):
+    def __init__(self, settings: Settings, backend: Any = None, **options: Any):
         options.setdefault("max_new_tokens", settings.options(self.name, self.Options).max_new_tokens or 96)
         super().__init__(settings, backend=backend, **options)
         self.text_mode = True
@@ -326,7 +332,8 @@ class OpenAIPolicy(_ModelPolicy):
                              token_param=c.get("token_param"))
 
     def _tools_in_system(self) -> bool:
-        return self.backend.tool_calls == "text"  # native: the tools travel as the API's own
+        tool_calls: str = self.backend.tool_calls
+        return tool_calls == "text"  # native: the tools travel as the API's own
 
     def info(self) -> PolicyInfo:
         return PolicyInfo(name=self.name, model=self.backend.model, revision=self.backend.base_url,

@@ -23,7 +23,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from owrl_sdk.memory import Context
 from owrl_sdk.types import CallRecord, Observation, Step, ToolCall, Turn
@@ -386,7 +386,7 @@ def official_status_line(record: CallRecord, templates: dict[str, Any], viewport
         return None
 
 
-def raw_calls(step: Step, parse: Any = parse_turn) -> list[ToolCall]:
+def raw_calls(step: Step, parse: Callable[[str], Turn] = parse_turn) -> list[ToolCall]:
     """The calls as the model wrote them (before unit conversion), aligned with ``step.calls``;
     ``parse`` reads the answer as the policy did."""
     if step.turn.raw is not None:

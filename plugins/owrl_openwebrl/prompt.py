@@ -177,7 +177,7 @@ def openai_messages(prompt: Prompt, image_url: Optional[Any] = None) -> list[dic
     """OpenAI chat-completions messages: images as data URLs, tool feedback as user text."""
     import base64
 
-    out = []
+    out: list[dict[str, Any]] = []
     for m in prompt.messages:
         parts = []
         for p in m["content"]:

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Union
+from typing import TYPE_CHECKING, Any, Union
+
+if TYPE_CHECKING:  # pragma: no cover
+    from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerFast
 
 SPECIAL_TOKENS = [
     "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
@@ -63,7 +66,7 @@ def _corpus() -> list[str]:
     return list(_CORPUS) + [SYSTEM, JUDGE_SYSTEM] + [json.dumps(t) for t in OPENWEBRL_TOOLS]
 
 
-def build_tokenizer(vocab_size: int = 1024):
+def build_tokenizer(vocab_size: int = 1024) -> PreTrainedTokenizerFast:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -73,10 +76,18 @@ def build_tokenizer(vocab_size: int = 1024):
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(_corpus() * 4, trainer=trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                   additional_special_tokens=SPECIAL_TOKENS[1:])
+    fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]  # transformers leaves __init__ unannotated
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+        additional_special_tokens=SPECIAL_TOKENS[1:])
     fast.chat_template = CHAT_TEMPLATE
     return fast
+
+
+def _token_id(tok: PreTrainedTokenizerFast, token: str) -> int:
+    """The id of one token (transformers types the lookup for a list of tokens too)."""
+    found = tok.convert_tokens_to_ids(token)
+    assert isinstance(found, int)
+    return found
 
 
 def build_tiny_text(out: Union[str, Path], seed: int = 0) -> Path:
@@ -88,7 +99,7 @@ def build_tiny_text(out: Union[str, Path], seed: int = 0) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer()
-    eos, pad = tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")
+    eos, pad = _token_id(tok, "<|im_end|>"), _token_id(tok, "<|endoftext|>")
     config = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
                          initializer_range=0.25, tie_word_embeddings=True, bos_token_id=None, eos_token_id=eos,
@@ -114,7 +125,7 @@ def build_tiny_vl(out: Union[str, Path], family: str = "qwen3-vl", seed: int = 0
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer()
-    ids = {t: tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
+    ids = {t: _token_id(tok, t) for t in SPECIAL_TOKENS}
     vocab = len(tok)
     common = dict(image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
                   vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"])
@@ -124,31 +135,12 @@ def build_tiny_vl(out: Union[str, Path], family: str = "qwen3-vl", seed: int = 0
                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
                 bos_token_id=None, eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"])
     if family == "qwen3-vl":
-        from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration as Model
-
-        text.update(head_dim=16, rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
-                                                  "mrope_section": [4, 2, 2], "mrope_interleaved": True})
-        vision = dict(depth=2, hidden_size=64, intermediate_size=128, num_heads=4, patch_size=16,
-                      spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=64,
-                      num_position_embeddings=64, deepstack_visual_indexes=[0])
-        config = Qwen3VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=True, **common)
-        patch = 16
+        config, model_cls, patch = _qwen3_vl(text, common)
     elif family in ("qwen2-vl", "qwen2.5-vl"):
-        if family == "qwen2-vl":
-            from transformers import Qwen2VLConfig as Config, Qwen2VLForConditionalGeneration as Model
-            vision = dict(depth=2, embed_dim=64, hidden_size=64, num_heads=4, mlp_ratio=2, patch_size=14,
-                          spatial_merge_size=2, temporal_patch_size=2)
-        else:
-            from transformers import Qwen2_5_VLConfig as Config, Qwen2_5_VLForConditionalGeneration as Model
-            vision = dict(depth=2, hidden_size=64, intermediate_size=128, num_heads=4, patch_size=14,
-                          spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=64,
-                          window_size=56, fullatt_block_indexes=[1])
-        text.update(rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]})
-        config = Config(text_config=text, vision_config=vision, tie_word_embeddings=True, **common)
-        patch = 14
+        config, model_cls, patch = _qwen2_vl(family, text, common)
     else:
         raise ValueError(f"unknown family {family!r}: qwen3-vl, qwen2-vl or qwen2.5-vl")
-    model = Model(config)
+    model = model_cls(config)
     model.generation_config.eos_token_id = ids["<|im_end|>"]
     model.generation_config.pad_token_id = ids["<|endoftext|>"]
     model.save_pretrained(out)
@@ -159,3 +151,40 @@ def build_tiny_vl(out: Union[str, Path], family: str = "qwen3-vl", seed: int = 0
     image.save_pretrained(out)
     (out / "owrl_tiny.json").write_text(json.dumps({"family": family, "seed": seed}))
     return out
+
+
+#: A tiny family's config, its model class and its vision patch size in pixels.
+_Family = tuple["PreTrainedConfig", "type[PreTrainedModel]", int]
+
+
+def _qwen3_vl(text: dict[str, Any], common: dict[str, Any]) -> _Family:
+    """Tiny Qwen3-VL: ``text`` (the language model's settings, completed here) and ``common``
+    (the special token ids) as its config, with its model class and patch size."""
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+
+    text.update(head_dim=16, rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                              "mrope_section": [4, 2, 2], "mrope_interleaved": True})
+    vision = dict(depth=2, hidden_size=64, intermediate_size=128, num_heads=4, patch_size=16,
+                  spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=64,
+                  num_position_embeddings=64, deepstack_visual_indexes=[0])
+    config = Qwen3VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=True, **common)
+    return config, Qwen3VLForConditionalGeneration, 16
+
+
+def _qwen2_vl(family: str, text: dict[str, Any], common: dict[str, Any]) -> _Family:
+    """Tiny Qwen2-VL, or Qwen2.5-VL for ``qwen2.5-vl``: as :func:`_qwen3_vl`."""
+    text.update(rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]})
+    if family == "qwen2-vl":
+        from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
+
+        vision = dict(depth=2, embed_dim=64, hidden_size=64, num_heads=4, mlp_ratio=2, patch_size=14,
+                      spatial_merge_size=2, temporal_patch_size=2)
+        return (Qwen2VLConfig(text_config=text, vision_config=vision, tie_word_embeddings=True, **common),
+                Qwen2VLForConditionalGeneration, 14)
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    vision_25 = dict(depth=2, hidden_size=64, intermediate_size=128, num_heads=4, patch_size=14,
+                     spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=64,
+                     window_size=56, fullatt_block_indexes=[1])
+    return (Qwen2_5_VLConfig(text_config=text, vision_config=vision_25, tie_word_embeddings=True, **common),
+            Qwen2_5_VLForConditionalGeneration, 14)

@@ -65,6 +65,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from owrl_sdk import hookimpl
+from owrl_sdk.hookspecs import Register
 
 from .adapter import API_VETO, DemoShopAdapter, ShopEpisode, ShopLoginFailed, hints_for
 from .cart import AddToCart, pick_variant
@@ -75,7 +76,7 @@ __all__ = ["API_VETO", "AddToCart", "DemoShopAdapter", "NAME", "ShopEpisode", "S
 
 
 @hookimpl
-def register_site_adapters(register):
+def register_site_adapters(register: Register) -> None:
     register(DemoShopAdapter())
 
 

@@ -256,8 +256,8 @@ class DemoShopAdapter(SiteAdapter):
 
     def episode_end(self, trajectory: Any) -> None:
         """A summary of what the adapter did, in the trajectory's metadata."""
-        shop = next((s.observation.extras["shop"] for s in reversed(trajectory.steps)
-                     if "shop" in s.observation.extras), {})
+        shop: dict[str, Any] = next((s.observation.extras["shop"] for s in reversed(trajectory.steps)
+                                     if "shop" in s.observation.extras), {})
         records = [r for s in trajectory.steps for r in s.calls if r.result is not None]
         carts = [r for r in records if r.call.name == "add_to_cart"]
         trajectory.metadata["demo_shop_adapter"] = {

@@ -15,6 +15,7 @@ from typing import Any
 
 from owrl_sdk import hookimpl
 from owrl_sdk.components import Optimizer
+from owrl_sdk.hookspecs import Register
 
 #: The catalogue name of the policy whose model, prompts and turn format training uses.
 MODEL_POLICY = "openwebrl"
@@ -54,20 +55,20 @@ class SFT(Optimizer):
         return train_sft(samples, config)
 
 
-def _mmgrpo():
+def _mmgrpo() -> type[Optimizer]:
     from .rl import MMGRPO
 
     return MMGRPO
 
 
 @hookimpl
-def register_optimizers(register):
+def register_optimizers(register: Register) -> None:
     register(SFT)
     register(_mmgrpo())
 
 
 @hookimpl
-def register_samplers(register):
+def register_samplers(register: Register) -> None:
     from .samplers import SAMPLERS
 
     for sampler in SAMPLERS:
@@ -75,7 +76,7 @@ def register_samplers(register):
 
 
 @hookimpl
-def register_rewards(register):
+def register_rewards(register: Register) -> None:
     from .rewards import ExpectationReward, JudgedReward, OpenWebRLReward
 
     register(JudgedReward)
@@ -84,7 +85,7 @@ def register_rewards(register):
 
 
 @hookimpl
-def register_commands(register):
+def register_commands(register: Register) -> None:
     from .commands import train_command
 
     register(train_command)

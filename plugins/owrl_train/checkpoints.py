@@ -54,4 +54,5 @@ def load_checkpoint(path: Path, model: Any, optimizer: Any) -> dict[str, Any]:
     optimizer.load_state_dict(blob["optimizer"])
     torch.set_rng_state(blob["torch_rng"])
     random.setstate(blob["python_rng"])
-    return json.loads((path / "state.json").read_text())
+    state: dict[str, Any] = json.loads((path / "state.json").read_text())
+    return state

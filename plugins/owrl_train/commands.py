@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import click
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .rl import BrowserRollouts
+    from .serving import RayRollouts
 
 
 @click.group("train")
@@ -85,7 +89,7 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
                   TimeElapsedColumn(), console=console) as progress:
         bar = progress.add_task("sft", total=None, loss="-")
 
-        def on_step(m: dict) -> None:
+        def on_step(m: dict[str, Any]) -> None:
             progress.update(bar, total=m["total_steps"], completed=m["step"], loss=f"{m['loss']:.4f}")
 
         result = train_sft(samples, cfg, model=trainable, on_step=on_step)
@@ -118,13 +122,14 @@ def rl_command(config_file: str, backend: Optional[str], ray_address: Optional[s
     from owrl_sdk.config import load_checked_settings as load_settings
     from owrl_sdk.cli import command_plugins
 
-    from .rl import BrowserRollouts, RLConfig, RLRun
+    from .rl import BrowserRollouts, IterationResult, RLConfig, RLRun
 
     console = Console(stderr=True)
     cfg = RLConfig.from_toml(Path(config_file), rollout_backend=backend, ray_address=ray_address, **trl)
     settings = load_settings()
     plugins = command_plugins()
     suite = plugins.catalogue.get("task_suites", cfg.suite)(settings)
+    rollouts: Union[BrowserRollouts, RayRollouts]
     if cfg.rollout_backend == "ray":
         from .serving import RayRollouts
 
@@ -137,13 +142,13 @@ def rl_command(config_file: str, backend: Optional[str], ray_address: Optional[s
     if run.start_iteration:
         console.print(f"resuming at iteration {run.start_iteration + 1} of {cfg.iterations}")
 
-    def show(result) -> None:
+    def show(result: IterationResult) -> None:
         console.print(diagnostics_line(result, cfg.iterations), highlight=False, soft_wrap=True)
         for line in result.alarms:
             console.print(f"[yellow]alarm:[/] {escape(line)} ({result.action or 'warned'})", highlight=False,
                           soft_wrap=True)
 
-    async def go():
+    async def go() -> list[IterationResult]:
         try:
             return await run.run(on_iteration=show)
         finally:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Optional, Union
 from owrl_sdk.documents import load_trajectory
 from owrl_sdk.errors import ConfigError, DocumentError, UsageError
 from owrl_sdk.memory import Context
-from owrl_sdk.types import Trajectory
+from owrl_sdk.types import Step, Trajectory
 
 from . import peer_policy
 
@@ -40,7 +40,7 @@ def _tools(catalogue: Any) -> list[Any]:
     return list(catalogue.items["tools"].values())
 
 
-def _screenshot(step: Any, run_dir: Optional[Path]) -> Optional[bytes]:
+def _screenshot(step: Step, run_dir: Optional[Path]) -> Optional[bytes]:
     obs = step.observation
     if obs.screenshot:
         return obs.screenshot
@@ -171,7 +171,7 @@ def _to_prompt(messages: list[dict[str, Any]], images: list[bytes], catalogue: A
     for m in messages:
         content = m.get("content", "")
         parts: list[dict[str, Any]] = []
-        items = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        items: list[dict[str, Any]] = [{"type": "text", "text": content}] if isinstance(content, str) else content
         for p in items:
             kind = p.get("type")
             if kind in ("image", "image_url"):

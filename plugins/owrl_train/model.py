@@ -43,7 +43,8 @@ def adapter_base(path: str) -> Optional[str]:
     """The base model of a LoRA adapter folder, or None when ``path`` is not one."""
     cfg = Path(path) / "adapter_config.json"
     if cfg.is_file():
-        return json.loads(cfg.read_text()).get("base_model_name_or_path")
+        config: dict[str, Any] = json.loads(cfg.read_text())
+        return config.get("base_model_name_or_path")
     return None
 
 

@@ -41,16 +41,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Protocol
 
-from owrl_sdk.components import Optimizer
+from owrl_sdk.components import Optimizer, Reward, TaskSampler
 from owrl_sdk.documents import load_trajectory
 from owrl_sdk.errors import ConfigError
 from owrl_sdk.files import write_atomic
-from owrl_sdk.types import Task, Trajectory
+from owrl_sdk.types import Task, Trajectory, Turn
 
 from .checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
-from .data import trajectory_samples
+from .data import Sample, trajectory_samples
 from .logging import Scalars
-from .objectives import LOSS_TYPES, demonstration_loss, group_advantages, ppo_clip_loss, sampled_kl, turn_weights
+from .objectives import (LOSS_TYPES, GroupStats, demonstration_loss, group_advantages, ppo_clip_loss, sampled_kl,
+                         turn_weights)
 from .rewards import ungated
 
 
@@ -74,6 +75,12 @@ TRL_ALIASES = {"beta": "kl_coef", "epsilon": "clip_low", "epsilon_high": "clip_h
                "max_completion_length": "sampling.max_new_tokens"}
 
 
+def _default_sampling() -> dict[str, Any]:
+    """:class:`RLConfig` ``sampling`` when a config sets none: the full distribution at
+    temperature 1, 256 new tokens an answer."""
+    return {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 256}
+
+
 def resolve_aliases(data: dict[str, Any], where: str = "the training config") -> dict[str, Any]:
     """``data`` with TRL's names (:data:`TRL_ALIASES`) turned into ours; a key given under
     both names is refused."""
@@ -86,7 +93,7 @@ def resolve_aliases(data: dict[str, Any], where: str = "the training config") ->
             continue
         if ours.startswith("sampling."):
             key = ours.split(".", 1)[1]
-            sampling = dict(out.get("sampling") or RLConfig.__dataclass_fields__["sampling"].default_factory())  # type: ignore[misc]
+            sampling = dict(out.get("sampling") or _default_sampling())
             if key in (data.get("sampling") or {}):
                 raise ConfigError(f"{where}: {alias} and sampling.{key} are the same setting: give one")
             sampling[key] = value
@@ -170,8 +177,7 @@ class RLConfig:
     policy_options: dict[str, Any] = field(default_factory=dict)
     curriculum: list[dict[str, int]] = field(default_factory=lambda: [{"until_iteration": 100, "max_steps": 15},
                                                                        {"max_steps": 30}])
-    sampling: dict[str, Any] = field(default_factory=lambda: {"temperature": 1.0, "top_p": 1.0, "top_k": 0,
-                                                              "max_new_tokens": 256})
+    sampling: dict[str, Any] = field(default_factory=_default_sampling)
     seed: int = 0
     #: Every this many iterations, play ``probe_tasks`` greedily before the rollouts (0: never).
     probe_every: int = 0
@@ -263,7 +269,7 @@ class RLConfig:
         out = Path(data.pop("out", path.with_suffix("").name + "-out"))
         # types checked and converted as settings are: a bad value names its key and the file
         try:
-            cfg = validate_table(cls, {"out": out, **data}, "the training config", str(path))
+            cfg: RLConfig = validate_table(cls, {"out": out, **data}, "the training config", str(path))
         except ConfigError as e:
             raise ConfigError(str(e).replace("RLConfig:", f"{path}:")) from None
         if cfg.rollout_backend == "ray" and not cfg.serve_base_url:
@@ -287,6 +293,41 @@ class Rollouts(Protocol):
 
 # ============================================================================ the optimizer
 
+#: One minibatch as the update scores it: its samples, their encoding, their token log-probabilities
+#: under the policy that sampled them and under the reference, their sampling temperatures, and
+#: each one's count of target tokens.
+_Row = tuple[list[Any], Any, Any, Any, list[float], list[int]]
+
+
+@dataclass
+class _Tally:
+    """What one :meth:`MMGRPO.update` counts as it goes, for its metrics."""
+
+    #: The loss's metrics, summed over the minibatches trained (``minibatches`` of them).
+    totals: dict[str, float] = field(default_factory=dict)
+    minibatches: int = 0
+    #: Target tokens trained, and all tokens through the model.
+    tokens: int = 0
+    seen: int = 0
+    steps_taken: int = 0
+    grad_norms: list[float] = field(default_factory=list)
+    #: KL(sampling policy || current) as last measured (see :meth:`MMGRPO._update_metrics`).
+    last_kl: float = 0.0
+    #: With ``target_kl``: the KL of the iteration's first step, before any shrinking.
+    first_kl: Optional[float] = None
+    backtracks: int = 0
+    undone: int = 0
+    #: 1.0 once a step was undone and the iteration's updates stopped.
+    stopped: float = 0.0
+
+    def add(self, metrics: dict[str, float], tokens: int, seen: int) -> None:
+        """Count one minibatch's backward pass."""
+        self.tokens += tokens
+        self.seen += seen
+        for k, v in metrics.items():
+            self.totals[k] = self.totals.get(k, 0.0) + v
+        self.minibatches += 1
+
 
 class MMGRPO(Optimizer):
     """Token-level PPO-clip on group-relative advantages (asymmetric and dual clip, k3 KL to
@@ -302,12 +343,14 @@ class MMGRPO(Optimizer):
         super().__init__(settings, **options)
         import torch
 
+        if config is None:
+            raise ConfigError("the mm-grpo optimizer needs its config (an RLConfig)")
         self.model = model
         self.cfg = config
         self.torch_optimizer = optimizer or torch.optim.AdamW(model.trainable_parameters(), lr=config.lr)
 
     def loss(self, logp: Any, old_logp: Any, adv: Any, mask: Any, ref_logp: Any, entropy: Any,
-             weights: Any = None) -> tuple[Any, dict]:
+             weights: Any = None) -> tuple[Any, dict[str, float]]:
         c = self.cfg
         return ppo_clip_loss(logp, old_logp, adv, mask, clip_low=c.clip_low, clip_high=c.clip_high,
                              ref_logp=ref_logp, kl_coef=c.kl_coef, entropy=entropy, entropy_coef=c.entropy_coef,
@@ -333,20 +376,32 @@ class MMGRPO(Optimizer):
         return [[step[j:j + c.minibatch] for j in range(0, len(step), c.minibatch)] for step in steps if step]
 
     def update(self, samples: list[Any], iteration: int = 0) -> dict[str, float]:
-        import math
-
-        import torch
-
+        """One MM-GRPO update on ``samples`` (turns with their advantages): ``ppo_epochs``
+        passes over the iteration's optimizer steps (:meth:`plan`), each step held to the trust
+        region, until a step has to be undone; the update's metrics (none without samples)."""
         if not samples:
             return {}
-        c = self.cfg
-        model = self.model
-        plan = self.plan(samples, iteration)
-        default_t = c.temperature
-        prepared = []  # per step: per minibatch (samples, encoding, old, ref, temps)
+        prepared = self._prepare(self.plan(samples, iteration))
+        tally = _Tally()
+        started = time.perf_counter()
+        for _ in range(self.cfg.ppo_epochs):
+            for rows in prepared:
+                if not self._optimizer_step(rows, prepared, tally):
+                    break
+            if tally.stopped:
+                break
+        return self._update_metrics(samples, tally, time.perf_counter() - started)
+
+    def _prepare(self, plan: list[list[list[Any]]]) -> list[list[_Row]]:
+        """Each minibatch of each step, scored once before the update and without gradients:
+        its log-probabilities under the policy that sampled it and under the reference."""
+        import torch
+
+        model, default_t = self.model, self.cfg.temperature
+        prepared = []
         with torch.no_grad():
             for step in plan:
-                rows = []
+                rows: list[_Row] = []
                 for b in step:
                     enc = model.encode(b)
                     temps = [float(s.meta.get("temperature", default_t)) for s in b]
@@ -355,115 +410,157 @@ class MMGRPO(Optimizer):
                         ref, _, _ = model.token_logprobs(enc, temperature=temps)
                     rows.append((b, enc, old, ref, temps, mask.sum(-1).tolist()))
                 prepared.append(rows)
-        totals: dict[str, float] = {}
-        count = 0
-        tokens = seen = steps_taken = 0
-        stopped = 0.0
-        grad_norms: list[float] = []
-        last_kl = 0.0
-        backtracks = undone = 0
-        first_kl: Optional[float] = None  # with target_kl: the KL of the iteration's first step, before any shrinking
-        started = time.perf_counter()
-        for _ in range(c.ppo_epochs):
-            for rows in prepared:
-                pg = [(i, j) for i, (b, *_r) in enumerate(rows) for j, s in enumerate(b) if not s.meta.get("demo")]
-                demo = [(i, j) for i, (b, *_r) in enumerate(rows) for j, s in enumerate(b) if s.meta.get("demo")]
-                w = turn_weights(c.loss_type, [rows[i][0][j].meta.get("episode", f"{i}.{j}") for i, j in pg],
-                                 [int(rows[i][5][j]) for i, j in pg])
-                weight = {key: v for key, v in zip(pg, w)}
-                self.torch_optimizer.zero_grad(set_to_none=True)
-                step_kl, step_tokens = 0.0, 0
-                for i, (b, enc, old, ref, temps, _n) in enumerate(rows):
-                    logp, mask, entropy = model.token_logprobs(enc, with_entropy=True, temperature=temps)
-                    is_demo = torch.tensor([bool(s.meta.get("demo")) for s in b], device=logp.device)
-                    pg_mask = mask * (~is_demo).to(mask.dtype).unsqueeze(1)
-                    adv = torch.tensor([0.0 if s.meta.get("demo") else s.advantage for s in b], dtype=logp.dtype,
-                                       device=logp.device).unsqueeze(1).expand_as(logp)
-                    wt = torch.tensor([weight.get((i, j), 0.0) for j in range(len(b))], dtype=logp.dtype,
-                                      device=logp.device)
-                    loss = logp.sum() * 0.0
-                    metrics: dict[str, float] = {}
-                    if float(pg_mask.sum()) > 0:
-                        loss, metrics = self.loss(logp, old, adv, pg_mask, ref, entropy, weights=wt)
-                        n_pg = int(pg_mask.sum())
-                        step_kl += metrics.get("kl_old_new", 0.0) * n_pg
-                        step_tokens += n_pg
-                    if demo and bool(is_demo.any()):
-                        d_mask = mask * is_demo.to(mask.dtype).unsqueeze(1)
-                        d_w = is_demo.to(logp.dtype) / len(demo)
-                        d_loss = demonstration_loss(logp, d_mask, weights=d_w)
-                        loss = loss + c.demo_coef * d_loss
-                        metrics["demo_nll"] = float(d_loss.detach()) * len(demo) / max(1, int(is_demo.sum()))
-                    loss.backward()
-                    tokens += int(mask.sum())
-                    seen += int(enc["attention_mask"].sum())
-                    for k, v in metrics.items():
-                        totals[k] = totals.get(k, 0.0) + v
-                    count += 1
-                if not c.target_kl:
-                    last_kl = step_kl / step_tokens if step_tokens else 0.0
-                norm = float(torch.nn.utils.clip_grad_norm_(model.trainable_parameters(), c.max_grad_norm))
-                grad_norms.append(norm)
-                if not math.isfinite(norm):  # a step on a non-finite gradient would ruin the adapter
-                    self.torch_optimizer.zero_grad(set_to_none=True)
-                    continue
-                params = model.trainable_parameters()
-                before = [p.detach().clone() for p in params] if c.target_kl else []
-                self.torch_optimizer.step()
-                steps_taken += 1
-                if not c.target_kl:
-                    continue
-                # the trust region: the step is shrunk along its direction until the policy is
-                # within target_kl of the one that sampled, and undone if even the smallest is not.
-                # The first shrink is sized by the KL's quadratic growth with the step (KL ~ scale^2),
-                # so one forward pass over the turns usually settles it; then halvings.
-                kl, halvings = self._kl_from_sampler(prepared), 0
-                if first_kl is None:
-                    first_kl = kl
-                if kl > c.target_kl:
-                    direction = [p.detach() - p0 for p, p0 in zip(params, before)]
-                    scale = 1.0
-                    while kl > c.target_kl and halvings < c.kl_backtracks:
-                        halvings += 1
-                        scale = min(scale * 0.5, 0.9 * scale * math.sqrt(c.target_kl / kl)) if halvings == 1 \
-                            else scale * 0.5
-                        with torch.no_grad():
-                            for p, p0, d in zip(params, before, direction):
-                                p.copy_(p0 + d * scale)
-                        kl = self._kl_from_sampler(prepared)
-                backtracks += halvings
-                if kl > c.target_kl:
-                    with torch.no_grad():
-                        for p, p0 in zip(params, before):
-                            p.copy_(p0)
-                    steps_taken -= 1
-                    undone += 1
-                    stopped = 1.0
-                    break
-                last_kl = kl
-            if stopped:
-                break
-        seconds = time.perf_counter() - started
-        out = {k: v / count for k, v in totals.items()} if count else {}
+        return prepared
+
+    def _optimizer_step(self, rows: list[_Row], prepared: list[list[_Row]], tally: _Tally) -> bool:
+        """One optimizer step on the gradients of ``rows`` (a step's minibatches), skipped on a
+        non-finite gradient and then held to the trust region (:meth:`_trust_region`). False:
+        the step was undone, and the iteration's updates stop."""
+        import math
+
+        import torch
+
+        c, model = self.cfg, self.model
+        step_kl, step_tokens = self._accumulate(rows, tally)
+        if not c.target_kl:
+            tally.last_kl = step_kl / step_tokens if step_tokens else 0.0
+        norm = float(torch.nn.utils.clip_grad_norm_(model.trainable_parameters(), c.max_grad_norm))
+        tally.grad_norms.append(norm)
+        if not math.isfinite(norm):  # a step on a non-finite gradient would ruin the adapter
+            self.torch_optimizer.zero_grad(set_to_none=True)
+            return True
+        params = model.trainable_parameters()
+        before = [p.detach().clone() for p in params] if c.target_kl else []
+        self.torch_optimizer.step()
+        tally.steps_taken += 1
+        if not c.target_kl:
+            return True
+        return self._trust_region(prepared, params, before, tally)
+
+    def _accumulate(self, rows: list[_Row], tally: _Tally) -> tuple[float, int]:
+        """The gradients of one optimizer step, accumulated over its minibatches; the step's
+        KL(old || new) summed over its sampled tokens (as its forward passes measured it), and
+        how many tokens those are."""
+        weight, n_demo = self._step_weights(rows)
+        self.torch_optimizer.zero_grad(set_to_none=True)
+        step_kl, step_tokens = 0.0, 0
+        for i, row in enumerate(rows):
+            kl, tokens = self._backward(i, row, weight, n_demo, tally)
+            step_kl += kl
+            step_tokens += tokens
+        return step_kl, step_tokens
+
+    def _step_weights(self, rows: list[_Row]) -> tuple[dict[tuple[int, int], float], int]:
+        """Each sampled turn's weight in one step's loss (``loss_type``), keyed by (minibatch,
+        row), and how many rescue demonstrations the step holds."""
+        pg = [(i, j) for i, (b, *_r) in enumerate(rows) for j, s in enumerate(b) if not s.meta.get("demo")]
+        demo = [(i, j) for i, (b, *_r) in enumerate(rows) for j, s in enumerate(b) if s.meta.get("demo")]
+        w = turn_weights(self.cfg.loss_type, [rows[i][0][j].meta.get("episode", f"{i}.{j}") for i, j in pg],
+                         [int(rows[i][5][j]) for i, j in pg])
+        return dict(zip(pg, w)), len(demo)
+
+    def _backward(self, i: int, row: _Row, weight: dict[tuple[int, int], float], n_demo: int,
+                  tally: _Tally) -> tuple[float, int]:
+        """The forward and backward pass of minibatch ``i``: PPO-clip on its sampled turns, the
+        SFT term (``demo_coef``) on its demonstrations; its metrics and tokens go to ``tally``.
+        Returns its KL(old || new) summed over its sampled tokens, and how many those are."""
+        import torch
+
+        b, enc, old, ref, temps, _n = row
+        logp, mask, entropy = self.model.token_logprobs(enc, with_entropy=True, temperature=temps)
+        is_demo = torch.tensor([bool(s.meta.get("demo")) for s in b], device=logp.device)
+        pg_mask = mask * (~is_demo).to(mask.dtype).unsqueeze(1)
+        adv = torch.tensor([0.0 if s.meta.get("demo") else s.advantage for s in b], dtype=logp.dtype,
+                           device=logp.device).unsqueeze(1).expand_as(logp)
+        wt = torch.tensor([weight.get((i, j), 0.0) for j in range(len(b))], dtype=logp.dtype, device=logp.device)
+        loss = logp.sum() * 0.0
+        metrics: dict[str, float] = {}
+        kl, n_pg = 0.0, 0
+        if float(pg_mask.sum()) > 0:
+            loss, metrics = self.loss(logp, old, adv, pg_mask, ref, entropy, weights=wt)
+            n_pg = int(pg_mask.sum())
+            kl = metrics.get("kl_old_new", 0.0) * n_pg
+        if n_demo and bool(is_demo.any()):
+            d_mask = mask * is_demo.to(mask.dtype).unsqueeze(1)
+            d_loss = demonstration_loss(logp, d_mask, weights=is_demo.to(logp.dtype) / n_demo)
+            loss = loss + self.cfg.demo_coef * d_loss
+            metrics["demo_nll"] = float(d_loss.detach()) * n_demo / max(1, int(is_demo.sum()))
+        loss.backward()
+        tally.add(metrics, tokens=int(mask.sum()), seen=int(enc["attention_mask"].sum()))
+        return kl, n_pg
+
+    def _trust_region(self, prepared: list[list[_Row]], params: list[Any], before: list[Any], tally: _Tally) -> bool:
+        """Hold the step just taken (``before`` -> ``params``) within ``target_kl`` of the policy
+        that sampled: shrunk along its direction (:meth:`_shrink_step`), or undone if even the
+        smallest shrink is not within it (False: the iteration's updates stop)."""
+        import torch
+
+        c = self.cfg
+        kl = self._kl_from_sampler(prepared)
+        if tally.first_kl is None:
+            tally.first_kl = kl
+        halvings = 0
+        if kl > c.target_kl:
+            kl, halvings = self._shrink_step(prepared, params, before, kl)
+        tally.backtracks += halvings
+        if kl > c.target_kl:
+            with torch.no_grad():
+                for p, p0 in zip(params, before):
+                    p.copy_(p0)
+            tally.steps_taken -= 1
+            tally.undone += 1
+            tally.stopped = 1.0
+            return False
+        tally.last_kl = kl
+        return True
+
+    def _shrink_step(self, prepared: list[list[_Row]], params: list[Any], before: list[Any],
+                     kl: float) -> tuple[float, int]:
+        """The trust region's line search: the step scaled back along its direction until its
+        ``kl`` from the sampling policy is within ``target_kl``, at most ``kl_backtracks`` times.
+        The first shrink is sized by the KL's quadratic growth with the step (KL ~ scale^2), so
+        one forward pass over the turns usually settles it; then halvings. Returns the KL
+        reached and the shrinks made."""
+        import math
+
+        import torch
+
+        c = self.cfg
+        direction = [p.detach() - p0 for p, p0 in zip(params, before)]
+        scale, halvings = 1.0, 0
+        while kl > c.target_kl and halvings < c.kl_backtracks:
+            halvings += 1
+            scale = min(scale * 0.5, 0.9 * scale * math.sqrt(c.target_kl / kl)) if halvings == 1 else scale * 0.5
+            with torch.no_grad():
+                for p, p0, d in zip(params, before, direction):
+                    p.copy_(p0 + d * scale)
+            kl = self._kl_from_sampler(prepared)
+        return kl, halvings
+
+    def _update_metrics(self, samples: list[Any], tally: _Tally, seconds: float) -> dict[str, float]:
+        """The update's metrics: the loss's, averaged over minibatches, then the trust region's,
+        the gradient norms, throughput and the learning rate (:meth:`_adapt_lr` sets the next)."""
+        count = tally.minibatches
+        out = {k: v / count for k, v in tally.totals.items()} if count else {}
         # with target_kl: measured after the last step kept, on all the iteration's sampled turns;
         # without: measured during the last step's forward (the move of the steps before it)
-        out["kl_old_new"] = last_kl
-        out["kl_backtracks"] = float(backtracks)
-        out["steps_undone"] = float(undone)
+        out["kl_old_new"] = tally.last_kl
+        out["kl_backtracks"] = float(tally.backtracks)
+        out["steps_undone"] = float(tally.undone)
+        grad_norms = tally.grad_norms
         out["grad_norm"] = sum(grad_norms) / len(grad_norms) if grad_norms else 0.0
         out["grad_norm_max"] = max(grad_norms) if grad_norms else 0.0
-        out["optimizer_steps"] = float(steps_taken)
-        out["stopped_at_target_kl"] = stopped
+        out["optimizer_steps"] = float(tally.steps_taken)
+        out["stopped_at_target_kl"] = tally.stopped
         # target tokens (the ones trained) and all tokens through the model, per second of update
-        out["update_tokens_per_s"] = tokens / seconds if seconds > 0 else 0.0
-        out["update_all_tokens_per_s"] = seen / seconds if seconds > 0 else 0.0
-        out["lr"] = self._adapt_lr(first_kl)
-        if first_kl is not None:
-            out["kl_first_step"] = first_kl
+        out["update_tokens_per_s"] = tally.tokens / seconds if seconds > 0 else 0.0
+        out["update_all_tokens_per_s"] = tally.seen / seconds if seconds > 0 else 0.0
+        out["lr"] = self._adapt_lr(tally.first_kl)
+        if tally.first_kl is not None:
+            out["kl_first_step"] = tally.first_kl
         out["samples"] = float(len(samples))
         out["demo_samples"] = float(sum(1 for s in samples if s.meta.get("demo")))
         return out
-
 
     def _adapt_lr(self, first_kl: Optional[float]) -> float:
         """Set the learning rate the next iteration runs at (``adaptive_lr``) from the KL its
@@ -482,7 +579,7 @@ class MMGRPO(Optimizer):
             group["lr"] = new
         return ran
 
-    def _kl_from_sampler(self, prepared: list[list[tuple[Any, ...]]]) -> float:
+    def _kl_from_sampler(self, prepared: list[list[_Row]]) -> float:
         """KL(policy before the update || current) per token over every turn the iteration
         trains, without gradients: on the sampled turns, KL from the policy that sampled; on a
         rescue demonstration's turns, the same estimate of how far the update moved the policy
@@ -502,6 +599,23 @@ class MMGRPO(Optimizer):
 
 
 # ============================================================================ the loop
+
+
+@dataclass
+class _Judged:
+    """An iteration's episodes, judged."""
+
+    #: Every episode played, rescue demonstrations included.
+    trajectories: list[Trajectory]
+    #: The groups' members (a rescue demonstration is none), with their rewards (None: an
+    #: infrastructure error) and group-relative advantages (None: not trained).
+    own: list[Trajectory]
+    rewards: list[Optional[float]]
+    advantages: list[Optional[float]]
+    stats: GroupStats
+    #: Successes per task of the policy's own episodes (rescued ones aside), and per group.
+    by_task: dict[str, list[bool]]
+    members: dict[str, list[bool]]
 
 
 @dataclass
@@ -529,7 +643,8 @@ class RLRun:
         self.demonstrator = demonstrator
         self.cfg = cfg
         self.rollouts = rollouts
-        self.settings = settings or Settings()
+        # (validated rather than called: mypy reads the Field defaults of Settings as required arguments)
+        self.settings = settings or Settings.model_validate({})
         if plugins is None:  # handed over: the caller's plugins are the ones its suite and judge came from
             raise ConfigError("RLRun needs the plugins its rollouts use: RLRun(..., plugins=...), an "
                               "owrl_sdk.plugins.Plugins")
@@ -538,8 +653,8 @@ class RLRun:
         self.model = model or TrainableVL(cfg.model, lora_r=cfg.lora_r, four_bit=cfg.four_bit, seed=cfg.seed,
                                           autocast=cfg.autocast, catalogue=cat)
         self.optimizer = cat.get("optimizers", cfg.optimizer)(self.settings, model=self.model, config=cfg)
-        self.sampler = cat.get("samplers", cfg.sampler)(self.settings, **cfg.sampler_options)
-        self.reward = cat.get("rewards", cfg.reward)(self.settings)
+        self.sampler: TaskSampler = cat.get("samplers", cfg.sampler)(self.settings, **cfg.sampler_options)
+        self.reward: Reward = cat.get("rewards", cfg.reward)(self.settings)
         self.pool = tasks if tasks is not None else self._pool()
         self.state: dict[str, Any] = {"iteration": 0}
         reference = cfg.out / "reference" / "adapter_model.safetensors"
@@ -603,7 +718,7 @@ class RLRun:
 
     def _pool(self) -> list[Task]:
         suite = self.plugins.catalogue.get("task_suites", self.cfg.suite)(self.settings)
-        tasks = suite.tasks()
+        tasks: list[Task] = suite.tasks()
         if self.cfg.tasks:
             wanted = set(self.cfg.tasks)
             tasks = [t for t in tasks if t.id in wanted]
@@ -642,7 +757,7 @@ class RLRun:
         failure does not gate the task's verdict (:func:`owrl_train.rewards.ungated`)."""
         return ungated(traj) if self.cfg.unreadable == "turn" else traj
 
-    def _samples(self, traj: Trajectory, advantage: Optional[float]) -> list[Any]:
+    def _samples(self, traj: Trajectory, advantage: Optional[float]) -> list[Sample]:
         """The turns of one episode to train on, each with its advantage (see RLConfig)."""
         cfg = self.cfg
         rescued = traj.metadata.get("rescued")
@@ -711,6 +826,9 @@ class RLRun:
         return True
 
     async def iteration(self, it: int) -> IterationResult:
+        """One iteration (see the module doc): the probe when due, the rollouts, their rewards
+        and advantages, the update unless an alarm answers otherwise, then a checkpoint and
+        the rollouts' summary."""
         cfg = self.cfg
         t0 = time.perf_counter()
         probe = await self._probe(it) if cfg.probe_every and it % cfg.probe_every == 0 else None
@@ -721,79 +839,15 @@ class RLRun:
 
             trajectories, dropped_stale = drop_stale(trajectories, cfg.adapter_name, it, cfg.max_staleness)
         t1 = time.perf_counter()
-        own = [t for t in trajectories if t.metadata.get("rescued") != "demo"]  # the demonstration is not a group member
-        scored = [self._scored(t) for t in own]
-        rewards = []
-        for traj, view in zip(own, scored):
-            r = self.reward.reward(view)
-            traj.reward = r
-            rewards.append(r)
-        groups = [traj.metadata["group"] for traj in own]
-        advantages, stats = group_advantages(groups, rewards)
-        by_task: dict[str, list[bool]] = {}
-        members: dict[str, list[bool]] = {}
-        for traj, view, r in zip(own, scored, rewards):
-            if r is not None and not traj.metadata.get("rescued"):  # the policy's own episodes only
-                by_task.setdefault(traj.task.id, []).append(_succeeded(view))
-            if r is not None:
-                members.setdefault(traj.metadata["group"], []).append(_succeeded(view))
-        for task_id, successes in by_task.items():
+        judged = self._judge(trajectories)
+        for task_id, successes in judged.by_task.items():
             self.sampler.update(task_id, successes)
-        samples = []
-        for traj, r, adv in zip(own, rewards, advantages):
-            if r is not None:  # an infrastructure error is never trained on
-                samples.extend(self._samples(traj, adv))
-        demos = [t for t in trajectories if t.metadata.get("rescued") == "demo"]
-        for traj in demos:
-            samples.extend(self._samples(traj, None))
-        turns = [s.turn for t in own if t.metadata.get("rescued") is None for s in t.steps]
-        judged = [r for r in rewards if r is not None]
-        successes = [s for v in by_task.values() for s in v]
-        metrics: dict[str, float] = {
-            "reward_mean": sum(judged) / len(judged) if judged else 0.0,
-            "success_rate": sum(successes) / len(successes) if successes else 0.0,
-            "valid_group_fraction": stats.valid_fraction,
-            "groups": float(stats.groups),
-            "all_fail_groups": float(sum(1 for v in members.values() if len(v) > 1 and not any(v))),
-            "all_success_groups": float(sum(1 for v in members.values() if len(v) > 1 and all(v))),
-            "dropped_infra": float(stats.dropped_infra),
-            "dropped_stale": float(dropped_stale),
-            "mean_steps": sum(len(t.steps) for t in own) / len(own) if own else 0.0,
-            "max_steps": float(cfg.max_steps(it)),
-            "parse_error_rate": sum(1 for t in turns if t.parse_error or (t.raw is not None and not t.calls))
-            / len(turns) if turns else 0.0,
-            "truncation_rate": sum(1 for t in turns if t.truncated or t.usage.get("finish_reason") == "length")
-            / len(turns) if turns else 0.0,
-            "rescued_groups": float(len({t.metadata["group"] for t in trajectories if t.metadata.get("rescued")})),
-            "trained_turns": float(len(samples)),
-            "unreadable_turns_trained": float(sum(1 for x in samples if x.meta.get("unreadable"))),
-        }
-        for task_id, v in sorted(by_task.items()):
-            metrics[f"success/{task_id}"] = sum(v) / len(v)
-        if probe is not None:
-            metrics["probe_success"] = probe
-            self.state.setdefault("first_probe_success", probe)
-        if "first_parse_error_rate" not in self.state and turns:
-            self.state["first_parse_error_rate"] = metrics["parse_error_rate"]
-        # the net push of the update: the advantages as the loss weighs them (< 0: mostly "do less of this")
-        pg = [x for x in samples if not x.meta.get("demo")]
-        w = turn_weights(cfg.loss_type, [x.meta.get("episode", str(i)) for i, x in enumerate(pg)],
-                         [len(x.meta.get("token_ids") or x.target) for x in pg])
-        metrics["advantage_mass"] = sum(wi * x.advantage for wi, x in zip(w, pg))
+        samples = self._training_samples(judged)
+        metrics = self._rollout_metrics(it, judged, samples, dropped_stale, probe)
+        self._keep_baselines(metrics, probe, judged.own)
         alarms = self._alarms(metrics, "rollouts")
-        action = ""
         t2 = time.perf_counter()
-        if alarms and cfg.on_alarm == "rollback" and self._roll_back():
-            action = "rolled back"  # the policy that played this is not trained on: back to the last good one
-            update: dict[str, float] = {}
-        elif alarms and cfg.on_alarm == "stop":
-            action = "stopped"
-            update = {}
-        else:
-            if not alarms:
-                self._keep_good()
-            update = self.optimizer.optimize(samples, iteration=it) if _takes_iteration(self.optimizer) \
-                else self.optimizer.optimize(samples)
+        action, update = self._update_unless_alarmed(samples, it, alarms)
         t3 = time.perf_counter()
         metrics.update(update)
         metrics["adapter_drift"] = float(self.model.adapter_drift())
@@ -801,10 +855,7 @@ class RLRun:
             after = self._alarms(metrics, "update")
             if after:
                 alarms += after
-                if cfg.on_alarm == "rollback" and self._roll_back():
-                    action = "rolled back"
-                elif cfg.on_alarm == "stop":
-                    action = "stopped"
+                action = self._answer_alarms()
         if alarms and not action:
             action = "warned"
         metrics["alarms"] = float(len(alarms))
@@ -814,8 +865,113 @@ class RLRun:
                       "iteration": it + 1, "sampler": self.sampler.state_dict(), "metrics": metrics,
                       "alarms": alarms, "action": action}
         save_checkpoint(cfg.out / "checkpoints", f"iter-{it:05d}", self.model, self.optimizer.torch_optimizer, self.state)
-        self._summarise(it, trajectories, rewards, advantages, own)
+        self._summarise(it, trajectories, judged.rewards, judged.advantages, judged.own)
         return IterationResult(it, metrics, alarms, action)
+
+    def _judge(self, trajectories: list[Trajectory]) -> _Judged:
+        """The rewards (set on each group member), group-relative advantages and successes of
+        an iteration's episodes."""
+        own = [t for t in trajectories if t.metadata.get("rescued") != "demo"]  # the demonstration is not a group member
+        scored = [self._scored(t) for t in own]
+        rewards: list[Optional[float]] = []
+        for traj, view in zip(own, scored):
+            r = self.reward.reward(view)
+            traj.reward = r
+            rewards.append(r)
+        advantages, stats = group_advantages([traj.metadata["group"] for traj in own], rewards)
+        by_task: dict[str, list[bool]] = {}
+        members: dict[str, list[bool]] = {}
+        for traj, view, r in zip(own, scored, rewards):
+            if r is not None and not traj.metadata.get("rescued"):  # the policy's own episodes only
+                by_task.setdefault(traj.task.id, []).append(_succeeded(view))
+            if r is not None:
+                members.setdefault(traj.metadata["group"], []).append(_succeeded(view))
+        return _Judged(trajectories, own, rewards, advantages, stats, by_task, members)
+
+    def _training_samples(self, judged: _Judged) -> list[Sample]:
+        """The turns the update trains on: the judged group members' (an infrastructure error
+        is never trained on), then the rescue demonstrations'."""
+        samples: list[Sample] = []
+        for traj, r, adv in zip(judged.own, judged.rewards, judged.advantages):
+            if r is not None:
+                samples.extend(self._samples(traj, adv))
+        for traj in judged.trajectories:
+            if traj.metadata.get("rescued") == "demo":
+                samples.extend(self._samples(traj, None))
+        return samples
+
+    def _rollout_metrics(self, it: int, judged: _Judged, samples: list[Sample], dropped_stale: int,
+                         probe: Optional[float]) -> dict[str, float]:
+        """What the rollouts showed, before the update: rewards and successes (per task and in
+        the greedy probe too), groups, answers unreadable or cut, and what the update will train."""
+        own, stats = judged.own, judged.stats
+        turns = _policy_turns(own)
+        rewards = [r for r in judged.rewards if r is not None]
+        successes = [s for v in judged.by_task.values() for s in v]
+        members = judged.members.values()
+        metrics: dict[str, float] = {
+            "reward_mean": sum(rewards) / len(rewards) if rewards else 0.0,
+            "success_rate": sum(successes) / len(successes) if successes else 0.0,
+            "valid_group_fraction": stats.valid_fraction,
+            "groups": float(stats.groups),
+            "all_fail_groups": float(sum(1 for v in members if len(v) > 1 and not any(v))),
+            "all_success_groups": float(sum(1 for v in members if len(v) > 1 and all(v))),
+            "dropped_infra": float(stats.dropped_infra),
+            "dropped_stale": float(dropped_stale),
+            "mean_steps": sum(len(t.steps) for t in own) / len(own) if own else 0.0,
+            "max_steps": float(self.cfg.max_steps(it)),
+            "parse_error_rate": sum(1 for t in turns if t.parse_error or (t.raw is not None and not t.calls))
+            / len(turns) if turns else 0.0,
+            "truncation_rate": sum(1 for t in turns if t.truncated or t.usage.get("finish_reason") == "length")
+            / len(turns) if turns else 0.0,
+            "rescued_groups": float(len({t.metadata["group"] for t in judged.trajectories if t.metadata.get("rescued")})),
+            "trained_turns": float(len(samples)),
+            "unreadable_turns_trained": float(sum(1 for x in samples if x.meta.get("unreadable"))),
+        }
+        for task_id, v in sorted(judged.by_task.items()):
+            metrics[f"success/{task_id}"] = sum(v) / len(v)
+        if probe is not None:
+            metrics["probe_success"] = probe
+        metrics["advantage_mass"] = self._advantage_mass(samples)
+        return metrics
+
+    def _advantage_mass(self, samples: list[Sample]) -> float:
+        """The net push of the update: the advantages as the loss weighs them (< 0: mostly
+        "do less of this")."""
+        pg = [x for x in samples if not x.meta.get("demo")]
+        w = turn_weights(self.cfg.loss_type, [x.meta.get("episode", str(i)) for i, x in enumerate(pg)],
+                         [len(x.meta.get("token_ids") or x.target) for x in pg])
+        return sum(wi * x.advantage for wi, x in zip(w, pg))
+
+    def _keep_baselines(self, metrics: dict[str, float], probe: Optional[float], own: list[Trajectory]) -> None:
+        """The first probe success and share of unreadable turns, which the alarms measure
+        falls and rises from (``probe_drop``, ``parse_error_rise``)."""
+        if probe is not None:
+            self.state.setdefault("first_probe_success", probe)
+        if "first_parse_error_rate" not in self.state and _policy_turns(own):
+            self.state["first_parse_error_rate"] = metrics["parse_error_rate"]
+
+    def _update_unless_alarmed(self, samples: list[Sample], it: int, alarms: list[str]) -> tuple[str, dict[str, float]]:
+        """The update, unless ``on_alarm`` answers the rollouts' alarms by rolling back or
+        stopping (the policy that played them is not trained on): what was done, and the
+        update's metrics. Rollouts without alarms make their policy the one to roll back to."""
+        action = self._answer_alarms() if alarms else ""
+        if action:
+            return action, {}
+        if not alarms:
+            self._keep_good()
+        update: dict[str, float] = self.optimizer.optimize(samples, iteration=it) if _takes_iteration(self.optimizer) \
+            else self.optimizer.optimize(samples)
+        return "", update
+
+    def _answer_alarms(self) -> str:
+        """What ``on_alarm`` does about alarms raised: "rolled back" (to the last good
+        checkpoint, when there is one), "stopped", or "" (a warning only)."""
+        if self.cfg.on_alarm == "rollback" and self._roll_back():
+            return "rolled back"
+        if self.cfg.on_alarm == "stop":
+            return "stopped"
+        return ""
 
     def _summarise(self, it: int, trajectories: list[Trajectory], rewards: list[Optional[float]],
                    advantages: list[Optional[float]], own: list[Trajectory]) -> None:
@@ -897,7 +1053,7 @@ class RLRun:
                 t.metadata["rescued"] = "hot"
             return [t for t in trajectories if t.metadata["group"] not in keep] + [
                 t for t in hot if t.metadata["group"] in keep]
-        first = {}
+        first: dict[str, tuple[str, Task, int]] = {}
         for item in again:
             first.setdefault(item[0], item)
         shown = await self.rollouts.collect(self.demonstrator, list(first.values()), max_steps, cache / "rescue")
@@ -993,6 +1149,11 @@ def _takes_iteration(optimizer: Any) -> bool:
 def said(trajectory: Trajectory) -> str:
     """What the policy answered in every step of ``trajectory``, as one string."""
     return "\n".join(s.turn.raw if s.turn.raw is not None else repr(s.turn.calls) for s in trajectory.steps)
+
+
+def _policy_turns(trajectories: list[Trajectory]) -> list[Turn]:
+    """The turns the policy itself played in ``trajectories`` (rescued episodes aside)."""
+    return [s.turn for t in trajectories if t.metadata.get("rescued") is None for s in t.steps]
 
 
 def _succeeded(traj: Trajectory) -> bool:

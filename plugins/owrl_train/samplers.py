@@ -7,7 +7,7 @@ trainer's checkpoint (``state_dict`` / ``load_state_dict``). Their options (the 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,9 +18,15 @@ from owrl_sdk.types import Task
 
 def _read(sampler: TaskSampler, settings: Any, options: dict[str, Any]) -> Any:
     """``[plugins.NAME]`` with the given options on top, validated as the sampler's ``Options``."""
+    if sampler.Options is None:
+        raise TypeError(f"{type(sampler).__name__} reads options but declares no Options model")
     if settings is not None and hasattr(settings, "options"):
         return settings.options(sampler.name, sampler.Options, **options)
     return validate_table(sampler.Options, options, f"[plugins.{sampler.name}]", "sampler_options")
+
+
+#: The difficulty buckets of :class:`BucketSampler`.
+Bucket = Literal["unseen", "hard", "learnable", "solved"]
 
 
 class FailureWeightedOptions(BaseModel):
@@ -37,7 +43,7 @@ class BucketOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    weights: dict[Literal["unseen", "hard", "learnable", "solved"], float] = Field(
+    weights: dict[Bucket, float] = Field(
         default_factory=dict, description="bucket -> weight, on top of unseen 1, hard 2, learnable 3, solved 0.5")
 
 
@@ -67,13 +73,13 @@ class BucketSampler(TaskSampler):
 
     name = "buckets"
     Options = BucketOptions
-    DEFAULT = {"unseen": 1.0, "hard": 2.0, "learnable": 3.0, "solved": 0.5}
+    DEFAULT: ClassVar[dict[Bucket, float]] = {"unseen": 1.0, "hard": 2.0, "learnable": 3.0, "solved": 0.5}
 
     def __init__(self, settings: Any = None, **options: Any):
         super().__init__(settings, **options)
         self.conf: BucketOptions = _read(self, settings, options)
 
-    def bucket(self, task_id: str) -> str:
+    def bucket(self, task_id: str) -> Bucket:
         rate = self.failure_rate(task_id)
         if rate is None:
             return "unseen"

@@ -27,7 +27,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, TypedDict
 
 from owrl_sdk import secrets
 from owrl_sdk.config import openai_endpoint
@@ -128,6 +128,14 @@ def drop_stale(trajectories: list[Trajectory], name: str, current: int,
     return kept, len(trajectories) - len(kept)
 
 
+class _RayArgs(TypedDict):
+    """The :class:`owrl_sdk.raybackend.RayOptions` a :class:`RayRollouts` starts its executor with."""
+
+    address: Optional[str]
+    contexts: int
+    max_attempts: int
+
+
 class RayRollouts:
     """Rollouts on the ``ray`` executor (:mod:`owrl_sdk.raybackend`): Ray actors, each owning one browser.
 
@@ -146,7 +154,7 @@ class RayRollouts:
         self.plugins = plugins  # the driver's plugins, handed to the Ray executor
         self.workers = workers
         self.judge = judge
-        self.options_ = dict(address=address, contexts=contexts, max_attempts=max_attempts)
+        self.options_ = _RayArgs(address=address, contexts=contexts, max_attempts=max_attempts)
         self.executor: Any = None
 
     @property

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
@@ -16,7 +17,13 @@ from owrl_sdk.memory import Memory
 from owrl_sdk.runner import episode_limits, run_episode
 from owrl_sdk.runstore import RunStore
 from owrl_sdk.tools import Tool
-from owrl_sdk.types import Check, Observation, Task, ToolResult, Trajectory, Verdict
+from owrl_sdk.types import Check, Expectation, Observation, Task, ToolCall, ToolResult, Trajectory, Verdict
+
+if TYPE_CHECKING:  # pragma: no cover
+    from owrl_sdk.config import Settings
+    from owrl_sdk.env import Environment
+    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.policy import Policy
 
 COLOURS = ("red", "green", "blue", "yellow")
 TASK = Task(id="press", intent="Press the green button.", start_url="mem://buttons", answer="green", answer_match="exact")
@@ -35,7 +42,7 @@ def press_tool(colour: str, only_right_ends: bool = False) -> Tool:
         description = f"press the {colour} button"
         Args = NoArgs
 
-        async def run(self, env, args):
+        async def run(self, env: Environment, args: NoArgs) -> ToolResult:
             if only_right_ends and colour != "green":
                 return ToolResult(feedback=f"pressed {colour}: nothing happened")
             return ToolResult(feedback=f"pressed {colour}", answer=colour, ends_episode=True)
@@ -50,19 +57,19 @@ class ButtonsEnv:
     def __init__(self) -> None:
         self.warnings: list[str] = []
 
-    async def reset(self, task):
+    async def reset(self, task: Task) -> None:
         pass
 
-    async def observe(self):
+    async def observe(self) -> Observation:
         return Observation(url="mem://buttons", title="Buttons", aria='- button "red"\n- button "green"\n- button "blue"\n- button "yellow"')
 
-    async def execute(self, tool, args, call):
+    async def execute(self, tool: Tool, args: NoArgs, call: ToolCall) -> ToolResult:
         return await tool.run(self, args)
 
-    async def verify(self, expect):
+    async def verify(self, expect: Expectation) -> Verdict:
         return Verdict(ok=True, checks=[Check(key="none", ok=True)])
 
-    async def close(self):
+    async def close(self) -> None:
         pass
 
 
@@ -72,15 +79,16 @@ class InMemoryRollouts:
     #: The tools its episodes offer (RLRun renders the training prompts with them).
     tools = TOOLS
 
-    def __init__(self, plugins, settings):
+    def __init__(self, plugins: Plugins, settings: Settings) -> None:
         self.plugins = plugins
         self.settings = settings
 
-    async def collect(self, policy, items, max_steps, out: Path) -> list[Trajectory]:
+    async def collect(self, policy: Policy, items: list[tuple[str, Task, int]], max_steps: int,
+                      out: Path) -> list[Trajectory]:
         store = RunStore(out)
         judge = self.plugins.catalogue.get("judges", "benchmark")(self.settings)  # the answer match, from the catalogue
 
-        async def one(group, task, n):
+        async def one(group: str, task: Task, n: int) -> Trajectory:
             run = store.new_run(f"{task.id}-{n}")
             memory: Memory = self.plugins.catalogue.get("memories", "default")(self.settings)
             traj = await run_episode(task.model_copy(deep=True), ButtonsEnv(), policy, self.settings, self.plugins,
