@@ -28,6 +28,11 @@ def workdir(tmp_path_factory):
     out = owrl("model", "tiny", "tiny-qwen3-vl", cwd=d)
     assert out.returncode == 0, out.stderr
     assert (d / "tiny-qwen3-vl" / "model.safetensors").exists()
+    # random weights never end an answer: each would run to the profile's 2048 new tokens. The
+    # tests read what an answer and a verdict become, not their length; the setting is read from
+    # the working folder's owrl.toml, as a user's would be.
+    (d / "owrl.toml").write_text("[plugins.openwebrl]\nmax_new_tokens = 64\n\n"
+                                 "[plugins.openwebrl-judge]\nmax_new_tokens = 64\n", encoding="utf-8")
     return d
 
 
@@ -41,6 +46,7 @@ def test_tiny_policy_runs_a_demo_shop_episode_and_the_judge_scores_it(workdir):
     assert traj["policy"]["name"] == "openwebrl" and traj["policy"]["model"] == "tiny-qwen3-vl"
     first = traj["steps"][0]["turn"]
     assert first["raw"] is not None and first["usage"]["image_tokens"] > 0
+    assert 0 < first["usage"]["completion_tokens"] <= 64  # the owrl.toml in the working folder was read
     judged = owrl("judge", result["run_dir"], "--model", "tiny-qwen3-vl", "--json", cwd=workdir)
     assert judged.returncode == 0, judged.stderr[-2000:]
     j = json.loads(judged.stdout)
