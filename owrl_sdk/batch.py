@@ -810,7 +810,8 @@ class Batch:
                     items.append(WorkItem(prepared, 0, group=row.key))
             if items:
                 executor = self._executor or LocalExecutor(self.settings, self.plugins, self.workers,
-                                                           browser_per_worker=self.browser_per_worker)
+                                                           browser_per_worker=self.browser_per_worker,
+                                                           max_attempts=1)  # rows retry themselves (--retries)
                 try:
                     await executor.start(self.workload())
                     while items and not self.stopped:

@@ -18,11 +18,17 @@ Executors are registered by plugins with the ``register_executors`` hook, like e
 other catalogue kind; ``owrl eval --backend NAME`` picks one. The core registers
 ``local`` (this module: asyncio workers on contexts of one shared browser, or one browser
 per worker) and ``ray`` (:mod:`owrl_sdk.raybackend`: Ray actors each owning a browser).
+
+A worker lost under an episode is not the policy's failure, on either backend: a Ray actor
+that dies takes its episodes to another actor, and a local worker whose browser dies (the
+process killed or crashed, a remote browser's connection lost) runs its episode again once
+the browser is back; each episode at most ``max_attempts`` times (3).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, ClassVar, Optional
@@ -32,6 +38,8 @@ from .plugins import Plugins, hookimpl
 from .policy import Policy
 from .runner import EpisodeRecord, JudgedEpisodes, episode_key, failed_record
 from .types import Failure, Outcome, Task, Trajectory
+
+log = logging.getLogger(__name__)
 
 #: Makes the policy of one worker: ``factory(settings, plugins) -> Policy``.
 PolicyFactory = Callable[[Settings, Plugins], Policy]
@@ -220,19 +228,31 @@ def failed_trajectory(result: WorkResult, policy: Any) -> Trajectory:
                                       "outcome": Outcome(status="infra_error", failure=failure)})
 
 
+#: The failures of an episode whose browser was lost under it: the worker's, not the policy's.
+WORKER_LOST = frozenset({"infra.browser_crash", "infra.browser_disconnected"})
+
+
 class LocalExecutor(Executor):
     """asyncio workers in this process, on contexts of one shared browser (``browser_per_worker``:
     one each). The suite is set up at ``start`` and torn down at ``close``; every worker makes
-    sure its browser runs (relaunching a crashed one) before each episode."""
+    sure its browser runs (relaunching a crashed one) before each episode.
+
+    An episode whose browser died under it (:data:`WORKER_LOST`) runs again on the relaunched
+    browser, up to ``max_attempts`` times in all, as the Ray backend retries a lost actor's
+    episodes; the last attempt's record stands. A batch asks for one attempt: its rows have
+    their own retries, which know a row's point of no return."""
 
     name = "local"
 
     def __init__(self, settings: Settings, plugins: Plugins, workers: int = 1, *,
-                 browser_per_worker: bool = False, **options: Any):
+                 browser_per_worker: bool = False, max_attempts: Optional[int] = None, **options: Any):
         super().__init__(settings, plugins, workers, **options)
         self.browser_per_worker = browser_per_worker
+        self.max_attempts = max(1, 3 if max_attempts is None else max_attempts)
         self.hosts: list[Any] = []
         self.episodes: Optional[JudgedEpisodes] = None
+        self.retried = 0
+        self.lost = 0
 
     async def start(self, workload: Workload) -> None:
         from .browser import browser_host
@@ -261,18 +281,35 @@ class LocalExecutor(Executor):
         episodes.settings = settings
 
         async def one(host: Any, policy: Policy, item: WorkItem) -> WorkResult:
-            try:
-                await host.ensure_running()  # one relaunch even when several workers notice
-                record, traj = await episodes.run(host, policy, horizon(item.task, workload.max_steps), item.episode)
-                return WorkResult(item, record, traj if workload.with_trajectory else None)
-            except Exception as err:  # noqa: BLE001 - the machinery failed this episode only
-                return error_result(item, err)
+            for attempt in range(1, self.max_attempts + 1):
+                try:
+                    await host.ensure_running()  # one relaunch even when several workers notice
+                    record, traj = await episodes.run(host, policy, horizon(item.task, workload.max_steps),
+                                                      item.episode)
+                except Exception as err:  # noqa: BLE001 - the machinery failed this episode only
+                    return error_result(item, err)
+                if record.failure not in WORKER_LOST or attempt == self.max_attempts:
+                    break
+                self.retried += 1
+                log.warning("episode %s: its browser was lost (%s); running it again (attempt %d of %d)",
+                            item.key, record.failure, attempt + 1, self.max_attempts)
+            return WorkResult(item, record, traj if workload.with_trajectory else None)
 
         n = min(self.workers, len(items))
         hosts = [self.hosts[i % len(self.hosts)] for i in range(n)]
         return await drain(items, hosts, workload, settings, self.plugins, one, on_result)
 
+    def stats(self) -> dict[str, Any]:
+        """As the Ray backend's: browsers lost (each relaunch or reconnection) and episodes run again."""
+        return {"backend": self.name, "workers_lost": self.lost + self._relaunches(self.hosts),
+                "episodes_retried": self.retried}
+
+    @staticmethod
+    def _relaunches(hosts: list[Any]) -> int:
+        return sum(max(0, int(getattr(host, "generation", 1)) - 1) for host in hosts)
+
     async def close(self) -> None:
+        self.lost += self._relaunches(self.hosts)  # counted before the hosts go: stats() is read after close
         hosts, self.hosts = self.hosts, []
         for host in hosts:
             await host.close()

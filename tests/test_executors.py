@@ -222,3 +222,84 @@ def test_a_stop_from_on_result_drops_the_items_not_started(backend, owrl_page_se
     results = asyncio.run(go())
     assert 1 <= len(results) <= 2, [r.item.key for r in results]  # the first, and one still in flight at most
     assert len(seen) == len(results) and all(r.record.status == "success" for r in results)
+
+
+# ============================================================================ a local worker lost
+
+
+BUTTON_PAGE = """<html><body><h1>Lost</h1>
+<button onclick="document.querySelector('#out').textContent = 'pressed'">Press</button>
+<p id="out">not yet</p></body></html>"""
+
+
+def press_task(task_id: str, url: str) -> Task:
+    turns = [{"thought": "press", "calls": [{"name": "click", "arguments": {"selector": "button"},
+                                             "expect": {"text_visible": "pressed"}}]},
+             {"thought": "answer", "calls": [{"name": "done", "arguments": {"response": "ok"}}]}]
+    return Task(id=task_id, intent="Press, then answer ok.", start_url=url, answer="ok", answer_match="exact",
+                metadata={"oracle_turns": turns})
+
+
+class BrowserKiller(OraclePolicy):
+    """The oracle, except that before its first call ever it SIGKILLs the browser it runs in."""
+
+    name = "browser-killer"
+    hosts: list = []
+    killed: list = []
+
+    async def act(self, context):
+        if not BrowserKiller.killed:
+            import os
+            import signal
+
+            BrowserKiller.killed.append(BrowserKiller.hosts[0].pid)
+            os.kill(BrowserKiller.hosts[0].pid, signal.SIGKILL)
+        return await super().act(context)
+
+
+class KillerPlugin:
+    @hookimpl
+    def register_policies(self, register):
+        register(BrowserKiller)
+
+
+@pytest.mark.parametrize("attempts", [3, 1])
+def test_a_local_worker_whose_browser_is_killed_runs_its_episode_again(
+        attempts, register_plugin, plugins, settings, owrl_page_server, tmp_path):
+    """The local backend does what the Ray backend does for a lost actor: the episode whose
+    browser died under it runs again once the browser is back, and summary.json counts the
+    lost worker and the retry. With one attempt, the episode stays an infra_error."""
+    from owrl_sdk.executors import LocalExecutor
+
+    register_plugin(KillerPlugin(), name="browser-killer")
+    base = owrl_page_server({"/p": BUTTON_PAGE, "/q": BUTTON_PAGE})
+    tasks = [press_task("p", base + "p"), press_task("q", base + "q")]
+    plan = EvalPlan(suite=TaskFileSuite(settings, tasks), tasks=tasks, policy="browser-killer", judge="benchmark",
+                    out=tmp_path / "eval", record_blocklist=False)
+    executor = LocalExecutor(settings, plugins, 1, max_attempts=attempts)
+    BrowserKiller.killed.clear()
+
+    async def go():
+        evaluation = Evaluation(plan, settings, plugins, executor=executor)
+        original = executor.start
+
+        async def start(workload):
+            await original(workload)
+            BrowserKiller.hosts[:] = executor.hosts  # the policy reaches the worker's browser
+
+        executor.start = start
+        return await evaluation.run()
+
+    summary = asyncio.run(go())
+    assert len(BrowserKiller.killed) == 1
+    records = {r.key: r for r in read_records(tmp_path / "eval" / "episodes.jsonl")}
+    assert sorted(records) == ["p#0", "q#0"]  # each episode recorded once, whatever its attempts
+    assert summary["backend"] == "local" and summary["workers_lost"] == 1
+    if attempts == 3:
+        assert summary["episodes_retried"] == 1
+        assert all((r.status, r.success) == ("success", True) for r in records.values()), records
+        assert summary["infra_errors"] == 0 and summary["success_rate"] == 1.0
+    else:
+        assert summary["episodes_retried"] == 0
+        assert (records["p#0"].status, records["p#0"].failure) == ("infra_error", "infra.browser_crash")
+        assert records["q#0"].status == "success"  # the next episode ran on the relaunched browser

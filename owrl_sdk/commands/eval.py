@@ -181,7 +181,7 @@ def print_eval_table(summary: dict[str, Any], title: str, backend: str, out_dir:
                   f"{summary['mean_seconds']:.1f}s", str(summary["infra_errors"]))
     out_console = Console()
     out_console.print(table)
-    if "workers_lost" in summary:
+    if summary.get("workers_lost") or summary.get("episodes_retried") or summary.get("backend", "local") != "local":
         out_console.print(f"{escape(backend)}: {summary['workers_lost']} worker(s) lost, {summary['episodes_retried']} episode(s) retried")
     out_console.print(f"results: {escape(str(out_dir / 'summary.json'))} · episodes: {escape(str(out_dir / 'episodes.jsonl'))}",
                       highlight=False, soft_wrap=True)

@@ -240,7 +240,7 @@ def test_bad_endpoint_values_are_usage_errors(tmp_path: Path) -> None:
 # ============================================================================ the server dies mid-eval
 
 
-async def test_server_killed_mid_eval_is_an_infra_error_and_the_next_episode_reconnects(
+async def test_server_killed_mid_eval_runs_the_episode_again_once_reconnected(
         tmp_path: Path, plugins: Any, register_plugin: Any) -> None:
     from owrl_baselines import OraclePolicy
     from owrl_sdk.evaluation import EvalPlan, Evaluation, read_records
@@ -287,10 +287,12 @@ async def test_server_killed_mid_eval_is_an_infra_error_and_the_next_episode_rec
     records = {r.task_id: r for r in read_records(tmp_path / "ev" / "episodes.jsonl")}
     killed, after = records["shop-003"], records["shop-002"]
     assert state["killed"]
-    assert killed.status == "infra_error" and killed.failure == "infra.browser_disconnected", killed
-    assert killed.success is None  # not counted against the policy
+    # the episode the lost connection broke ran again on the reconnected browser (as a lost Ray
+    # actor's would); nothing was counted against the policy, and the next episode ran there too
+    assert killed.status == "success" and killed.success, killed
     assert after.status == "success" and after.success, after
-    assert summary["infra_errors"] == 1 and summary["success_rate"] == 1.0
+    assert summary["infra_errors"] == 0 and summary["success_rate"] == 1.0
+    assert summary["workers_lost"] == 1 and summary["episodes_retried"] == 1
 
 
 # ============================================================================ owrl doctor
