@@ -49,6 +49,16 @@ InputValue = Union[str, int, float, bool, None]
 # ---------------------------------------------------------------------------- bodies
 
 
+#: The fields every job request has: where its end is announced, and its own saved log-in.
+CallbackUrl = Annotated[Optional[str], Field(
+    min_length=1, max_length=2_048, description="POSTed a signed summary when the job ends (see serve.md: inside "
+                                                "the server's allowed domains, with OWRL_SERVE_WEBHOOK_KEY set)")]
+StorageState = Annotated[Optional[dict[str, Any]], Field(
+    description="a saved log-in for this job only: a Playwright storage state (cookies and origins, as "
+                "owrl run --save-storage writes it). Held in the server's memory, never stored; its "
+                "values are secrets (redacted wherever they would show)")]
+
+
 class TaskJobRequest(BaseModel):
     """A task for a policy (a model, or a baseline) to carry out from a start page."""
 
@@ -66,13 +76,8 @@ class TaskJobRequest(BaseModel):
     max_steps: Optional[int] = Field(None, ge=1, le=1_000, description="steps before the episode ends as failed")
     allowed_domains: list[Domain] = Field(default_factory=list, max_length=100,
                                           description="hosts the episode may visit (within the server's own list)")
-    callback_url: Optional[str] = Field(None, min_length=1, max_length=2_048,
-                                        description="POSTed a signed summary when the job ends (see serve.md: inside "
-                                                    "the server's allowed domains, with OWRL_SERVE_WEBHOOK_KEY set)")
-    storage_state: Optional[dict[str, Any]] = Field(
-        None, description="a saved log-in for this job only: a Playwright storage state (cookies and origins, as "
-                          "owrl run --save-storage writes it). Held in the server's memory, never stored; its "
-                          "values are secrets (redacted wherever they would show)")
+    callback_url: CallbackUrl = None
+    storage_state: StorageState = None
 
 
 class FlowJobRequest(BaseModel):
@@ -86,13 +91,8 @@ class FlowJobRequest(BaseModel):
         default_factory=dict, max_length=1_000,
         description="a value for each input the flow takes (declared, or used by a placeholder); the flow's "
                     "defaults fill the rest. Values are typed as declared; {{secret:...}} is refused")
-    callback_url: Optional[str] = Field(None, min_length=1, max_length=2_048,
-                                        description="POSTed a signed summary when the job ends (see serve.md: inside "
-                                                    "the server's allowed domains, with OWRL_SERVE_WEBHOOK_KEY set)")
-    storage_state: Optional[dict[str, Any]] = Field(
-        None, description="a saved log-in for this job only: a Playwright storage state (cookies and origins, as "
-                          "owrl run --save-storage writes it). Held in the server's memory, never stored; its "
-                          "values are secrets (redacted wherever they would show)")
+    callback_url: CallbackUrl = None
+    storage_state: StorageState = None
 
 
 class BatchJobRequest(BaseModel):
@@ -114,13 +114,8 @@ class BatchJobRequest(BaseModel):
     max_steps: Optional[int] = Field(None, ge=1, le=1_000, description="steps before a row's episode ends")
     allowed_domains: list[Domain] = Field(default_factory=list, max_length=100,
                                           description="hosts the rows may visit (within the server's own list)")
-    callback_url: Optional[str] = Field(None, min_length=1, max_length=2_048,
-                                        description="POSTed a signed summary when the job ends (see serve.md: inside "
-                                                    "the server's allowed domains, with OWRL_SERVE_WEBHOOK_KEY set)")
-    storage_state: Optional[dict[str, Any]] = Field(
-        None, description="a saved log-in for this job only: a Playwright storage state (cookies and origins, as "
-                          "owrl run --save-storage writes it). Held in the server's memory, never stored; its "
-                          "values are secrets (redacted wherever they would show)")
+    callback_url: CallbackUrl = None
+    storage_state: StorageState = None
 
 
 class JobList(BaseModel):
