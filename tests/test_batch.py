@@ -365,6 +365,7 @@ ROWS = "product,quantity\nCanvas Tote Bag,2\nWool Beanie,\nInvisible Unicorn Clo
 PRICES = {"Canvas Tote Bag": "$25.00", "Wool Beanie": "$19.00", "Hiking Boots": "$139.00", "Felt Fedora": "$65.00"}
 
 
+@pytest.mark.slow
 def test_five_rows_on_the_demo_shop_then_resume_with_nothing_to_do(tmp_path):
     (tmp_path / "rows.csv").write_text(ROWS)
     args = ("run", "--flow", str(FLOW), "--inputs", "rows.csv", "--workers", "2", "--out", "b", "--json")
@@ -412,6 +413,7 @@ def test_five_rows_on_the_demo_shop_then_resume_with_nothing_to_do(tmp_path):
         [r["run_dir"] for r in summary["results"] if r["row"] != 3]
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_the_rows_done_and_the_rest_resume(tmp_path):
     flow = load_flow(FLOW)
     slow = flow.turns[-1].model_copy(update={"calls": [flow.turns[-1].calls[0].model_copy(

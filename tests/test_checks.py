@@ -34,6 +34,7 @@ def test_ruff_is_clean() -> None:
     assert proc.returncode == 0, f"ruff found problems:\n{proc.stdout}{proc.stderr}"
 
 
+@pytest.mark.slow
 def test_mypy_strict_is_clean() -> None:
     if not _module_available("mypy"):
         pytest.fail("mypy is not installed: it is in the dev extra (pip install -e '.[dev]')")

@@ -70,6 +70,7 @@ def backend(request):
     return request.param
 
 
+@pytest.mark.slow
 def test_every_item_runs_once_with_one_policy_per_worker_and_failures_contained(
         backend, owrl_page_server, tmp_path, settings):
     base = owrl_page_server({"/a": PAGE, "/b": PAGE, "/boom": PAGE})

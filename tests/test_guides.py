@@ -217,6 +217,7 @@ def test_tutorial_steps_are_the_code_of_its_whole_file():
         assert snippet.rstrip("\n") in adapter, f"a step's code is not in the whole file:\n{snippet}"
 
 
+@pytest.mark.slow
 def test_tutorial_adapter_installs_and_passes_its_tests(tmp_path):
     """The tutorial end to end: `owrl new site-adapter`, its files replaced by the tutorial's,
     installed (into a target folder, not this environment), then its own tests, which run

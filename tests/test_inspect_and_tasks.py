@@ -214,6 +214,7 @@ def quiet_shop(monkeypatch):
     shop.stop()
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_inspect_demo_shop_selectors_work_there(capsys, quiet_shop, owrl_run_flow):
     elements = inspect_json(capsys, "demo:shop")

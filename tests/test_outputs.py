@@ -92,6 +92,7 @@ def test_a_schema_invalid_output_fails_the_flow_with_the_path(tmp_path):
     assert [o["Order"] for o in result["outputs"]["orders"]] == ["DS-204817", "DS-198342"]
 
 
+@pytest.mark.slow
 def test_inputs_change_what_the_flow_reads(tmp_path):
     code, result, err = run_json("--flow", str(FLOW), "--input", "order=DS-198342", cwd=tmp_path)
     assert code == 0, err
@@ -160,6 +161,7 @@ def test_an_input_with_spaces_and_ampersands_lands_whole_in_the_url(tmp_path, ow
     assert result["inputs"] == {"q": value}
 
 
+@pytest.mark.slow
 def test_extract_explains_what_it_cannot_read(owrl_page_server, owrl_run_flow):
     base = owrl_page_server({"/": ECHO})
     traj = owrl_run_flow([{"calls": [

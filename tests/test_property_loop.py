@@ -53,6 +53,7 @@ def browser():
     loop.close()
 
 
+@pytest.mark.slow
 @hsettings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(answer, min_size=1, max_size=3))
 def test_random_answers_never_escape_the_loop(browser, texts):

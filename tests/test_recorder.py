@@ -177,6 +177,7 @@ async def record(url: str, out: Path, act: Any, **options: Any) -> dict[str, Any
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_a_recorded_login_replays_and_never_holds_the_password(tmp_path, owrl_page_server, owrl_run_flow, monkeypatch):
     base = owrl_page_server({"/login": LOGIN, "/account": ACCOUNT})
@@ -317,6 +318,7 @@ FRAME = """<!doctype html><p id="paid"></p>
 <button onclick="document.getElementById('paid').textContent = 'Payment accepted'">Pay now</button>"""
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_tabs_and_frames_are_recorded_and_closing_the_browser_ends_the_recording(tmp_path, owrl_page_server, owrl_run_flow):
     from owrl_sdk.config import Settings
@@ -365,6 +367,7 @@ PICKER = """<!doctype html><title>Picker</title><h1>Picker</h1>
 <button onclick="const n = prompt('Your name?'); if (n) document.getElementById('named').textContent = 'Hello ' + n">Name it</button>"""
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_labels_double_clicks_prompts_and_typed_addresses(tmp_path, owrl_page_server, owrl_run_flow):
     base = owrl_page_server({"/picker": PICKER, "/account": ACCOUNT})
@@ -407,6 +410,7 @@ def quiet_shop(monkeypatch):
     shop.stop()
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_a_recording_on_the_demo_shop_replays(tmp_path, quiet_shop, owrl_run_flow, monkeypatch):
     out = tmp_path / "shop.json"

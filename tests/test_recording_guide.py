@@ -215,6 +215,7 @@ def rows(batch_dir: Path) -> list[dict[str, Any]]:
     return list(json.loads((batch_dir / "batch.json").read_text())["results"])
 
 
+@pytest.mark.slow
 @needs_chromium
 @needs_jq
 def test_the_guide_runs_as_written(tmp_path):

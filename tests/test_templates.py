@@ -38,6 +38,7 @@ def template_files(kind: str) -> set[str]:
             if p.is_file() and "__pycache__" not in p.parts}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,name,options,package,hooks,tally", KINDS, ids=[k[0] for k in KINDS])
 def test_rendered_plugin_installs_lists_and_passes_its_tests(tmp_path, kind, name, options, package, hooks, tally):
     out = owrl("new", kind, name, *options, "--out", str(tmp_path))

@@ -84,6 +84,7 @@ def patient(env: BrowserEnv) -> None:
     env.settings = env.settings.model_copy(update={"navigation_timeout": 60.0, "action_timeout": 20.0})
 
 
+@pytest.mark.slow
 async def test_the_50000_element_page_fits_the_budget_and_its_refs_act(env: BrowserEnv, pages: str) -> None:
     patient(env)
     assert env.settings.observation_chars == 12_000  # the default
@@ -117,6 +118,7 @@ async def test_the_50000_element_page_fits_the_budget_and_its_refs_act(env: Brow
     assert again.aria is not None and len(again.aria) <= 12_000 and "Finished" in again.aria
 
 
+@pytest.mark.slow
 async def test_scrolled_down_the_page_shows_what_is_in_view_and_both_directions(env: BrowserEnv, pages: str) -> None:
     patient(env)
     await env.reset(task(f"{pages}/big"))
@@ -134,6 +136,7 @@ async def test_scrolled_down_the_page_shows_what_is_in_view_and_both_directions(
     assert await env.page.text_content("#out") == "Finished"
 
 
+@pytest.mark.slow
 async def test_the_note_names_the_search_box_and_it_acts(env: BrowserEnv, pages: str) -> None:
     patient(env)
     await env.reset(task(f"{pages}/big-search"))

@@ -240,6 +240,7 @@ def test_bad_endpoint_values_are_usage_errors(tmp_path: Path) -> None:
 # ============================================================================ the server dies mid-eval
 
 
+@pytest.mark.slow
 async def test_server_killed_mid_eval_runs_the_episode_again_once_reconnected(
         tmp_path: Path, plugins: Any, register_plugin: Any) -> None:
     from owrl_baselines import OraclePolicy

@@ -202,6 +202,7 @@ async def verdicts(request, chromium, suite):
     return dict(zip((t.id for t in tasks), results))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task_id", [t.id for t in TASKS])
 async def test_oracle_solves_task(task_id, verdicts):
     verdict = verdicts[task_id]

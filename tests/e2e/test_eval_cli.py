@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from owrl_cli import owrl
 
 
@@ -18,6 +20,7 @@ def summary(path: Path) -> dict:
     return json.loads((path / "summary.json").read_text())
 
 
+@pytest.mark.slow
 def test_demo_shop_oracle_solves_every_task(tmp_path):
     out = owrl("eval", "--suite", "demo-shop", "--policy", "oracle", "--workers", "2", "--out", "ev", cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -29,6 +32,7 @@ def test_demo_shop_oracle_solves_every_task(tmp_path):
     assert "overall" in out.stdout and "100%" in out.stdout
 
 
+@pytest.mark.slow
 def test_demo_shop_random_policy_is_the_floor(tmp_path):
     tasks = "shop-015,shop-016,shop-025,shop-028,shop-031"
     out = owrl("eval", "--suite", "demo-shop", "--tasks", tasks, "--policy", "random", "--max-steps", "6",
@@ -38,6 +42,7 @@ def test_demo_shop_random_policy_is_the_floor(tmp_path):
     assert s["episodes"] == 5 and s["success_rate"] <= 0.2
 
 
+@pytest.mark.slow
 def test_miniwob_oracle_and_random(tmp_path):
     tasks = "click-button,click-link,enter-text"
     out = owrl("eval", "--suite", "miniwob", "--tasks", tasks, "--policy", "oracle", "--episodes", "5",
@@ -84,6 +89,7 @@ def test_bad_suite_and_tasks_are_usage_errors(tmp_path):
     assert out.returncode == 2 and "line 1" in out.stderr and "line 2" in out.stderr
 
 
+@pytest.mark.slow
 def test_interrupted_eval_resumes_only_what_is_missing(tmp_path):
     args = [sys.executable, "-m", "owrl_sdk", "eval", "--suite", "miniwob", "--tasks", "click-button,enter-text",
             "--policy", "oracle", "--episodes", "4", "--out", "ev", "--json"]

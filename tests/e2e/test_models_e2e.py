@@ -36,6 +36,7 @@ def workdir(tmp_path_factory):
     return d
 
 
+@pytest.mark.slow
 def test_tiny_policy_runs_a_demo_shop_episode_and_the_judge_scores_it(workdir):
     out = owrl("run", "--task", "Add a red Wool Beanie to the cart.", "--url", "demo:shop", "--policy", "openwebrl",
                "--model", "tiny-qwen3-vl", "--max-steps", "3", "--json", "--out", "runs", cwd=workdir)
@@ -57,6 +58,7 @@ def test_tiny_policy_runs_a_demo_shop_episode_and_the_judge_scores_it(workdir):
     assert saved["judgements"][-1]["judge"] == "openwebrl-judge"
 
 
+@pytest.mark.slow
 def test_sft_on_oracle_trajectories_loads_as_a_policy(workdir):
     ev = owrl("eval", "--suite", "demo-shop", "--tasks", "shop-001,shop-027", "--policy", "oracle", "--out", "ev",
               "--json", cwd=workdir)
@@ -89,6 +91,7 @@ def test_sft_on_oracle_trajectories_loads_as_a_policy(workdir):
     assert rates[:peak + 1] == sorted(rates[:peak + 1]) and rates[peak:] == sorted(rates[peak:], reverse=True)
 
 
+@pytest.mark.slow
 def test_rl_on_the_demo_shop_resumes_after_a_kill(workdir):
     config = (ROOT / "examples" / "rl-tiny.toml").read_text()
     (workdir / "rl.toml").write_text(config.replace('out = "runs/rl-tiny"', 'out = "rl"'))

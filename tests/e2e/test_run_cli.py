@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 
 from owrl_sdk.documents import Flow, load_flow, load_trajectory
 
@@ -53,6 +54,7 @@ def test_failed_expectation_exits_1_with_skipped_calls(tmp_path):
     assert "flow stopped: click: expectation failed: text_visible" in traj.steps[4].turn.end
 
 
+@pytest.mark.slow
 def test_replay_of_a_recorded_run(tmp_path):
     first = json.loads(owrl("run", "--flow", str(FLOW), "--json", "--out", "runs", cwd=tmp_path).stdout)
     out = owrl("run", "--replay", first["run_dir"], "--json", "--out", "runs", cwd=tmp_path)
@@ -81,6 +83,7 @@ def test_agent_api_sync(tmp_path):
     assert Path(traj.metadata["run_dir"]).parent == tmp_path
 
 
+@pytest.mark.slow
 async def test_healing_hands_over_when_the_flow_breaks(tmp_path, settings):
     from owrl_sdk.flowplayer import HealingPolicy, next_flow_version
     from owrl_sdk import Agent

@@ -144,6 +144,7 @@ ROUTE_DELAYS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault,hold_s,expected", ROUTE_DELAYS, ids=["late", "never"])
 async def test_route_delay_mid_episode(fault_site, tmp_path, fault, hold_s, expected):
     """A navigation held longer than the navigation timeout fails the call (network.timeout)."""
@@ -214,6 +215,7 @@ async def test_browser_killed_mid_episode(fault_site, tmp_path):
     assert len(run.tracker.seen) > 1  # the whole tree (renderers, zygotes) was followed, not just the main pid
 
 
+@pytest.mark.slow
 async def test_fifty_thousand_nodes(fault_site, tmp_path):
     """A page of 50,000 elements: observe stays within a time bound and the snapshot, taken whole,
     reaches the policy within the observation budget (the button it clicks kept)."""
@@ -242,6 +244,7 @@ async def test_fifty_thousand_nodes(fault_site, tmp_path):
                       f"observed {len(first.aria or ''):,}")
 
 
+@pytest.mark.slow
 async def test_interruptions_at_random_moments(fault_site, tmp_path):
     """Alerts, confirms, pop-up windows and new tabs opened by page JavaScript at random moments
     while a scripted flow runs: each is reported to the policy, answered, and the flow finishes."""

@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from owrl_cli import owrl
 from test_safe_reruns import committing_flow
 
 from owrl_sdk.chromium import find_chromium
 
 
+@pytest.mark.slow
 def test_the_batch_page_shows_each_row_and_links_its_run(tmp_path, invoice_site):
     (tmp_path / "flow.json").write_text(json.dumps(committing_flow()))
     (tmp_path / "rows.csv").write_text("customer,amount\nGlobex Ltd,10\nNobody Inc,20\nAcme Corp,-5\n")

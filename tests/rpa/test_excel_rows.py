@@ -57,6 +57,7 @@ def test_cells_keep_their_types_and_the_sheet_is_read_as_a_csv(tmp_path):
         read_rows(tmp_path / "fake.xlsx")
 
 
+@pytest.mark.slow
 def test_ten_invoices_from_a_workbook(tmp_path, invoice_site):
     rows = [[CUSTOMERS[i % 4], 10 * (i + 1), datetime.datetime(2027, 1, 10 + i), i % 3 == 0] for i in range(10)]
     workbook(tmp_path / "rows.xlsx", rows)

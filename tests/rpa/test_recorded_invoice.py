@@ -66,6 +66,7 @@ def record(site: str, out: Path) -> dict[str, Any]:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_a_recording_of_the_invoice_form_replays_with_five_inputs_and_runs_a_workbook(tmp_path, invoice_site):
     flow = record(invoice_site, tmp_path / "invoice.json")
     assert sorted(flow["inputs"]) == sorted(FIELDS), flow["inputs"]

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from owrl_cli import KEEP, owrl
 from test_checkboxes_and_conditions import invoice_flow
 
@@ -44,6 +46,7 @@ def by_customer(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {r["inputs"]["customer"]: r for r in summary["results"]}
 
 
+@pytest.mark.slow
 def test_retry_failed_runs_only_the_fixed_row_and_never_the_committed_one(tmp_path, invoice_site):
     (tmp_path / "flow.json").write_text(json.dumps(committing_flow()))
     (tmp_path / "rows.csv").write_text(ROWS)
@@ -68,6 +71,7 @@ def test_retry_failed_runs_only_the_fixed_row_and_never_the_committed_one(tmp_pa
     assert "1 needs review" in err
 
 
+@pytest.mark.slow
 def test_a_changed_flow_is_refused_on_the_old_folder_unless_retrying_the_failed_rows(tmp_path, invoice_site):
     flow = committing_flow()
     flow["turns"][1]["calls"][1]["arguments"]["selector"] = "role=option[name=\"{{input:customer}} Corp\"]"
@@ -87,6 +91,7 @@ def test_a_changed_flow_is_refused_on_the_old_folder_unless_retrying_the_failed_
     assert len(kept) == 1 and rows[2]["flow"] in kept[0].name
 
 
+@pytest.mark.slow
 def test_a_row_killed_after_its_commit_is_needs_review_and_not_run_again(tmp_path, invoice_site):
     (tmp_path / "flow.json").write_text(json.dumps(committing_flow(pause=5)))
     (tmp_path / "rows.csv").write_text("customer,amount\nGlobex Ltd,10\nInitech,20\n")
@@ -112,6 +117,7 @@ def test_a_row_killed_after_its_commit_is_needs_review_and_not_run_again(tmp_pat
     assert again["ran"] == 0 and by_customer(again)["Globex Ltd"]["status"] == NEEDS_REVIEW
 
 
+@pytest.mark.slow
 def test_a_batch_failing_the_same_way_stops(tmp_path, invoice_site):
     flow = committing_flow()
     flow["turns"][0]["calls"][2]["arguments"]["selector"] = "role=button[name=\"Sign in\"]"  # renamed on the site

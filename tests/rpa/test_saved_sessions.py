@@ -8,6 +8,8 @@ import json
 import os
 import stat
 
+import pytest
+
 from owrl_cli import owrl
 
 LOGIN = {"task": "Sign in to the back office", "turns": [
@@ -23,6 +25,7 @@ def sign_in(tmp_path, site, *extra):
     return owrl("run", "--flow", "login.json", "--url", site, "--out", "runs", "--json", *extra, cwd=tmp_path)
 
 
+@pytest.mark.slow
 def test_a_saved_log_in_lets_inspect_see_the_invoice_form(tmp_path, invoice_site):
     done = sign_in(tmp_path, invoice_site, "--save-storage", "state/ops.json")
     assert done.returncode == 0, done.stderr

@@ -45,6 +45,7 @@ def outcomes(out: Path) -> dict:
     return {r.key: (r.status, r.success, r.answer) for r in read_records(out / "episodes.jsonl")}
 
 
+@pytest.mark.slow
 def test_ray_backend_matches_the_local_backend(local_ray, tmp_path):
     plan, settings, plugins = plan_for(tmp_path / "local")
     local = asyncio.run(Evaluation(plan, settings, plugins).run())
@@ -62,6 +63,7 @@ def test_ray_backend_matches_the_local_backend(local_ray, tmp_path):
         assert (Path(r.run_dir) / "trajectory.json").exists()
 
 
+@pytest.mark.slow
 def test_a_killed_worker_s_episodes_are_retried_elsewhere(local_ray, tmp_path):
     plan, settings, plugins = plan_for(tmp_path / "ray")
     evaluation: RayEvaluation
@@ -84,6 +86,7 @@ def test_a_killed_worker_s_episodes_are_retried_elsewhere(local_ray, tmp_path):
     assert sorted(outcomes(tmp_path / "ray")) == sorted(f"{t}#0" for t in TASKS)
 
 
+@pytest.mark.slow
 def test_episodes_of_workers_that_keep_dying_are_infra_failures(local_ray, tmp_path):
     """With one attempt per episode, the killed worker's in-flight episodes end as infra.worker_lost."""
     plan, settings, plugins = plan_for(tmp_path / "ray")
@@ -114,6 +117,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_cli_joins_a_cluster_started_with_ray_start(tmp_path):
     """Ray's token authentication is turned off for this throwaway cluster (RAY_AUTH_MODE=disabled
     for the head and the driver): with it on, a driver started apart from ``ray start`` on this

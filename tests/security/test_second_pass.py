@@ -626,6 +626,7 @@ def test_a_page_cannot_write_actions_into_a_recording(tmp_path, owrl_page_server
         assert "OK" in json.dumps(calls[0])
 
 
+@pytest.mark.slow
 def test_a_recording_is_held_to_the_allowed_and_blocked_domains(tmp_path):
     """owrl record --allow-domain / blocked_domains: a link, a redirect and a script's request to
     another host never leave the browser, and nothing of them is written into the flow."""
@@ -687,6 +688,7 @@ def test_a_recording_is_held_to_the_allowed_and_blocked_domains(tmp_path):
 # ------------------------------------------------------------------ limits: downloads
 
 
+@pytest.mark.slow
 async def test_a_page_that_downloads_in_a_loop_fills_no_disk(tmp_path):
     from owrl_sdk.browser import BrowserHost
     from owrl_sdk.config import Settings
@@ -775,6 +777,7 @@ def test_a_flow_on_a_page_past_its_download_limit_ends_with_that_failure_kind(tm
 # ------------------------------------------------------------------ limits: owrl inspect
 
 
+@pytest.mark.slow
 def test_owrl_inspect_stops_at_its_time_limit_and_prints_what_it_has(tmp_path):
     import subprocess
     import sys

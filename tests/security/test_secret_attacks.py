@@ -250,6 +250,7 @@ def test_failure_details_are_redacted_in_the_cli_and_the_run_folder(which, mode,
 # ---------------------------------------------------------------------------- failure details (serve)
 
 
+@pytest.mark.slow
 def test_failure_details_are_redacted_in_the_server_records(owrl_page_server, tmp_path):
     url = owrl_page_server(PAGES)
     failures: list[str] = []
@@ -652,6 +653,7 @@ async def test_a_dialog_picture_a_download_name_and_hook_additions_hold_no_secre
     assert not failures, "\n".join(failures)
 
 
+@pytest.mark.slow
 async def test_a_trace_of_a_cancelled_episode_that_typed_a_secret_is_not_kept(secret_env, owrl_page_server, tmp_path):
     """The trace is written as the browser context closes, after the aborted trajectory was saved;
     a cancelled episode is checked again then (it was not: the trace stayed, the secret in it)."""

@@ -200,6 +200,7 @@ def test_cancelling_a_running_job_aborts_its_episode_and_a_queued_one_never_runs
     assert server.wait(queued["id"])["status"] == "cancelled"  # still not run
 
 
+@pytest.mark.slow
 def test_queued_jobs_run_in_the_order_they_came_and_a_quiet_stream_sends_heartbeats(serve, owrl_page_server):
     """One slot: a long job holds it, three more wait. The stream of a waiting job says it is
     alive (a heartbeat after 15 s of quiet); once the slot frees, the three run first come, first served."""

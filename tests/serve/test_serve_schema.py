@@ -13,9 +13,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from serve_support import TOKEN
 
 
+@pytest.mark.slow
 def test_generated_requests_get_no_server_error(serve, tmp_path):
     server = serve("--max-concurrent", "2", env={"OWRL_ALLOWED_DOMAINS": "127.0.0.1", "OWRL_POLICY": "random",
                                                   "OWRL_MAX_STEPS": "2", "HF_HUB_OFFLINE": "1"})

@@ -22,6 +22,7 @@ from miniwob_ref_oracle import MULTI_TURN, RefOracle, nodes, target  # noqa: E40
 FAMILIES = bench_learning.SFT_FAMILIES + bench_learning.HELDOUT_FAMILIES
 
 
+@pytest.mark.slow
 def test_the_oracle_solves_every_family_and_grounds_each_call(tmp_path, plugins):
     from owrl_sdk.config import Settings
     from owrl_train.rl import BrowserRollouts
@@ -124,6 +125,7 @@ TINY_RUN = ["--sft-families", "click-test", "--heldout-families", "click-button"
             "--workers", "2", "--max-new-tokens", "8", "--threads", "1", "--rescue", "demo"]  # demo: RL has a group to learn from
 
 
+@pytest.mark.slow
 def test_a_whole_run_on_a_tiny_model_and_a_run_stopped_midway_keeps_what_it_measured(tmp_path, monkeypatch):
     """Every phase of the benchmark, end to end on real MiniWoB pages with a tiny random
     model (seconds); a run stopped in its RL stage leaves results.json with what it had

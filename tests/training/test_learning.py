@@ -59,6 +59,7 @@ def rl_config(ckpt, out, iterations):
                     adaptive_lr=False)
 
 
+@pytest.mark.slow
 def test_grpo_raises_success_well_above_chance(tiny_qwen3, tmp_path, plugins, settings):
     model, prompt = warm_start(tiny_qwen3, tmp_path / "sft")
     before = success_rate(model, prompt)
@@ -73,6 +74,7 @@ def test_grpo_raises_success_well_above_chance(tiny_qwen3, tmp_path, plugins, se
     assert (tmp_path / "rl" / "metrics.jsonl").exists() and (tmp_path / "rl" / "tensorboard").is_dir()
 
 
+@pytest.mark.slow
 def test_resume_gives_the_same_next_loss(tiny_qwen3, tmp_path, plugins, settings):
     model, _ = warm_start(tiny_qwen3, tmp_path / "sft")
     sft_adapter = tmp_path / "sft" / "adapter"

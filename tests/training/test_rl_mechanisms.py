@@ -283,6 +283,7 @@ def test_turns_are_shuffled_across_groups_into_accumulated_steps(tiny_qwen3, tmp
         ["0", "1", "2"], ["3", "4", "5"], ["6", "7"]]
 
 
+@pytest.mark.slow
 def test_the_trust_region_stops_an_iterations_updates(tiny_qwen3, tmp_path, plugins, settings):
     model = model_of(tiny_qwen3)
     samples = []

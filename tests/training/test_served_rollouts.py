@@ -95,6 +95,7 @@ def check_served_run(stand_in, cfg, results):
     assert all(r.metrics["success_rate"] == 0.5 for r in results)
 
 
+@pytest.mark.slow
 def test_trainer_publishes_each_adapter_and_rollouts_use_it(tiny_qwen3, tmp_path, stand_in):
     cfg = config(tiny_qwen3, tmp_path, stand_in)
     settings, plugins = Settings(), Plugins()
@@ -103,6 +104,7 @@ def test_trainer_publishes_each_adapter_and_rollouts_use_it(tiny_qwen3, tmp_path
     check_served_run(stand_in, cfg, train(cfg, rollouts, settings, plugins))
 
 
+@pytest.mark.slow
 def test_ray_rollouts_with_a_served_adapter(tiny_qwen3, tmp_path, stand_in):
     ray = pytest.importorskip("ray")
     from owrl_train.serving import RayRollouts

@@ -388,6 +388,7 @@ def test_fetched_smollm2_answers_sensibly_if_cached():
 # ---------------------------------------------------------------------------- reproducible batches
 
 
+@pytest.mark.slow
 def test_lockstep_batches_make_sampled_rollouts_repeat_exactly(tiny_text, tmp_path, plugins):
     """Three workers share one sampling policy on real MiniWoB pages. In lockstep a batch waits
     for every worker that will still ask, in prompt order, with a seed per batch: two runs
