@@ -95,10 +95,19 @@ class TaskSuite:
     name: ClassVar[str]
     description: ClassVar[str] = ""
     Options: ClassVar[Optional[type]] = None
+    #: The URL scheme a suite that serves its own site gives its tasks (``demo:shop``): with
+    #: :attr:`base_url`, ``owrl tasks`` shows a start URL as ``scheme/PATH``, which outlives the
+    #: port the site was served on. None for a suite whose tasks are on real URLs.
+    scheme: ClassVar[Optional[str]] = None
 
     def __init__(self, settings: "Settings", **options: Any):
         self.settings = settings
         self.options = options
+
+    @property
+    def base_url(self) -> Optional[str]:
+        """Where the suite's own site is served while it runs (read with :attr:`scheme`)."""
+        return None
 
     def tasks(self) -> list[Task]:  # pragma: no cover - abstract
         raise NotImplementedError

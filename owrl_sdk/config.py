@@ -386,22 +386,6 @@ def load_settings(
     return settings
 
 
-def checked_option_models() -> dict[str, type]:
-    """Table name -> options model: every catalogued component's ``Options`` (by registered
-    name) and the failure checks' own ``[plugins.failures]``."""
-    from .failures.startpage import FailuresOptions
-    from .plugins import Plugins
-
-    return {"failures": FailuresOptions, **Plugins().catalogue.option_models()}
-
-
-def load_checked_settings(overrides: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> Settings:
-    """:func:`load_settings` with every ``[plugins.NAME]`` table checked against its options
-    model (:func:`checked_option_models`): what the ``owrl`` commands call, so a bad option
-    ends the command before anything starts."""
-    return load_settings(overrides, option_models=checked_option_models(), **kwargs)
-
-
 def _type_name(annotation: Any) -> str:
     args = [a for a in getattr(annotation, "__args__", ()) if a is not type(None)]
     origin = getattr(annotation, "__origin__", None)
@@ -424,10 +408,19 @@ def _default_text(field: Any) -> str:
     return f"`{json.dumps(value)}`" if not isinstance(value, str) or value else '`""`'
 
 
-def options_reference(models: Optional[Mapping[str, type]] = None) -> str:
-    """The Markdown table of every component's options (table, key, type, default, what it
-    does): the reference in ``docs/configuration.md``, which a test keeps current."""
-    models = checked_option_models() if models is None else models
+class FailuresOptions(BaseModel):
+    """``[plugins.failures]``: the failure checks' options (validated where the commands load settings)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    check_start_page: bool = Field(default=True, description="check the start page at episode start (error status, "
+                                   "blank, captcha, log-in wall) and end the episode with a page.* failure")
+
+
+def options_reference(models: Mapping[str, type]) -> str:
+    """The Markdown table of the options of ``models`` (table name -> options model; every
+    component's: :meth:`owrl_sdk.plugins.Plugins.option_models`): table, key, type, default,
+    what it does. The reference in ``docs/configuration.md``, which a test keeps current."""
     rows = ["| table | key | type | default | what it does |", "|---|---|---|---|---|"]
     for name in sorted(models):
         schema = models[name]

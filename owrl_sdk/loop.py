@@ -19,7 +19,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .browser.feedback import NO_CHANGE
 from .env import Environment
 from .errors import InfraError
 from .memory import Memory
@@ -29,6 +28,7 @@ from .plugins import EpisodeHooks
 from .policy import Policy
 from .tools import Tool, ToolArgumentError
 from .types import (
+    NO_CHANGE,
     CallRecord,
     Failure,
     Outcome,

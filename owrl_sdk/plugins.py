@@ -31,6 +31,7 @@ from . import hookspecs
 from .errors import PluginError
 
 if TYPE_CHECKING:  # pragma: no cover - names for annotations only
+    from .config import Settings
     from .types import Task
 
 PROJECT = "owrl"
@@ -506,12 +507,20 @@ class Plugins:
     def failures(self) -> list[PluginFailure]:
         return self.pm.failures
 
-    def load_settings(self, overrides: Optional[dict[str, Any]] = None, **kwargs: Any) -> Any:
-        """:func:`owrl_sdk.config.load_settings` with every catalogued unit's ``Options``
-        validating its ``[plugins.NAME]`` table."""
+    def option_models(self) -> dict[str, type]:
+        """Table name -> options model: every catalogued component's ``Options`` (by registered
+        name) and the failure checks' own ``[plugins.failures]``."""
+        from .config import FailuresOptions
+
+        return {"failures": FailuresOptions, **self.catalogue.option_models()}
+
+    def load_settings(self, overrides: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> "Settings":
+        """:func:`owrl_sdk.config.load_settings` with every ``[plugins.NAME]`` table checked
+        against its options model (:meth:`option_models`): what the ``owrl`` commands call
+        (:func:`load_checked_settings`), so a bad option ends the command before anything starts."""
         from .config import load_settings
 
-        return load_settings(overrides, option_models=self.catalogue.option_models(), **kwargs)
+        return load_settings(overrides, option_models=self.option_models(), **kwargs)
 
     # -- catalogue hooks that are not kinds of component
     def commands(self) -> dict[str, Any]:
@@ -682,3 +691,9 @@ def _release(pm: OwrlPluginManager, names: list[str]) -> None:
     for name in names:
         pm.unregister_scoped(name)
     names.clear()
+
+
+def load_checked_settings(overrides: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> "Settings":
+    """The settings (:func:`owrl_sdk.config.load_settings`) with every ``[plugins.NAME]`` table
+    checked against its options model, for this process's plugins: :meth:`Plugins.load_settings`."""
+    return Plugins().load_settings(overrides, **kwargs)

@@ -17,6 +17,10 @@ from .inputs import DeclaredInputs, OutputSchema, check_condition
 
 TRAJECTORY_SCHEMA: Literal["owrl.trajectory/1"] = "owrl.trajectory/1"
 
+#: A call's feedback when it changed nothing on the page and its tool said nothing either: the
+#: change description's word, which the loop also counts (the same call made in a row with it).
+NO_CHANGE = "no visible change"
+
 
 def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")

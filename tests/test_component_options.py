@@ -193,9 +193,10 @@ def test_the_configuration_doc_lists_every_option_as_the_code_has_it():
     from pathlib import Path
 
     from owrl_sdk.config import options_reference, settings_reference
+    from owrl_sdk.plugins import Plugins
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
-    for marker, table in (("settings", settings_reference()), ("options", options_reference())):
+    for marker, table in (("settings", settings_reference()), ("options", options_reference(Plugins().option_models()))):
         block = text.split(f"<!-- {marker}:begin -->\n", 1)[1].split(f"<!-- {marker}:end -->", 1)[0]
         assert block == table, (f"docs/configuration.md's {marker} table drifted: paste the output of "
                                 f"python -c 'from owrl_sdk.config import {marker}_reference as r; print(r(), end=\"\")'")

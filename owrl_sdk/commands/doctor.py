@@ -63,7 +63,7 @@ def _remote_browser() -> list[Check]:
     import asyncio
 
     from owrl_sdk.browser import BrowserHost
-    from owrl_sdk.config import load_checked_settings as load_settings
+    from owrl_sdk.plugins import load_checked_settings as load_settings
     from owrl_sdk.errors import OwrlError
 
     try:

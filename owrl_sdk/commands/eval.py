@@ -57,7 +57,7 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from owrl_sdk.config import load_checked_settings as load_settings
+    from owrl_sdk.plugins import load_checked_settings as load_settings
     from owrl_sdk.errors import UsageError
     from owrl_sdk.evaluation import EvalPlan, Evaluation, read_records
     from owrl_sdk.executors import executor_class

@@ -23,6 +23,7 @@ from typing import Any, Optional
 
 import click
 
+from owrl_sdk.browser.selectors import iframe_selector, position, role_selector
 from owrl_sdk.cli import check_storage, storage_options
 from owrl_sdk.hookspecs import Register
 from owrl_sdk.plugins import hookimpl
@@ -40,7 +41,6 @@ _LINE = re.compile(r'^(?P<indent>\s*)- (?P<role>[a-z]+)(?: "(?P<name>(?:[^"\\]|\
 _REF = re.compile(r"\[ref=([A-Za-z0-9]+)\]")
 
 #: JavaScript: where ``target`` is among the elements a locator matched, and how many there are.
-_INDEX_OF = "(els, target) => [els.indexOf(target), els.length]"
 
 
 @dataclass
@@ -99,27 +99,6 @@ def parse_snapshot(text: str) -> list[Element]:
     return found
 
 
-def _quote(value: str) -> str:
-    """``value`` for the inside of a quoted selector attribute."""
-    return value.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def role_selector(role: str, name: str = "", exact: bool = False) -> str:
-    """``role=ROLE[name="NAME"]`` (``"..."s``: case-sensitive, whole name), or ``role=ROLE``."""
-    if not name:
-        return f"role={role}"
-    return f'role={role}[name="{_quote(name)}"{"s" if exact else ""}]'
-
-
-async def _position(scope: Any, selector: str, handle: Any) -> tuple[int, int]:
-    """(index of ``handle`` among the matches of ``selector`` in ``scope`` or -1, number of matches)."""
-    try:
-        index, count = await scope.locator(selector).evaluate_all(_INDEX_OF, handle)
-    except Exception:  # noqa: BLE001 - a selector the engine refuses matches nothing here
-        return -1, 0
-    return int(index), int(count)
-
-
 async def _frame_path(page: Any, handle: Any) -> tuple[Any, Optional[str]]:
     """The frame holding ``handle`` and the ``>>>`` prefix that reaches it ('' on the page itself);
     None as prefix when an iframe on the way cannot be told apart from its siblings."""
@@ -130,28 +109,12 @@ async def _frame_path(page: Any, handle: Any) -> tuple[Any, Optional[str]]:
     here = frame
     while here.parent_frame is not None:
         iframe = await here.frame_element()
-        step = await _iframe_selector(here.parent_frame, iframe)
+        step = await iframe_selector(here.parent_frame, iframe)
         if step is None:
             return frame, None
         steps.append(step)
         here = here.parent_frame
     return frame, "".join(f"{s} >>> " for s in reversed(steps))
-
-
-async def _iframe_selector(parent: Any, iframe: Any) -> Optional[str]:
-    attrs = await iframe.evaluate("el => [el.id, el.getAttribute('name'), el.getAttribute('title')]")
-    candidates = []
-    if attrs[0] and re.fullmatch(r"[A-Za-z][\w-]*", attrs[0]):
-        candidates.append(f"iframe#{attrs[0]}")
-    for attr, value in (("name", attrs[1]), ("title", attrs[2])):
-        if value:
-            candidates.append(f'iframe[{attr}="{_quote(value)}"]')
-    for candidate in candidates:
-        index, count = await _position(parent, candidate, iframe)
-        if index == 0 and count == 1:
-            return candidate
-    index, count = await _position(parent, "iframe", iframe)
-    return f"iframe >> nth={index}" if index >= 0 else None
 
 
 async def choose_selector(page: Any, element: Element) -> None:
@@ -171,14 +134,14 @@ async def choose_selector(page: Any, element: Element) -> None:
         named = [role_selector(element.role, element.name), role_selector(element.role, element.name, exact=True)]
         shared: Optional[tuple[str, int, int]] = None
         for candidate in (named if element.name else []):
-            index, count = await _position(scope, candidate, handle)
+            index, count = await position(scope, candidate, handle)
             if index == 0 and count == 1:
                 element.selector = prefix + candidate
                 return
             if index >= 0 and shared is None:
                 shared = (candidate, index, count)
         if shared is None:
-            index, count = await _position(scope, role_selector(element.role), handle)
+            index, count = await position(scope, role_selector(element.role), handle)
             if index >= 0:
                 shared = (role_selector(element.role), index, count)
         if shared is None:
@@ -301,7 +264,7 @@ def inspect_command(url: str, snapshot: bool, allow_domains: tuple[str, ...], wa
     Each selector was checked to find exactly its element on the page, ready for a flow call's
     "selector" argument."""
     from owrl_sdk.commands.run import plugin_scheme, resolve_url
-    from owrl_sdk.config import load_checked_settings as load_settings
+    from owrl_sdk.plugins import load_checked_settings as load_settings
     from owrl_sdk.plugins import Plugins
 
     plugins = Plugins()

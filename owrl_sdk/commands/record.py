@@ -106,7 +106,7 @@ def record_command(url: str, out: Path, task: Optional[str], input_fields: str, 
     Ctrl-C or by closing the browser; replay with `owrl run --flow OUT`."""
     from owrl_sdk.commands.inspect import _check_url
     from owrl_sdk.commands.run import plugin_scheme, resolve_url
-    from owrl_sdk.config import load_checked_settings
+    from owrl_sdk.plugins import load_checked_settings
     from owrl_sdk.errors import UsageError
     from owrl_sdk.plugins import Plugins
     from owrl_sdk.recorder import Recorder

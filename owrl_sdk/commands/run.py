@@ -139,7 +139,7 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
                   given_inputs=given_inputs, storage={"storage_state": load_storage, "save_storage": save_storage},
                   **batch_options)
         return
-    from owrl_sdk.config import load_checked_settings as load_settings
+    from owrl_sdk.plugins import load_checked_settings as load_settings
     from owrl_sdk.errors import UsageError
 
     given = [f"--{k.replace('_', '-')}" for k, v in batch_options.items() if v]
@@ -466,7 +466,7 @@ def run_batch(flow_file: Optional[str], inputs_file: Optional[str], workers: Opt
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from owrl_sdk.batch import Batch, RowResult
-    from owrl_sdk.config import load_checked_settings
+    from owrl_sdk.plugins import load_checked_settings
     from owrl_sdk.documents import check_flow_tools
     from owrl_sdk.errors import UsageError
 

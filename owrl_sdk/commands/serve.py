@@ -49,7 +49,7 @@ def serve_command(host: str, port: int, data_dir: str, max_concurrent: int, no_a
         raise UsageError(f"owrl serve needs FastAPI, uvicorn and python-multipart ({err.name} is missing): "
                          f"{INSTALL_HINT}") from None
 
-    from owrl_sdk.config import load_checked_settings
+    from owrl_sdk.plugins import load_checked_settings
     from owrl_sdk.server.app import create_app
     from owrl_sdk.server.jobs import lock_data_dir
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -28,9 +27,9 @@ def as_written(suite: Any, url: str) -> str:
     """A task's start URL as a user would type it.
 
     A suite that serves its own site (``demo-shop``) gives start URLs on a port that lives
-    only as long as the suite; when the suite's module names its URL scheme (``SCHEME``,
-    ``demo:shop``) and the suite its ``base_url``, the URL is shown in that scheme."""
-    scheme = getattr(sys.modules.get(type(suite).__module__), "SCHEME", None)
+    only as long as the suite; when the suite names its URL scheme (``scheme``, ``demo:shop``)
+    and its ``base_url``, the URL is shown in that scheme."""
+    scheme = getattr(suite, "scheme", None)
     base = getattr(suite, "base_url", None)
     if isinstance(scheme, str) and isinstance(base, str) and base and url.startswith(base.rstrip("/")):
         return scheme + url[len(base.rstrip("/")):]
@@ -99,7 +98,7 @@ def tasks_command(suite: Optional[str], as_json: bool) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from owrl_sdk.config import load_checked_settings as load_settings
+    from owrl_sdk.plugins import load_checked_settings as load_settings
     from owrl_sdk.plugins import Plugins
 
     plugins = Plugins()

@@ -14,8 +14,7 @@ import re
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from ..config import FailuresOptions as FailuresOptions  # [plugins.failures], with the other settings
 from ..plugins import hookimpl
 from ..types import Failure, Task
 from .kinds import SiteFault
@@ -123,15 +122,6 @@ async def check_start_page(env: Any, task: Task) -> Optional[Failure]:
             return None
         problem = start_page_problem(seen, task)
     return problem
-
-
-class FailuresOptions(BaseModel):
-    """``[plugins.failures]``: the failure checks' options (validated where the commands load settings)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    check_start_page: bool = Field(default=True, description="check the start page at episode start (error status, "
-                                   "blank, captcha, log-in wall) and end the episode with a page.* failure")
 
 
 @hookimpl(trylast=True)  # after the plugins that prepare the page (cookies, log-in)

@@ -32,6 +32,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from owrl_sdk.browser.selectors import iframe_selector, role_selector
 from owrl_sdk.documents import Flow
 
 from .flowbuild import Call, FlowBuilder, choose_text, short_name, upper_snake, without_secret_params
@@ -486,8 +487,6 @@ class Recorder:
     async def _selector(self, frame: Any, target: dict[str, Any]) -> Optional[str]:
         """The first candidate that finds exactly one element both in the page's own count, taken
         when the action happened (hidden elements included), and on the live page now."""
-        from owrl_sdk.commands.inspect import role_selector
-
         candidates: list[tuple[str, bool]] = []  # (selector, judged unique by the page)
         role, name = str(target.get("role") or ""), str(target.get("name") or "")
         loose, exact = (list(target.get("role_counts") or [0, 0]) + [0, 0])[:2]
@@ -533,13 +532,11 @@ class Recorder:
     async def _frame_prefix(self, frame: Any) -> str:
         if frame is None or frame.parent_frame is None:
             return ""
-        from owrl_sdk.commands.inspect import _iframe_selector
-
         steps: list[str] = []
         here = frame
         try:
             while here.parent_frame is not None:
-                step = await _iframe_selector(here.parent_frame, await here.frame_element())
+                step = await iframe_selector(here.parent_frame, await here.frame_element())
                 if step is None:
                     return ""
                 steps.append(step)

@@ -98,6 +98,7 @@ class DemoShopSuite(TaskSuite):
     name = "demo-shop"
     description = "An embedded web shop on 127.0.0.1: search, filters, variants, cart, checkout, log-in."
     Options = DemoShopOptions
+    scheme = SCHEME
 
     def __init__(self, settings: Any, **options: Any):
         super().__init__(settings, **options)

@@ -73,7 +73,7 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
     template = trainable.tokenizer.chat_template or ""
     policy_name = "openwebrl"
     if trainable.backend.kind == "text":  # a text-only model learns from the prompt its own policy sends
-        from owrl_sdk.config import load_checked_settings as load_settings
+        from owrl_sdk.plugins import load_checked_settings as load_settings
 
         from . import peer_policy
 
@@ -119,7 +119,7 @@ def rl_command(config_file: str, backend: Optional[str], ray_address: Optional[s
     from owrl_sdk.console import SafeConsole as Console  # page text cannot drive the terminal
     from rich.markup import escape
 
-    from owrl_sdk.config import load_checked_settings as load_settings
+    from owrl_sdk.plugins import load_checked_settings as load_settings
     from owrl_sdk.cli import command_plugins
 
     from .rl import BrowserRollouts, IterationResult, RLConfig, RLRun
