@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
@@ -217,16 +216,17 @@ _POLL_MIN_S = 0.005
 @dataclass
 class Settled:
     """How the wait after one action went: ``settled`` False when the page was still busy
-    at ``settle_max_ms``; ``ms`` the time waited."""
+    at ``settle_max_ms``; ``ms`` the time waited; ``max_ms`` the maximum it waited for."""
 
     settled: bool
     ms: float
+    max_ms: float
 
     def note(self) -> str:
-        """The words the feedback ends with when the page did not settle ('' when it did): the
-        time waited in tenths of a second, rounded down (true of any wait that ran a little
-        past its maximum on a loaded machine)."""
-        return "" if self.settled else f"(the page was still changing after {math.floor(self.ms / 100) / 10:.1f} s)"
+        """The words the feedback ends with when the page did not settle ('' when it did). They
+        name the maximum, not the time measured (which ``ms`` keeps): a loaded machine overruns
+        the maximum by a few tens of ms, and the text the policy reads must not depend on that."""
+        return "" if self.settled else f"(the page was still changing after {self.max_ms / 1000:g} s)"
 
 
 class SettleMixin(EnvState):
@@ -276,13 +276,13 @@ class SettleMixin(EnvState):
             left = max(deadline - now, 0.0)
             report = await self._quiet_report(page, began, left, action)
             if report is None:  # a dialog opened: the page is held, and that is the change
-                return Settled(True, (time.monotonic() - start) * 1000)
+                return Settled(True, (time.monotonic() - start) * 1000, max_s * 1000)
             pending, due, quiet_for = report
             if pending == 0 and (quiet_for is None or quiet_for >= quiet_s):
-                return Settled(True, (time.monotonic() - start) * 1000)
+                return Settled(True, (time.monotonic() - start) * 1000, max_s * 1000)
             now = time.monotonic()
             if now >= deadline:
-                return Settled(False, (now - start) * 1000)
+                return Settled(False, (now - start) * 1000, max_s * 1000)
             if pending:
                 pause = min(max(due if due is not None else _POLL_MAX_S, _POLL_MIN_S), _POLL_MAX_S)
             else:

@@ -277,3 +277,14 @@ async def test_the_demo_shops_cookie_banner_leaves_in_the_call_that_accepted_it(
         # the next call's feedback does not report the banner again
         after = await act(senv, "scroll", direction="down")
         assert "Cookie consent" not in after.feedback, after.feedback
+
+
+def test_the_note_names_the_maximum_whatever_the_wait_measured():
+    """A loaded machine overruns the maximum by a few tens of ms: the words the policy reads
+    stay the same (the time measured is in ``page.settle_ms``)."""
+    from owrl_sdk.browser.settle import Settled
+
+    assert Settled(False, 1604.0, 1500).note() == "(the page was still changing after 1.5 s)"
+    assert Settled(False, 1500.2, 1500).note() == "(the page was still changing after 1.5 s)"
+    assert Settled(False, 290.0, 250).note() == "(the page was still changing after 0.25 s)"
+    assert Settled(True, 1604.0, 1500).note() == ""
