@@ -275,7 +275,7 @@ class SelectOptionArgs(TargetArgs):
         return self
 
 
-_OPTIONS = "el => el.options ? Array.from(el.options).map(o => o.label || o.text) : null"
+_OPTIONS = "el => el.options ? Array.from(el.options).map(o => [o.value, o.label || o.text]) : null"
 
 
 _ELEMENT_AT = """([x, y]) => {
@@ -313,15 +313,25 @@ class SelectOption(BrowserTool):
                 kind="action.no_option",
             )
         wanted = args.label if args.label is not None else args.value
+        # the way Playwright matches: a label exactly, a value against the option's value or label
+        present = any(wanted == label or (args.label is None and wanted == value) for value, label in options)
+        # an option that is there is chosen within the action's timeout (a loaded machine may
+        # take more than a second to find the select actionable); one that is not gets a second
+        # to appear (a list filled in by the page) before the options are listed
+        timeout = None if present else 1000
         try:
             if args.label is not None:
-                chosen = await element.select_option(label=args.label, timeout=1000)
+                chosen = await element.select_option(label=args.label, timeout=timeout)
             else:
-                chosen = await element.select_option(args.value, timeout=1000)
+                chosen = await element.select_option(args.value, timeout=timeout)
         except Exception as err:
-            if "Timeout" not in str(err) and "did not find" not in str(err):
+            if present or ("Timeout" not in str(err) and "did not find" not in str(err)):
                 raise
-            listed = ", ".join(f'"{short(o, 30)}"' for o in options[:12])
+            try:
+                options = await element.evaluate(_OPTIONS) or options  # as they are now
+            except Exception:  # noqa: BLE001 - the element went away: list what was there
+                pass
+            listed = ", ".join(f'"{short(label, 30)}"' for _, label in options[:12])
             raise ActionError(f'no option "{wanted}" in {where.description}; its options are: {listed}',
                               kind="action.no_option") from None
         return ToolResult(data={"selected": chosen})

@@ -152,6 +152,22 @@ async def test_select_option_by_label_and_value(env, site):
     assert not result.ok and "not a <select>" in result.error
 
 
+async def test_select_option_waits_for_a_select_not_yet_usable_and_for_an_option_on_its_way(env, site):
+    """An option that is there is chosen once the select can be used, even after more than a
+    second (what a loaded machine does to an actionability check), and is not reported
+    missing; an option the page adds a moment after the call is waited for."""
+    await env.reset(task(f"{site}/basic.html"))
+    await env.page.evaluate("""() => { const s = document.querySelector('#fruit'); s.disabled = true;
+      setTimeout(() => { s.disabled = false; }, 1200); }""")
+    result = await act(env, "select_option", selector="#fruit", label="Banana")
+    assert result.ok, result.error
+    assert await env.page.input_value("#fruit") == "b"
+    await env.page.evaluate("""() => setTimeout(() => document.querySelector('#fruit').add(new Option('Mango', 'm')), 300)""")
+    result = await act(env, "select_option", selector="#fruit", value="Mango")
+    assert result.ok, result.error
+    assert await env.page.input_value("#fruit") == "m"
+
+
 async def test_goto_url_and_go_back(env, site):
     await env.reset(task(f"{site}/basic.html"))
     result = await act(env, "goto_url", url=f"{site}/second.html")
