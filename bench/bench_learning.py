@@ -332,141 +332,148 @@ def main() -> None:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     rollouts = BrowserRollouts(suite, settings, plugins, workers=args.workers, judge="composite", lockstep=True)
-    phases = Phases()
     loop = asyncio.new_event_loop()
-    run = loop.run_until_complete
+    try:
+        phases = Phases()
+        run = loop.run_until_complete
 
-    model = phases.run("load model", TrainableVL, str(model_path), lora_r=args.lora_r, seed=args.seed,
-                       catalogue=plugins.catalogue, lora_layers=args.lora_layers or None, autocast=args.autocast)
-    # every task here needs only click and write: the prompt declares just those
-    policy_options = {"tools": ["click", "write"], "max_new_tokens": args.max_new_tokens, "feedback": args.feedback}
-    greedy = TextPolicy(settings, backend=model.backend, temperature=0.0, seed=args.seed, **policy_options)
-    eval_seeds = list(range(EVAL_SEED0, EVAL_SEED0 + sizes["eval_seeds"]))
+        model = phases.run("load model", TrainableVL, str(model_path), lora_r=args.lora_r, seed=args.seed,
+                           catalogue=plugins.catalogue, lora_layers=args.lora_layers or None, autocast=args.autocast)
+        # every task here needs only click and write: the prompt declares just those
+        policy_options = {"tools": ["click", "write"], "max_new_tokens": args.max_new_tokens, "feedback": args.feedback}
+        greedy = TextPolicy(settings, backend=model.backend, temperature=0.0, seed=args.seed, **policy_options)
+        eval_seeds = list(range(EVAL_SEED0, EVAL_SEED0 + sizes["eval_seeds"]))
 
-    def evaluate(stage: str, on: Any = rollouts, steps: int = args.max_steps, only: Any = None) -> dict[str, Any]:
-        items = [(f"{f}#{s}", tasks[f], s) for f in (only or families) for s in eval_seeds]
-        result = summarise(run(on.collect(greedy, items, steps, out / f"eval-{stage}")))
-        print(f"   {stage}: {result['successes']}/{result['n']} = {result['rate']:.0%} "
-              f"[{result['ci95'][0]:.0%}, {result['ci95'][1]:.0%}]", flush=True)
-        return result
+        def evaluate(stage: str, on: Any = rollouts, steps: int = args.max_steps, only: Any = None) -> dict[str, Any]:
+            items = [(f"{f}#{s}", tasks[f], s) for f in (only or families) for s in eval_seeds]
+            result = summarise(run(on.collect(greedy, items, steps, out / f"eval-{stage}")))
+            print(f"   {stage}: {result['successes']}/{result['n']} = {result['rate']:.0%} "
+                  f"[{result['ci95'][0]:.0%}, {result['ci95'][1]:.0%}]", flush=True)
+            return result
 
-    multi = [f for f in families if f in MULTI_STEP]
-    # the code the figures come from, read once: a checkout edited mid-run does not change it
-    results: dict[str, Any] = {"stages": {}, "multi_step": multi, "rl": [], "commit": source_commit()}
+        multi = [f for f in families if f in MULTI_STEP]
+        # the code the figures come from, read once: a checkout edited mid-run does not change it
+        results: dict[str, Any] = {"stages": {}, "multi_step": multi, "rl": [], "commit": source_commit()}
 
-    def checkpoint() -> None:
-        """What the run measured so far, in results.json (``finished`` false)."""
-        record(results, phases, sizes, sft_families, heldout, model_path, args, out, finished=False)
+        def checkpoint() -> None:
+            """What the run measured so far, in results.json (``finished`` false)."""
+            record(results, phases, sizes, sft_families, heldout, model_path, args, out, finished=False)
 
-    def compare_memories() -> None:
-        """The same model on the same episodes of the multi-step families, with other memories
-        (their settings: MEMORY_OPTIONS); default's figures are the evaluation's."""
-        for name in memories:
-            other = BrowserRollouts(suite, settings.with_overrides(memory=name), plugins, workers=args.workers,
-                                    judge="composite", lockstep=True)
-            results.setdefault("memories", {})[name] = phases.run(f"eval, memory {name}", evaluate, f"mem-{name}",
-                                                                  other, args.max_steps, multi)
-            run(other.close())
+        def compare_memories() -> None:
+            """The same model on the same episodes of the multi-step families, with other memories
+            (their settings: MEMORY_OPTIONS); default's figures are the evaluation's."""
+            for name in memories:
+                other = BrowserRollouts(suite, settings.with_overrides(memory=name), plugins, workers=args.workers,
+                                        judge="composite", lockstep=True)
+                try:
+                    results.setdefault("memories", {})[name] = phases.run(f"eval, memory {name}", evaluate,
+                                                                          f"mem-{name}", other, args.max_steps, multi)
+                finally:
+                    run(other.close())
+                checkpoint()
+
+        if args.eval_adapter:
+            model.load_adapter_weights(Path(args.eval_adapter))
+            stage = args.eval_stage
+            results["stages"][stage] = phases.run(f"{stage} eval", evaluate, stage, rollouts, args.max_steps,
+                                                  multi if args.eval_families == "multi" else None)
+            compare_memories()
+            run(rollouts.close())
+            results["adapter"] = args.eval_adapter
+            # with args (the seed), so that bench_learning_seeds pairs it with another run's stage
+            record(results, phases, sizes, sft_families, heldout, model_path, args, out, finished=True)
+            for name, b in [("default", results["stages"][stage]), *results.get("memories", {}).items()]:
+                print(f"memory {name:<10} {b['successes']}/{b['n']} = {b['rate']:.0%} [{b['ci95'][0]:.0%}, {b['ci95'][1]:.0%}]")
+                if name != "default":
+                    m = mcnemar(results["stages"][stage]["episodes"], b["episodes"])
+                    print(f"   against default on the same {m['pairs']} episodes: {m['gained']} gained, {m['lost']} lost, "
+                          f"exact McNemar p = {m['p_value']:.2g}")
+            return
+        oracle = RefOracle(settings, expect=args.expectations == "on")
+        if earlier is not None:
+            resume_sft(earlier, Path(args.from_sft), out, model, results)
             checkpoint()
+        else:
+            if not args.skip_baseline:
+                results["stages"]["baseline"] = phases.run("baseline eval", evaluate, "baseline", rollouts,
+                                                           args.baseline_steps)
+                checkpoint()
 
-    if args.eval_adapter:
-        model.load_adapter_weights(Path(args.eval_adapter))
-        stage = args.eval_stage
-        results["stages"][stage] = phases.run(f"{stage} eval", evaluate, stage, rollouts, args.max_steps,
-                                              multi if args.eval_families == "multi" else None)
+            # ------------------------------------------------------------ demonstrations and SFT
+            demo_items = [(f"{f}#{s}", tasks[f], s) for f in sft_families
+                          for s in range(DEMO_SEED0, DEMO_SEED0 + sizes["demos"])]
+            demos = phases.run("oracle demonstrations", run,
+                               rollouts.collect(oracle, demo_items, args.max_steps, out / "demos"))
+            solved = [t for t in demos if t.judgements and t.judgements[-1].success]
+            tools = list(plugins.catalogue.items["tools"].values())
+            samples = [s for t in solved for s in trajectory_samples(t, tools=tools, render=greedy.prompt,
+                                                                       catalogue=plugins.catalogue)]
+            print(f"   {len(solved)}/{len(demos)} demonstrations solved, {len(samples)} samples", flush=True)
+            results["demonstrations"] = {"episodes": len(demos), "solved": len(solved), "samples": len(samples)}
+            sft_cfg = SFTConfig(model=str(model_path), out=out / "sft", lora_r=args.lora_r, epochs=sizes["sft_epochs"],
+                                lr=args.sft_lr, batch_size=4, grad_accum=1, save_every=10 ** 6, seed=args.seed)
+            sft = phases.run("SFT", train_sft, samples, sft_cfg, model=model)
+            results["sft"] = sft
+            print(f"   {sft['steps']} steps, final loss {sft['final_loss']:.4f}", flush=True)
+            results["stages"]["sft"] = phases.run("SFT eval", evaluate, "sft")
+            checkpoint()
+        if args.until == "sft":
+            finish(results, phases, sizes, sft_families, heldout, model_path, args, out)
+            run(rollouts.close())
+            return
+
+        # ---------------------------------------------------------------- online MM-GRPO
+        rl_seed = args.seed if args.rl_seed is None else args.rl_seed
+        if args.trainer == "old":  # the settings of the runs before the anchor (docs/benchmarks.md)
+            trainer = dict(kl_coef=0.0, target_kl=0.0, loss_type="token-mean", optimizer_steps=0, shuffle=False,
+                           unreadable="episode", truncated="train", dual_clip=0.0, practice_share=0.0, adaptive_lr=False)
+        else:
+            trainer = dict(kl_coef=args.kl_coef, target_kl=args.target_kl, optimizer_steps=args.optimizer_steps,
+                           adaptive_lr=not args.fixed_lr)
+        rl_cfg = RLConfig(model=str(model_path), out=out / "rl", suite="miniwob", iterations=sizes["iterations"],
+                          tasks_per_iteration=sizes["tasks_per_iteration"], group_size=sizes["group_size"],
+                          workers=args.workers, lr=args.rl_lr, lora_r=args.lora_r, minibatch=args.minibatch,
+                          sampler=args.sampler, judge="composite", reward=MiniWoBReward.name,
+                          curriculum=[{"max_steps": args.max_steps}], rescue=args.rescue,
+                          rescue_temperature=args.rescue_temperature,
+                          sampling={"temperature": args.rl_temperature, "top_p": 1.0, "top_k": 0, "seed": rl_seed},
+                          policy_options=policy_options, seed=rl_seed, autocast=args.autocast,
+                          probe_every=args.probe_every, probe_tasks=families, probe_episodes=1,
+                          keep_rollouts=False, dynamic_sampling_groups=args.dynamic_groups,
+                          dynamic_sampling_draws=args.dynamic_draws, probe_feeds_sampler=args.probe_feeds_sampler,
+                          **trainer)
+        # another RL seed plays other episode seeds; the default keeps the episodes of earlier runs
+        seeded = SeededRollouts(rollouts, RL_SEED0 + (0 if args.rl_seed is None else 7_919 * (args.rl_seed + 1)))
+        rl = RLRun(rl_cfg, seeded, settings=settings, plugins=plugins, tasks=[tasks[f] for f in families], model=model,
+                   demonstrator=oracle if args.rescue == "demo" else None)
+        curve: list[dict[str, Any]] = results["rl"]
+
+        def show(r: Any) -> None:
+            m = r.metrics
+            curve.append({"iteration": r.iteration + 1, **m, "families": seeded.last})
+            checkpoint()
+            played = " ".join(f"{f} {sum(v)}/{len(v)}" for f, v in sorted(seeded.last.items()))
+            probe = f"probe {m['probe_success']:.0%} " if "probe_success" in m else ""
+            print(f"   iteration {r.iteration + 1}/{rl_cfg.iterations}: success {m['success_rate']:.0%} "
+                  f"reward {m['reward_mean']:+.2f} valid groups {m['valid_group_fraction']:.0%} "
+                  f"rescued {m.get('rescued_groups', 0):.0f} {probe}unreadable {m['parse_error_rate']:.0%} "
+                  f"kl {m.get('kl', 0):.4f} kl-step {m.get('kl_old_new', 0):.4f} steps {m.get('optimizer_steps', 0):.0f} "
+                  f"entropy {m.get('entropy', 0):.3f} drift {m['adapter_drift']:.3f} "
+                  f"rollout {m['time_rollout_s']:.0f}s update {m['time_update_s']:.0f}s ({played})", flush=True)
+            for line in r.alarms:
+                print(f"   alarm: {line}", flush=True)
+
+        phases.run("RL", run, rl.run(on_iteration=show))
+        results["stages"]["rl"] = phases.run("RL eval", evaluate, "rl")
+        checkpoint()
         compare_memories()
         run(rollouts.close())
-        results["adapter"] = args.eval_adapter
-        # with args (the seed), so that bench_learning_seeds pairs it with another run's stage
-        record(results, phases, sizes, sft_families, heldout, model_path, args, out, finished=True)
-        for name, b in [("default", results["stages"][stage]), *results.get("memories", {}).items()]:
-            print(f"memory {name:<10} {b['successes']}/{b['n']} = {b['rate']:.0%} [{b['ci95'][0]:.0%}, {b['ci95'][1]:.0%}]")
-            if name != "default":
-                m = mcnemar(results["stages"][stage]["episodes"], b["episodes"])
-                print(f"   against default on the same {m['pairs']} episodes: {m['gained']} gained, {m['lost']} lost, "
-                      f"exact McNemar p = {m['p_value']:.2g}")
-        return
-    oracle = RefOracle(settings, expect=args.expectations == "on")
-    if earlier is not None:
-        resume_sft(earlier, Path(args.from_sft), out, model, results)
-        checkpoint()
-    else:
-        if not args.skip_baseline:
-            results["stages"]["baseline"] = phases.run("baseline eval", evaluate, "baseline", rollouts,
-                                                       args.baseline_steps)
-            checkpoint()
-
-        # ------------------------------------------------------------ demonstrations and SFT
-        demo_items = [(f"{f}#{s}", tasks[f], s) for f in sft_families
-                      for s in range(DEMO_SEED0, DEMO_SEED0 + sizes["demos"])]
-        demos = phases.run("oracle demonstrations", run,
-                           rollouts.collect(oracle, demo_items, args.max_steps, out / "demos"))
-        solved = [t for t in demos if t.judgements and t.judgements[-1].success]
-        tools = list(plugins.catalogue.items["tools"].values())
-        samples = [s for t in solved for s in trajectory_samples(t, tools=tools, render=greedy.prompt,
-                                                                   catalogue=plugins.catalogue)]
-        print(f"   {len(solved)}/{len(demos)} demonstrations solved, {len(samples)} samples", flush=True)
-        results["demonstrations"] = {"episodes": len(demos), "solved": len(solved), "samples": len(samples)}
-        sft_cfg = SFTConfig(model=str(model_path), out=out / "sft", lora_r=args.lora_r, epochs=sizes["sft_epochs"],
-                            lr=args.sft_lr, batch_size=4, grad_accum=1, save_every=10 ** 6, seed=args.seed)
-        sft = phases.run("SFT", train_sft, samples, sft_cfg, model=model)
-        results["sft"] = sft
-        print(f"   {sft['steps']} steps, final loss {sft['final_loss']:.4f}", flush=True)
-        results["stages"]["sft"] = phases.run("SFT eval", evaluate, "sft")
-        checkpoint()
-    if args.until == "sft":
+        model.save_adapter(out / "adapter-rl")
         finish(results, phases, sizes, sft_families, heldout, model_path, args, out)
-        run(rollouts.close())
-        return
-
-    # ---------------------------------------------------------------- online MM-GRPO
-    rl_seed = args.seed if args.rl_seed is None else args.rl_seed
-    if args.trainer == "old":  # the settings of the runs before the anchor (docs/benchmarks.md)
-        trainer = dict(kl_coef=0.0, target_kl=0.0, loss_type="token-mean", optimizer_steps=0, shuffle=False,
-                       unreadable="episode", truncated="train", dual_clip=0.0, practice_share=0.0, adaptive_lr=False)
-    else:
-        trainer = dict(kl_coef=args.kl_coef, target_kl=args.target_kl, optimizer_steps=args.optimizer_steps,
-                       adaptive_lr=not args.fixed_lr)
-    rl_cfg = RLConfig(model=str(model_path), out=out / "rl", suite="miniwob", iterations=sizes["iterations"],
-                      tasks_per_iteration=sizes["tasks_per_iteration"], group_size=sizes["group_size"],
-                      workers=args.workers, lr=args.rl_lr, lora_r=args.lora_r, minibatch=args.minibatch,
-                      sampler=args.sampler, judge="composite", reward=MiniWoBReward.name,
-                      curriculum=[{"max_steps": args.max_steps}], rescue=args.rescue,
-                      rescue_temperature=args.rescue_temperature,
-                      sampling={"temperature": args.rl_temperature, "top_p": 1.0, "top_k": 0, "seed": rl_seed},
-                      policy_options=policy_options, seed=rl_seed, autocast=args.autocast,
-                      probe_every=args.probe_every, probe_tasks=families, probe_episodes=1,
-                      keep_rollouts=False, dynamic_sampling_groups=args.dynamic_groups,
-                      dynamic_sampling_draws=args.dynamic_draws, probe_feeds_sampler=args.probe_feeds_sampler,
-                      **trainer)
-    # another RL seed plays other episode seeds; the default keeps the episodes of earlier runs
-    seeded = SeededRollouts(rollouts, RL_SEED0 + (0 if args.rl_seed is None else 7_919 * (args.rl_seed + 1)))
-    rl = RLRun(rl_cfg, seeded, settings=settings, plugins=plugins, tasks=[tasks[f] for f in families], model=model,
-               demonstrator=oracle if args.rescue == "demo" else None)
-    curve: list[dict[str, Any]] = results["rl"]
-
-    def show(r: Any) -> None:
-        m = r.metrics
-        curve.append({"iteration": r.iteration + 1, **m, "families": seeded.last})
-        checkpoint()
-        played = " ".join(f"{f} {sum(v)}/{len(v)}" for f, v in sorted(seeded.last.items()))
-        probe = f"probe {m['probe_success']:.0%} " if "probe_success" in m else ""
-        print(f"   iteration {r.iteration + 1}/{rl_cfg.iterations}: success {m['success_rate']:.0%} "
-              f"reward {m['reward_mean']:+.2f} valid groups {m['valid_group_fraction']:.0%} "
-              f"rescued {m.get('rescued_groups', 0):.0f} {probe}unreadable {m['parse_error_rate']:.0%} "
-              f"kl {m.get('kl', 0):.4f} kl-step {m.get('kl_old_new', 0):.4f} steps {m.get('optimizer_steps', 0):.0f} "
-              f"entropy {m.get('entropy', 0):.3f} drift {m['adapter_drift']:.3f} "
-              f"rollout {m['time_rollout_s']:.0f}s update {m['time_update_s']:.0f}s ({played})", flush=True)
-        for line in r.alarms:
-            print(f"   alarm: {line}", flush=True)
-
-    phases.run("RL", run, rl.run(on_iteration=show))
-    results["stages"]["rl"] = phases.run("RL eval", evaluate, "rl")
-    checkpoint()
-    compare_memories()
-    run(rollouts.close())
-    model.save_adapter(out / "adapter-rl")
-    finish(results, phases, sizes, sft_families, heldout, model_path, args, out)
+    finally:
+        # a run stopped midway (Ctrl-C, an error) closes its browsers too, not only at exit
+        loop.run_until_complete(rollouts.close())
+        loop.close()
 
 
 #: The arguments that shape the SFT adapter or its evaluation: a run resumed with --from-sft

@@ -180,12 +180,16 @@ def test_a_whole_run_on_a_tiny_model_and_a_run_stopped_midway_keeps_what_it_meas
     monkeypatch.setattr(sys, "argv", ["bench_learning.py", "--model", tiny, "--out", str(cut), *TINY_RUN])
     import torch
 
+    from owrl_sdk.browser.host import _LIVE_BROWSERS
+
     threads = torch.get_num_threads()
+    browsers = set(_LIVE_BROWSERS)
     try:
         with pytest.raises(KeyboardInterrupt):
             bench_learning.main()
     finally:
         torch.set_num_threads(threads)  # --threads 1 must not slow the tests that come after
+    assert set(_LIVE_BROWSERS) == browsers  # the stopped run closed the browsers it launched
     part = json.loads((cut / "results.json").read_text())
     assert part["finished"] is False and list(part["stages"]) == ["baseline", "sft"] and part["rl"] == []
     assert part["stages"]["sft"]["episodes"] == whole["stages"]["sft"]["episodes"]
