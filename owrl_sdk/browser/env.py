@@ -286,10 +286,12 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         for attempt in range(2):
             try:
                 slow = self.settings.navigation_timeout * 1000  # a heavy page is not an action gone wrong
+                snapshot = page.aria_snapshot(mode="ai", boxes=boxes, timeout=slow)
                 done, results = await self._dialogs.gather(
                     page.screenshot(timeout=slow, **self._screenshot_options()),
-                    # its empty fields sorted while the screenshot is taken (the next call's before)
-                    self._sorting_fields(page, page.aria_snapshot(mode="ai", boxes=boxes, timeout=slow)),
+                    # its empty fields sorted while the screenshot is taken, for the next call's
+                    # before-snapshot: only where change feedback is read
+                    self._sorting_fields(page, snapshot) if self._changes else snapshot,
                     *titles,
                 )
             except Exception as err:
