@@ -162,6 +162,14 @@ def check_storage(settings: Any) -> None:
         check_target(settings.save_storage, settings.runs_dir)
 
 
+def remote_browser(browser_endpoint: Optional[str], cdp_endpoint: Optional[str]) -> dict[str, Optional[str]]:
+    """Settings overrides for --browser-endpoint / --cdp-endpoint: one given on the command line replaces
+    both settings, so that an endpoint from the environment or owrl.toml does not join it."""
+    if not (browser_endpoint or cdp_endpoint):
+        return {}
+    return {"browser_endpoint": browser_endpoint or "", "cdp_endpoint": cdp_endpoint or ""}
+
+
 def main(argv: Optional[list[str]] = None) -> Any:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args

@@ -86,7 +86,7 @@ def test_the_run_flow_fixture_without_entry_point_plugins(owrl_plugins: Plugins,
 
 
 def test_a_plugin_scheme_is_the_one_a_resolve_url_hook_resolves(owrl_plugins: Plugins, owrl_register_plugin: Any) -> None:
-    from owrl_sdk.commands.run import plugin_scheme, resolve_url
+    from owrl_sdk.urls import plugin_scheme, resolve_url
     from owrl_sdk.errors import UsageError
     from owrl_sdk.plugins import hookimpl
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import click
 
+from owrl_sdk.cli import remote_browser
 from owrl_sdk.hookspecs import Register
 from owrl_sdk.plugins import hookimpl
 
@@ -62,8 +63,6 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
     from owrl_sdk.evaluation import EvalPlan, Evaluation, read_records
     from owrl_sdk.executors import executor_class
     from owrl_sdk.plugins import Plugins
-
-    from owrl_sdk.commands.run import remote_browser
 
     if ray_address and backend != "ray":
         raise UsageError("--ray-address needs --backend ray")

@@ -27,6 +27,7 @@ from owrl_sdk.browser.selectors import iframe_selector, position, role_selector
 from owrl_sdk.cli import check_storage, storage_options
 from owrl_sdk.hookspecs import Register
 from owrl_sdk.plugins import hookimpl
+from owrl_sdk.urls import plugin_scheme, resolve_url
 
 #: Roles a user acts on; the table lists the snapshot's elements with these roles.
 INTERACTIVE_ROLES = frozenset({
@@ -263,7 +264,6 @@ def inspect_command(url: str, snapshot: bool, allow_domains: tuple[str, ...], wa
     URL is written as for `owrl run --url`: https://..., a bare host, a local file or demo:shop/PATH.
     Each selector was checked to find exactly its element on the page, ready for a flow call's
     "selector" argument."""
-    from owrl_sdk.commands.run import plugin_scheme, resolve_url
     from owrl_sdk.plugins import load_checked_settings as load_settings
     from owrl_sdk.plugins import Plugins
 

@@ -28,6 +28,7 @@ import click
 from owrl_sdk.cli import check_storage, storage_options
 from owrl_sdk.hookspecs import Register
 from owrl_sdk.plugins import hookimpl
+from owrl_sdk.urls import plugin_scheme, resolve_url
 
 
 def _free_display() -> int:
@@ -105,7 +106,6 @@ def record_command(url: str, out: Path, task: Optional[str], input_fields: str, 
     Password fields are written as {{secret:NAME}}, never with the typed value. End with
     Ctrl-C or by closing the browser; replay with `owrl run --flow OUT`."""
     from owrl_sdk.commands.inspect import _check_url
-    from owrl_sdk.commands.run import plugin_scheme, resolve_url
     from owrl_sdk.plugins import load_checked_settings
     from owrl_sdk.errors import UsageError
     from owrl_sdk.plugins import Plugins
