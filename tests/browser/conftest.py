@@ -16,6 +16,7 @@ import pytest
 import pytest_asyncio
 
 from browser_support import quick_settings
+from session_browsers import HOSTS
 from owrl_sdk.browser import BrowserHost
 from owrl_sdk.chromium import find_chromium
 
@@ -58,7 +59,9 @@ def site() -> Any:
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def host() -> Any:
     async with BrowserHost(quick_settings()) as shared:
+        HOSTS.append(shared)  # up for the whole session on purpose
         yield shared
+        HOSTS.remove(shared)
 
 
 @pytest_asyncio.fixture(loop_scope="session")
