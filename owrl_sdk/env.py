@@ -29,3 +29,16 @@ class Environment(Protocol):
 
     async def close(self) -> None:
         """Release everything the environment holds."""
+
+
+@runtime_checkable
+class PageEnvironment(Protocol):
+    """An environment with browser tabs, as code below the browser layer (the start-page
+    check of :mod:`owrl_sdk.failures`) reads one without importing it: ``pages`` (its tabs,
+    the active one in ``page``) and ``dialog`` (a JavaScript dialog held open, or None).
+    :class:`owrl_sdk.browser.BrowserEnv` is one."""
+
+    pages: list[Any]
+
+    @property
+    def dialog(self) -> Any: ...

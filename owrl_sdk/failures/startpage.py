@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any, Optional
+from typing import Any, Optional, cast
 from urllib.parse import urlsplit
 
 from ..config import FailuresOptions as FailuresOptions  # [plugins.failures], with the other settings
+from ..env import PageEnvironment
 from ..plugins import hookimpl
 from ..types import Failure, Task
 from .kinds import SiteFault
@@ -47,16 +48,6 @@ _READ_PAGE = """() => {
           title: document.title || '', text: text.slice(0, 600), length: text.length, drawn,
           password, widget};
 }"""
-
-
-def _is_browser_env(env: Any) -> bool:
-    if env is None:
-        return False
-    try:
-        from ..browser.env import BrowserEnv
-    except Exception:  # noqa: BLE001 - no browser package: nothing to check
-        return False
-    return isinstance(env, BrowserEnv)
 
 
 async def _read(page: Any) -> Optional[dict[str, Any]]:
@@ -98,13 +89,13 @@ def start_page_problem(seen: dict[str, Any], task: Task) -> Optional[Failure]:
 
 
 async def check_start_page(env: Any, task: Task) -> Optional[Failure]:
-    """Read the start page of a :class:`BrowserEnv` once and say what is wrong with it, if anything.
+    """Read the start page of a browser environment (:class:`PageEnvironment`) once and say what is wrong with it, if anything.
 
     http(s) pages only; a page held by a JavaScript dialog is left alone. A blank page is
     read again for up to :data:`BLANK_GRACE_S` seconds before it counts as blank."""
-    if not _is_browser_env(env) or env.dialog is not None or not env.pages:
+    if not isinstance(env, PageEnvironment) or env.dialog is not None or not env.pages:
         return None
-    page = env.page
+    page = cast(Any, env).page  # the active tab; not in the protocol, whose check reads each member
     if urlsplit(page.url).scheme not in ("http", "https"):
         return None
     seen = await _read(page)
