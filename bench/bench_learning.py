@@ -378,7 +378,6 @@ def main() -> None:
             results["stages"][stage] = phases.run(f"{stage} eval", evaluate, stage, rollouts, args.max_steps,
                                                   multi if args.eval_families == "multi" else None)
             compare_memories()
-            run(rollouts.close())
             results["adapter"] = args.eval_adapter
             # with args (the seed), so that bench_learning_seeds pairs it with another run's stage
             record(results, phases, sizes, sft_families, heldout, model_path, args, out, finished=True)
@@ -419,7 +418,6 @@ def main() -> None:
             checkpoint()
         if args.until == "sft":
             finish(results, phases, sizes, sft_families, heldout, model_path, args, out)
-            run(rollouts.close())
             return
 
         # ---------------------------------------------------------------- online MM-GRPO
@@ -467,7 +465,6 @@ def main() -> None:
         results["stages"]["rl"] = phases.run("RL eval", evaluate, "rl")
         checkpoint()
         compare_memories()
-        run(rollouts.close())
         model.save_adapter(out / "adapter-rl")
         finish(results, phases, sizes, sft_families, heldout, model_path, args, out)
     finally:

@@ -129,35 +129,21 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
 
 # ---------------------------------------------------------------- no browser left behind
 
-def _browser_processes(besides: list[Any]) -> set[int]:
-    """Chromium processes in this process's tree, less the trees of the ``besides`` hosts."""
-    from owrl_sdk.browser import processes
-
-    tree = processes.children_map()
-    skip: set[int] = set()
-    for host in besides:
-        if host.pid is not None:
-            skip |= {host.pid, *processes.descendants(host.pid, tree)}
-    return {pid for pid in processes.descendants(os.getpid(), tree)
-            if pid not in skip and processes.alive(pid)
-            and ("chrom" in processes.command_name(pid) or "headless" in processes.command_name(pid))}
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _no_browser_left_behind(request: Any) -> Any:
     """A test file that leaves a Chromium running fails here, at its own end, not in a later
     file's check for stray processes (on a worker, files follow each other in any order)."""
-    from session_browsers import HOSTS
+    from session_browsers import HOSTS, browser_processes
 
-    before = _browser_processes(HOSTS)
+    before = browser_processes(HOSTS)
     yield
     import time
 
     deadline = time.monotonic() + 5.0  # a browser being closed may take a moment to exit
-    left = _browser_processes(HOSTS) - before
+    left = browser_processes(HOSTS) - before
     while left and time.monotonic() < deadline:
         time.sleep(0.1)
-        left = _browser_processes(HOSTS) - before
+        left = browser_processes(HOSTS) - before
     if left:
         pytest.fail(f"{request.module.__name__} left {len(left)} Chromium processes running (pids "
                     f"{sorted(left)}): close every browser it launches, on every path", pytrace=False)

@@ -13,6 +13,7 @@ import zipfile
 
 import pytest
 from browser_support import act, task, quick_settings
+from session_browsers import browser_processes
 
 from owrl_sdk import hookimpl
 from owrl_sdk.browser import BrowserHost, processes
@@ -20,19 +21,8 @@ from owrl_sdk.errors import InfraError
 
 
 def our_browser_processes(besides: BrowserHost | None = None) -> set[int]:
-    """Running Chromium processes in this Python process's tree (other suites' browsers are not ours),
-    less the tree of the browser ``besides``, all read from one scan of /proc."""
-    tree = processes.children_map()
-    skip = set()
-    if besides is not None and besides.pid is not None:
-        skip = {besides.pid, *processes.descendants(besides.pid, tree)}
-    return {
-        pid
-        for pid in processes.descendants(os.getpid(), tree)
-        if pid not in skip
-        and processes.alive(pid)
-        and ("chrom" in processes.command_name(pid) or "headless" in processes.command_name(pid))
-    }
+    """Running Chromium processes in this Python process's tree, less the tree of ``besides``."""
+    return browser_processes([besides] if besides is not None else [])
 
 
 def strays_after_settling(besides: BrowserHost, seconds: float = 5.0) -> set[int]:
