@@ -157,6 +157,10 @@ async def test_select_option_waits_for_a_select_not_yet_usable_and_for_an_option
     second (what a loaded machine does to an actionability check), and is not reported
     missing; an option the page adds a moment after the call is waited for."""
     await env.reset(task(f"{site}/basic.html"))
+    # the action timeout (the context's default) well past the 1.2 s: Playwright looks again at
+    # growing intervals (1.22 s, then 1.72 s after the call), and the quick settings' 1.5 s
+    # would make this a race on a loaded machine; the old fixed one second still fails it
+    env.context.set_default_timeout(5000)
     await env.page.evaluate("""() => { const s = document.querySelector('#fruit'); s.disabled = true;
       setTimeout(() => { s.disabled = false; }, 1200); }""")
     result = await act(env, "select_option", selector="#fruit", label="Banana")
