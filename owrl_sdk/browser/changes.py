@@ -41,6 +41,36 @@ def _bare_fields(lines: list[str], natives: set[str]) -> list[tuple[int, "re.Mat
     return [(i, m) for i, line in enumerate(lines) if (m := _BARE_FIELD.match(line)) and m.group("ref") not in natives]
 
 
+#: Written on an editor's line in place of its text when that text could not be read in time
+#: (a page slowed down, an element gone meanwhile): the line is then taken as unchanged.
+_UNREAD = "\x00unread"
+
+#: A field line with the value :meth:`ChangeFeedbackMixin._with_values` wrote on it.
+_VALUED_FIELD = re.compile(r'^(?P<line>\s*- (?:textbox|searchbox|combobox)\b[^:]*\[ref=(?P<ref>[\w-]+)\][^:"]*): (?P<value>.*)$')
+
+
+def _unread_as_unchanged(before: str, after: str) -> tuple[str, str]:
+    """``before`` and ``after`` with each editor read on one side only given the other side's
+    text (a line read on neither side shows none): an editor that could not be read is no news,
+    rather than an editor said to be emptied or filled."""
+    if _UNREAD not in before and _UNREAD not in after:
+        return before, after
+
+    def values(text: str) -> dict[str, str]:
+        return {m.group("ref"): m.group("value") for line in text.splitlines() if (m := _VALUED_FIELD.match(line))}
+
+    def filled(text: str, other: dict[str, str]) -> str:
+        lines = text.splitlines()
+        for i, line in enumerate(lines):
+            m = _VALUED_FIELD.match(line)
+            if m and m.group("value") == _UNREAD:
+                twin = other.get(m.group("ref"), _UNREAD)
+                lines[i] = m.group("line") if twin == _UNREAD else f"{m.group('line')}: {twin}"
+        return "\n".join(lines)
+
+    return filled(before, values(after)), filled(after, values(before))
+
+
 #: The text an element holds when it is not a native field (None for a native one).
 _EDITOR_TEXT = ("el => (['INPUT', 'TEXTAREA', 'SELECT'].includes(el.tagName) ? null : "
                 "(el.innerText ?? el.textContent ?? ''))")
@@ -130,11 +160,12 @@ class ChangeFeedbackMixin(EnvState):
 
         async def read(ref: str) -> Optional[str]:
             try:
-                value: Optional[str] = await page.locator(f"aria-ref={ref}").evaluate(_EDITOR_TEXT, timeout=200)
-            except Exception as err:  # gone meanwhile: its line stays as it is
+                value: Optional[str] = await page.locator(f"aria-ref={ref}").evaluate(
+                    _EDITOR_TEXT, timeout=_SCAN_S * 1000)
+            except Exception as err:  # gone meanwhile, or the page too slow to answer: unread
                 if not _is_playwright_error(err):
                     raise
-                return ""
+                return _UNREAD
             if value is None:
                 natives.add(ref)
             return value
@@ -143,7 +174,7 @@ class ChangeFeedbackMixin(EnvState):
         if not done:
             return text
         for (i, m), value in zip(bare, values):
-            flat = " ".join((value or "").split())
+            flat = value if value == _UNREAD else " ".join((value or "").replace("\x00", "").split())
             if flat:
                 lines[i] = f"{m.group('line')}: {flat}"
         return "\n".join(lines)
@@ -220,7 +251,7 @@ class ChangeFeedbackMixin(EnvState):
             if not any(kind == "tab_closed" for kind, _ in self._events):
                 parts.append(f"the active tab is now tab {self.pages.index(page)}: {short(page.url, 80)}")
         if after is not None and origin is not None and before.aria is not None and _same_document(origin.url, before.url):
-            changes = diff(before.aria, after)
+            changes = diff(*_unread_as_unchanged(before.aria, after))
             if changes:
                 parts.append(changes.describe())
         if self._dialogs.held:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from builtin_tools.keys import normalize_keys
+from owrl_sdk.browser.changes import _UNREAD, _unread_as_unchanged
 from owrl_sdk.browser.errors import explain
 from owrl_sdk.browser.feedback import bounded, diff
 from owrl_sdk.browser.geometry import grid_to_pixels, pixels_to_grid
@@ -41,6 +42,22 @@ def test_appeared_disappeared_and_changed_are_told_apart():
     assert 'textbox "Search" now "lamp"' in text
     assert 'checkbox "In stock" [checked]' in text
     assert 'status now "1 result"' in text
+
+
+def test_an_editor_read_on_one_side_only_is_no_news():
+    """An editor whose text could not be read in time (a slowed page) takes the other side's
+    text: neither "now empty" nor "now filled" is said of it, and a real change beside it is."""
+    read = '- textbox "Message" [ref=e2]: Filled by the page\n- textbox "Name" [ref=e3]: Ada'
+    unread = f'- textbox "Message" [ref=e2]: {_UNREAD}\n- textbox "Name" [ref=e3]: Ada'
+    for before, after in ((read, unread), (unread, read)):
+        assert not diff(*_unread_as_unchanged(before, after)), (before, after)
+    renamed = unread.replace("Ada", "Bob")
+    assert diff(*_unread_as_unchanged(read, renamed)).describe() == 'changed: textbox "Name" now "Bob"'
+    # read on neither side: the line shows no text on either, and nothing is said of it
+    both = _unread_as_unchanged(unread, unread)
+    assert both[0] == both[1] == '- textbox "Message" [ref=e2]\n- textbox "Name" [ref=e3]: Ada'
+    # no marker: both texts are returned as they are
+    assert _unread_as_unchanged(read, read.replace("Ada", "Bob")) == (read, read.replace("Ada", "Bob"))
 
 
 def test_bounded_cuts_with_an_ellipsis():

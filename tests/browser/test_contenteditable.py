@@ -87,6 +87,20 @@ async def test_an_editor_the_page_fills_and_a_native_field_beside_it(env, url):
     assert same.feedback == "no visible change", same.feedback
 
 
+async def test_a_slowed_page_reports_no_change_the_page_did_not_make(env, url):
+    """A page whose script runs 40 times slower than usual (what a loaded machine does to a
+    renderer): an editor's text read too late is no news, never "now empty" or "now filled"."""
+    await env.reset(task(url))
+    await env.observe()
+    cdp = await env.page.context.new_cdp_session(env.page)
+    await cdp.send("Emulation.setCPUThrottlingRate", {"rate": 40})
+    result = await act(env, "click", selector="#fill")
+    assert 'textbox "Message" now "Filled by the page"' in result.feedback, result.feedback
+    for _ in range(2):
+        same = await act(env, "click", selector="#name")
+        assert same.feedback == "no visible change", same.feedback
+
+
 #: An editor inside an open shadow root; the page holds no other editor.
 IN_SHADOW = """<!doctype html><title>Shadow editor</title><div id=host></div><label>Name <input></label>
 <script>
