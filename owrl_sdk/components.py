@@ -138,7 +138,9 @@ class SiteAdapter:
     """Knowledge of particular sites, scoped by domain.
 
     ``domains`` lists host names; a host matches a domain when it equals it or ends with
-    ``.domain``. Its hook methods (same names and arguments as the lifecycle hooks in
+    ``.domain``. An adapter of a site a plugin serves on a local port (``demo:shop``) names
+    that plugin's URL ``scheme`` instead: a start URL on an origin the ``site_origins`` hook
+    gives for it is handed to :meth:`matches` written in the scheme (``demo:shop/cart``). Its hook methods (same names and arguments as the lifecycle hooks in
     :data:`owrl_sdk.hookspecs.EPISODE_HOOKS`, no ``@hookimpl`` needed) run only in
     episodes whose start URL matches, and its ``tools()`` join the tool set there.
 
@@ -152,6 +154,7 @@ class SiteAdapter:
     name: ClassVar[str]
     Options: ClassVar[Optional[type]] = None
     domains: ClassVar[tuple[str, ...]] = ()
+    scheme: ClassVar[str] = ""
 
     def matches(self, url: str) -> bool:
         from urllib.parse import urlsplit

@@ -167,6 +167,19 @@ def resolve_url(url: str) -> Optional[str]:
     """
 
 
+@hookspec
+def site_origins(scheme: str) -> Optional[list[str]]:
+    """Say where this process serves the site of a URL scheme (``demo:shop``).
+
+    Called when owrl picks the site adapters of an episode, for each adapter that names a
+    ``scheme``. Return the origins (``http://127.0.0.1:PORT``) on which a site of ``scheme``
+    is served in this process right now, or None when the scheme is not yours. The results
+    of all plugins are put together. A URL on one of them is handed to the adapter's
+    ``matches`` written in the scheme (``demo:shop/cart``), so an adapter of a site served
+    on a random port knows it without reading another package's state.
+    """
+
+
 @hookspec(firstresult=True)
 def resolve_secret(name: str) -> Optional[str]:
     """Give the value of secret ``name`` (a secret-store plugin).

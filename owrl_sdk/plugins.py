@@ -24,6 +24,7 @@ import weakref
 from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
+from urllib.parse import urlsplit
 
 import pluggy
 
@@ -573,10 +574,31 @@ class Plugins:
         """A plugin's own URL scheme resolved (``demo:shop`` -> the served shop), else ``url``."""
         return self.pm.hook.resolve_url(url=url) or url
 
+    def site_origins(self, scheme: str) -> frozenset[str]:
+        """The origins on which this process serves the site of ``scheme`` (``site_origins``)."""
+        return frozenset(o.rstrip("/") for found in self.pm.hook.site_origins(scheme=scheme) for o in found or ())
+
+    def adapter_matches(self, adapter: Any, url: str) -> bool:
+        """Whether site adapter ``adapter`` takes part in an episode starting at ``url``: its
+        ``matches`` says so for ``url``, or, for an adapter that names a ``scheme``, for ``url``
+        written in that scheme when a plugin serves the scheme's site on ``url``'s origin."""
+        if adapter.matches(url):
+            return True
+        scheme = getattr(adapter, "scheme", "")
+        if not scheme or "://" not in url:
+            return False
+        parts = urlsplit(url)
+        here = f"{parts.scheme}://{parts.netloc}".lower()
+        if here not in {o.lower() for o in self.site_origins(scheme)}:
+            return False
+        rest = url[len(here):].lstrip("/")
+        return bool(adapter.matches(f"{scheme}/{rest}"))
+
     def for_task(self, task: Any, extra: Iterable[Any] = ()) -> "EpisodeHooks":
         """Lifecycle hooks of one episode. ``extra`` objects (a task suite) take part like
-        matched site adapters: their methods named after hooks run first."""
-        adapters = [a for a in self.catalogue.items["site_adapters"].values() if a.matches(task.start_url)]
+        matched site adapters (:meth:`adapter_matches`): their methods named after hooks run first."""
+        adapters = [a for a in self.catalogue.items["site_adapters"].values()
+                    if self.adapter_matches(a, task.start_url)]
         return EpisodeHooks(self.pm, task, [*extra, *adapters])
 
 

@@ -292,6 +292,48 @@ async def test_site_adapters_are_scoped_to_their_domains(plugins, register_plugi
     assert calls == ["https://shop.example.com/cart"]
 
 
+@pytest.mark.exercises("site_origins")
+def test_an_adapter_of_a_locally_served_site_is_asked_in_its_scheme(plugins, register_plugin):
+    """A site served on a random local port: the adapter names the serving plugin's scheme,
+    and owrl hands it a URL on an origin the ``site_origins`` hook gives, written in the scheme."""
+    asked: list[str] = []
+
+    class CrmAdapter(SiteAdapter):
+        name = "crm"
+        scheme = "acme:crm"
+
+        def matches(self, url):
+            asked.append(url)
+            return url.startswith("acme:crm/") and "/admin" not in url
+
+    class Serving:
+        @hookimpl
+        def register_site_adapters(self, register):
+            register(CrmAdapter())
+
+        @hookimpl
+        def site_origins(self, scheme):
+            return ["http://127.0.0.1:4321"] if scheme == "acme:crm" else None
+
+    class Other:  # another plugin's answer for another scheme is not the CRM's
+        @hookimpl
+        def site_origins(self, scheme):
+            return ["http://127.0.0.1:5555"] if scheme == "other:site" else None
+
+    register_plugin(Serving(), name="crm-serving")
+    register_plugin(Other(), name="other-serving")
+    names = lambda url: [a.name for a in plugins.for_task(Task(intent="x", start_url=url)).adapters]  # noqa: E731
+    assert plugins.site_origins("acme:crm") == {"http://127.0.0.1:4321"}
+    assert names("http://127.0.0.1:4321/contacts?page=2") == ["crm"]
+    assert asked[-1] == "acme:crm/contacts?page=2"
+    assert names("HTTP://127.0.0.1:4321") == ["crm"] and asked[-1] == "acme:crm/"
+    assert names("http://127.0.0.1:4321/admin") == []  # the adapter's own say still counts
+    assert names("http://127.0.0.1:5555/contacts") == []  # served, but for another scheme
+    assert names("http://127.0.0.1:43210/contacts") == []  # a port that only starts the same
+    assert names("https://127.0.0.1:4321/contacts") == []  # another origin: another scheme
+    assert names("acme:crm/contacts") == ["crm"]
+
+
 def test_trace_prints_hook_calls(capsys):
     pm = build_plugin_manager(environ={"OWRL_TRACE_PLUGINS": "1"})
     _ = Plugins(pm).catalogue

@@ -250,11 +250,14 @@ async def test_a_secrets_file_answers_and_the_browser_asks_for_the_configured_la
         assert PASSWORD not in text, name
 
 
-@pytest.mark.exercises("resolve_url")
+@pytest.mark.exercises("resolve_url", "site_origins")
 def test_scope_is_the_shop_only(plugins, enabled, monkeypatch, owrl_page_server):
     served = plugins.resolve_url("demo:shop/cart")  # owrl_demo serves it in this process
     other = owrl_page_server({"/": "<h1>Elsewhere</h1>"})  # also on 127.0.0.1, another port
     names = lambda url: [a.name for a in plugins.for_task(Task(intent="x", start_url=url)).adapters]  # noqa: E731
+    # the served shop is known through owrl_demo's site_origins hook, not the adapter's reading
+    assert served.removesuffix("/cart") in plugins.site_origins("demo:shop")
+    assert plugins.site_origins("demo:elsewhere") == frozenset()
     assert names(served) == [ADAPTER] and names("demo:shop/") == [ADAPTER]
     assert names(other) == [] and names("https://example.com/") == []
     assert [t.name for t in plugins.for_task(Task(intent="x", start_url=served)).tools()] == ["add_to_cart"]

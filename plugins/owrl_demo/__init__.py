@@ -14,8 +14,8 @@ from typing import Optional
 from owrl_sdk import hookimpl
 from owrl_sdk.hookspecs import Register
 
-from .shop import DemoShop
-from .suite import DemoShopSuite, load_tasks, oracle_flow, resolve_demo_url
+from .shop import DemoShop, serving
+from .suite import SCHEME, DemoShopSuite, load_tasks, oracle_flow, resolve_demo_url
 
 __all__ = ["DemoShop", "DemoShopSuite", "load_tasks", "oracle_flow", "resolve_demo_url"]
 
@@ -33,6 +33,15 @@ def register_commands(register: Register) -> None:
 
 
 _served: "DemoShop | None" = None
+
+
+@hookimpl
+def site_origins(scheme: str) -> Optional[list[str]]:
+    """Where this process serves ``demo:shop``: the shop ``resolve_url`` started and every
+    ``demo-shop`` suite's own."""
+    if scheme != SCHEME:
+        return None
+    return sorted(serving())
 
 
 @hookimpl

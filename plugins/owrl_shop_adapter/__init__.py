@@ -30,8 +30,9 @@ only in episodes the adapter matches.
 
 Scope. The shop runs on 127.0.0.1 on a random port, so a host name cannot tell it from any
 other local page. :meth:`DemoShopAdapter.matches` takes part only when the start URL is
-``demo:shop``, is on a demo shop this process serves (``owrl_demo.shop.serving()``: the one
-``demo:shop`` resolves to and the ``demo-shop`` suite's own), or is on ``base_url``.
+``demo:shop``, is on a demo shop this process serves (the adapter names the scheme, and
+owrl asks the ``site_origins`` hook, which ``owrl_demo`` answers with the one ``demo:shop``
+resolves to and each ``demo-shop`` suite's own), or is on ``base_url``.
 
 Opt-in. Enabled, the adapter changes where the shop's episodes start (logged in, banner
 answered), which the demo-shop suite's oracle flows do not expect; so it is off until

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import re
-import sys
 import weakref
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -44,12 +43,6 @@ class ShopEpisode:
     signed_in: bool = False
     consent: Optional[str] = None  # "rejected" / "accepted" once the adapter answered the banner
     cart_items: Optional[int] = None
-
-
-def served_shops() -> frozenset[str]:
-    """Origins of the demo shops this process serves (none when owrl_demo was never imported)."""
-    shop = sys.modules.get("owrl_demo.shop")
-    return frozenset(origin(u) for u in shop.serving()) if shop is not None and hasattr(shop, "serving") else frozenset()
 
 
 def _is_browser(env: Any) -> bool:
@@ -108,7 +101,8 @@ class DemoShopAdapter(SiteAdapter):
 
     name = NAME
     Options = ShopOptions
-    domains = ()  # the shop is matched by its origin, not by a host name: see matches()
+    domains = ()  # the shop is matched by its scheme and base_url, not by a host name: see matches()
+    scheme = SCHEME  # a shop served in this process is asked about as demo:shop/PATH (site_origins)
 
     def __init__(self, load: Any = load_options):
         self.load_options = load
@@ -117,14 +111,12 @@ class DemoShopAdapter(SiteAdapter):
     # ------------------------------------------------------------------ scope
 
     def shop_origins(self, opts: ShopOptions) -> set[str]:
-        found = set(served_shops())
-        if opts.base_url:
-            found.add(origin(opts.base_url))
-        return found
+        return {origin(opts.base_url)} if opts.base_url else set()
 
     def matches(self, url: str) -> bool:
-        """Only when enabled, and only the shop: ``demo:shop``, a shop this process serves,
-        or ``base_url``. Matching 127.0.0.1 would capture every local page."""
+        """Only when enabled, and only the shop: ``demo:shop`` (a shop this process serves is
+        asked about in that form: ``scheme`` and the ``site_origins`` hook) or ``base_url``.
+        Matching 127.0.0.1 would capture every local page."""
         opts = self.load_options()
         if not opts.enabled:
             return False
