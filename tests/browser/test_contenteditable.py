@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from browser_support import act, ref_of, task
+from browser_support import act, quick_settings, ref_of, task
 from owrl_sdk.testing import owrl_page_server  # noqa: F401 - the fixture
 from owrl_sdk.types import Expectation
 
@@ -89,7 +89,10 @@ async def test_an_editor_the_page_fills_and_a_native_field_beside_it(env, url):
 
 async def test_a_slowed_page_reports_no_change_the_page_did_not_make(env, url):
     """A page whose script runs 40 times slower than usual (what a loaded machine does to a
-    renderer): an editor's text read too late is no news, never "now empty" or "now filled"."""
+    renderer): an editor's text read too late is no news, never "now empty" or "now filled".
+    The slowed page gets 10 s per action, so that a loaded machine cannot make the click
+    itself time out."""
+    env.settings = quick_settings(action_timeout=10.0)  # this environment's own, the host's untouched
     await env.reset(task(url))
     await env.observe()
     cdp = await env.page.context.new_cdp_session(env.page)
