@@ -36,7 +36,8 @@ from typing import Any, Awaitable, Callable, ClassVar, Optional
 from .config import Settings
 from .plugins import Plugins, hookimpl
 from .policy import Policy
-from .runner import EpisodeRecord, JudgedEpisodes, episode_key, failed_record
+from .records import EpisodeRecord
+from .runner import JudgedEpisodes, episode_key, failed_record
 from .types import Failure, Outcome, Task, Trajectory
 
 log = logging.getLogger(__name__)
@@ -331,10 +332,7 @@ def executor_class(plugins: Plugins, name: str) -> type[Executor]:
 
 @hookimpl
 def register_executors(register: Callable[[Any], None]) -> None:
-    from .raybackend import RayExecutor
-
     register(LocalExecutor)
-    register(RayExecutor)
 
 
 __all__ = ["Executor", "LocalExecutor", "NamedPolicy", "SharedPolicy", "PolicyFactory", "WorkItem", "WorkResult",

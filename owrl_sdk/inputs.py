@@ -45,6 +45,7 @@ from urllib.parse import quote
 from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
 from .errors import UsageError
+from .outputschema import check_schema
 
 if TYPE_CHECKING:  # pragma: no cover
     from .documents import Flow
@@ -108,8 +109,6 @@ def _named(inputs: dict[str, InputSpec]) -> dict[str, InputSpec]:
 
 
 def _json_schema(schema: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
-    from .outputs import check_schema  # outputs imports the types that use this
-
     return check_schema(schema) if schema is not None else None
 
 

@@ -56,6 +56,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "builtin_judges",
     "owrl_sdk.failures",
     "owrl_sdk.executors",
+    "owrl_sdk.raybackend",
     "owrl_sdk.flowplayer",
     "owrl_sdk.outputs",
 )

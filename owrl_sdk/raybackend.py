@@ -36,8 +36,9 @@ from .config import Settings
 from .errors import ConfigError, InfraError, UsageError
 from .evaluation import EvalPlan, Evaluation, TaskFileSuite
 from .executors import STOP, Executor, OnResult, WorkItem, WorkResult, Workload, error_result, horizon
-from .plugins import Plugins
-from .runner import EpisodeRecord, JudgedEpisodes, failed_record
+from .plugins import Plugins, hookimpl
+from .records import EpisodeRecord
+from .runner import JudgedEpisodes, failed_record
 from .types import Task, Trajectory
 
 
@@ -418,3 +419,9 @@ class RayEvaluation(Evaluation):
         """The executor's worker pool (once started)."""
         assert isinstance(self.executor, RayExecutor)
         return self.executor.pool
+
+
+@hookimpl
+def register_executors(register: Callable[[Any], None]) -> None:
+    """The ``ray`` executor (a default plugin, like the local one; Ray is imported when it starts)."""
+    register(RayExecutor)

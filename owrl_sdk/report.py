@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional, Union
 
 from .errors import UsageError
+from .records import read_records, summarise
 from .types import CallRecord, Step, Trajectory
 
 REPORT_NAME = "report.html"
@@ -307,8 +308,6 @@ def _run_report_for(run_dir: Path) -> tuple[Optional[Path], Optional[str], str]:
 def eval_report_html(eval_dir: Union[str, Path], out: Union[str, Path, None] = None) -> str:
     """The HTML page of an evaluation folder; writes each episode's run report on the way.
     Links are relative to ``out`` (default ``EVAL/report.html``)."""
-    from .evaluation import read_records, summarise
-
     eval_dir = Path(eval_dir)
     page_dir = (Path(out) if out else eval_dir / REPORT_NAME).resolve().parent
     records = read_records(eval_dir / "episodes.jsonl")

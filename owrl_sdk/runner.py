@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable, Optional
 
@@ -35,6 +34,7 @@ from .loop import Episode, EpisodeLimits
 from .memory import Memory
 from .plugins import Plugins
 from .policy import Policy
+from .records import EpisodeRecord
 from .runstore import RunDir, RunStore
 from .secrets import scrub
 from .tools import Tool
@@ -155,27 +155,6 @@ async def run_episode(
 
 
 # ============================================================================ judged episodes
-
-
-@dataclass
-class EpisodeRecord:
-    """One finished, judged episode: a line of ``episodes.jsonl``."""
-
-    key: str
-    task_id: str
-    episode: int
-    status: str
-    success: Optional[bool]
-    score: float
-    steps: int
-    seconds: float
-    failure: Optional[str]
-    answer: Optional[str]
-    run_dir: Optional[str]
-
-    @property
-    def infra(self) -> bool:
-        return self.status == "infra_error"
 
 
 def episode_key(task: Task, n: int) -> str:
