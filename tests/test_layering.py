@@ -105,3 +105,103 @@ def test_a_plugin_scheme_is_the_one_a_resolve_url_hook_resolves(owrl_plugins: Pl
     assert resolve_url("about:blank", plugins=owrl_plugins) == "about:blank"
     # without plugins to ask: a scheme that is not the web's, a browser's or file's, and not a port
     assert plugin_scheme("mine:shop") and not plugin_scheme("example.com:8080") and not plugin_scheme("https://x")
+
+
+# ------------------------------------------------------------------ import cycles
+
+
+def _packages() -> dict[str, Path]:
+    """Every package of the tree (the core, the built-in plugins, ``plugins/*``) by name."""
+    found = {name: ROOT / name for name in ("owrl_sdk", "builtin_tools", "builtin_judges")}
+    found.update({d.name: d for d in sorted((ROOT / "plugins").iterdir()) if (d / "__init__.py").exists()})
+    return found
+
+
+def _modules() -> dict[str, Path]:
+    modules = {}
+    for name, folder in _packages().items():
+        for path in folder.rglob("*.py"):
+            parts = (name, *path.relative_to(folder).with_suffix("").parts)
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the modules of the tree it imports when it runs: module-level and
+    function-local imports alike; imports under ``if TYPE_CHECKING:`` are never run and left
+    out. ``from pkg import name`` counts the submodule ``pkg.name`` when there is one, else
+    ``pkg``; a module's own parent packages are not counted (Python runs them first anyway)."""
+    import ast
+
+    modules = _modules()
+
+    def owner(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                node.body = []
+        targets: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+                base = ".".join(package[:len(package) - node.level + 1]) if node.level else ""
+                source = ".".join(p for p in (base, node.module or "") if p)
+                targets.update(f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source
+                               for a in node.names)
+        graph[module] = {t for t in map(owner, targets)
+                         if t and t != module and not module.startswith(t + ".")}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle_even_through_function_local_imports() -> None:
+    graph = import_graph()
+    assert {"owrl_sdk.types", "owrl_train.rl", "builtin_tools.browser"} <= set(graph)
+    assert "owrl_sdk.outputschema" in graph["owrl_sdk.inputs"]  # a module-level import is seen
+    assert "owrl_sdk.tools" in graph["owrl_sdk.documents"]  # so is a function-local one
+    assert not cycles(graph), "\n".join(" <-> ".join(c) for c in cycles(graph))
+
+
+def test_the_cycle_finder_finds_one_closed_by_a_function_local_import() -> None:
+    graph = import_graph()
+    graph["owrl_sdk.types"] = graph["owrl_sdk.types"] | {"owrl_sdk.outputs"}  # outputs -> plugins -> ... -> types
+    assert any({"owrl_sdk.types", "owrl_sdk.outputs"} <= set(c) for c in cycles(graph))
