@@ -27,6 +27,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator
 
+from .dirs import config_dir
+from .domains import normalize_domain
 from .errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -127,7 +129,6 @@ class Settings(BaseModel):
     @field_validator("allowed_domains", "blocked_domains")
     @classmethod
     def _domains(cls, value: list[str]) -> list[str]:
-        from .domains import normalize_domain
 
         for entry in value:
             normalize_domain(entry)  # a port, path or scheme is refused here, by name
@@ -146,7 +147,6 @@ class Settings(BaseModel):
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                 raise ValueError(f"'{name}' is not a secret's NAME (as in {{{{secret:NAME}}}}); write "
                                  "NAME=host,host;OTHER=host")
-        from .domains import normalize_domain
 
         for hosts in value.values():
             for host in hosts:
@@ -232,7 +232,6 @@ def _config_files(cwd: Path, environ: Optional[Mapping[str, str]] = None) -> lis
     """The config files read, lowest first: the user's, then ``OWRL_CONFIG`` (``owrl --config
     FILE``) in place of the working directory's ``owrl.toml``. A named file that is not there is
     a ConfigError: a typo must not run with other settings."""
-    from .dirs import config_dir
 
     named = (os.environ if environ is None else environ).get("OWRL_CONFIG") or ""
     if named:

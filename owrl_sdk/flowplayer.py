@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 from .documents import Flow, flow_from_data, load_flow
 from .errors import UsageError
 from .hookspecs import Register
+from .inputs import evaluate_condition
 from .memory import Context, Memory
+from .outputs import record_output
 from .plugins import hookimpl
 from .policy import Policy
 from .types import Observation, PolicyInfo, Step, Task, Turn
@@ -106,8 +108,6 @@ class ScriptedPolicy(Policy):
         or here, on the outputs saved so far (UsageError: an input with no value)."""
         if when is None or isinstance(when, bool):
             return when is not False
-        from .inputs import evaluate_condition
-        from .outputs import record_output
 
         outputs: dict[str, Any] = {}
         for step in context.history:

@@ -37,15 +37,16 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
 from .errors import UsageError
 from .outputschema import check_schema
+from .secrets import has_placeholder
 
 if TYPE_CHECKING:  # pragma: no cover
     from .documents import Flow
@@ -221,7 +222,6 @@ def resolve_inputs(declared: Mapping[str, InputSpec], given: Mapping[str, Any], 
     at once: a required input missing, a given name that is neither declared nor used, a value not
     of its type, a value that holds a ``{{secret:...}}`` placeholder, a placeholder with no value.
     A given value of None counts as not given (an empty spreadsheet cell is ``""``, which is a value)."""
-    from .secrets import has_placeholder
 
     problems: list[InputProblem] = []
     values: dict[str, Any] = {}
@@ -276,7 +276,6 @@ def text_of(value: Any) -> str:
 def _no_dot_segments(text: str, filled: str) -> None:
     """An address whose inputs make a whole path segment ``.`` or ``..`` (percent-encoded too:
     a browser reads ``%2e%2e`` as ``..``) climbs out of the path its flow named: refused."""
-    from urllib.parse import unquote, urlsplit
 
     before, after = urlsplit(text).path.split("/"), urlsplit(filled).path.split("/")
     if len(before) != len(after):

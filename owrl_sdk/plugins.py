@@ -29,7 +29,10 @@ from urllib.parse import urlsplit
 import pluggy
 
 from . import hookspecs
+from .components import SiteAdapter, TaskSuite
+from .config import FailuresOptions, load_settings
 from .errors import PluginError
+from .secrets import redact
 
 if TYPE_CHECKING:  # pragma: no cover - names for annotations only
     from .config import Settings
@@ -137,7 +140,6 @@ class OwrlPluginManager(pluggy.PluginManager):
 def misnamed_hooks(obj: Any) -> list[str]:
     """What is wrong with the hook-like method names of a site adapter or task suite (an
     instance or a class): each problem names the method."""
-    from .components import SiteAdapter, TaskSuite
 
     inherited = set(dir(SiteAdapter)) | set(dir(TaskSuite))
     specs = [n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n), PROJECT + "_spec")]
@@ -176,7 +178,6 @@ _part_numbers = itertools.count(1)
 
 def _scoped_label(obj: Any) -> tuple[str, str]:
     """(registration name, description) of an episode-scoped plugin."""
-    from .components import SiteAdapter, TaskSuite
 
     name = getattr(obj, "name", None)
     if isinstance(obj, SiteAdapter):
@@ -295,7 +296,6 @@ _hook_log = logging.getLogger("owrl.hooks")
 
 
 def _enable_trace(pm: OwrlPluginManager) -> None:
-    from .secrets import redact  # a hook's arguments and results may quote a page that shows a secret
 
     if not _hook_log.handlers:  # asked for: shown on stderr unless the application routes it elsewhere
         from .logs import StderrHandler
@@ -345,7 +345,6 @@ def plugin_infos(pm: OwrlPluginManager) -> list[PluginInfo]:
 
 
 def _takes_catalogue(cls: Any) -> bool:
-    import inspect
 
     try:
         return "catalogue" in inspect.signature(cls).parameters
@@ -512,7 +511,6 @@ class Plugins:
     def option_models(self) -> dict[str, type]:
         """Table name -> options model: every catalogued component's ``Options`` (by registered
         name) and the failure checks' own ``[plugins.failures]``."""
-        from .config import FailuresOptions
 
         return {"failures": FailuresOptions, **self.catalogue.option_models()}
 
@@ -520,7 +518,6 @@ class Plugins:
         """:func:`owrl_sdk.config.load_settings` with every ``[plugins.NAME]`` table checked
         against its options model (:meth:`option_models`): what the ``owrl`` commands call
         (:func:`load_checked_settings`), so a bad option ends the command before anything starts."""
-        from .config import load_settings
 
         return load_settings(overrides, option_models=self.option_models(), **kwargs)
 

@@ -8,11 +8,14 @@ runtime, judges, rewards, trainers and reports share.
 from __future__ import annotations
 
 import datetime as _dt
+import json
+import re
 import uuid
 from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .domains import normalize_domain
 from .inputs import DeclaredInputs, OutputSchema, check_condition
 
 TRAJECTORY_SCHEMA: Literal["owrl.trajectory/1"] = "owrl.trajectory/1"
@@ -122,7 +125,6 @@ class Expectation(_Model):
 
 
 def _looks_like_ref(text: str) -> bool:
-    import re
 
     return re.fullmatch(r"(f\d+)?e\d+", text) is not None
 
@@ -146,7 +148,6 @@ class ToolCall(_Model):
     _when = field_validator("when")(classmethod(lambda cls, v: check_condition(v)))
 
     def describe(self) -> str:
-        import json
 
         args = json.dumps(self.arguments, ensure_ascii=False, separators=(", ", ": "))
         return f"{self.name}({args})"
@@ -296,7 +297,6 @@ class Task(_Model):
     @field_validator("allowed_domains")
     @classmethod
     def _domains(cls, value: list[str]) -> list[str]:
-        from .domains import normalize_domain  # domains imports nothing of owrl's
 
         for entry in value:
             normalize_domain(entry)  # a port, path or scheme is refused where the task loads

@@ -55,6 +55,7 @@ from .feedback import short
 from .guard import DomainGuardMixin
 from .liveness import LivenessMixin, _forget, _is_playwright_error
 from .settle import SettleMixin
+from .storage import check_target, save_state
 from .tabs import TabsMixin
 from .targets import Located, TargetsMixin
 
@@ -533,7 +534,6 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
     # ================================================================== closing
 
     async def _save_storage(self, context: Any) -> None:
-        from .storage import check_target, save_state
 
         try:
             await save_state(context, check_target(str(self.settings.save_storage), self.settings.runs_dir))
