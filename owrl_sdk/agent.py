@@ -21,10 +21,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Optional, Union
 
 from .config import Settings, load_settings
+from .documents import Flow, check_flow_tools, flow_from_data, load_flow
 from .env import Environment
+from .flowplayer import FLOW_METADATA, HealingPolicy, ScriptedPolicy, flow_memory
 from .plugins import Plugins
 from .policy import Policy
 from .runner import StepCallback, run_episode
+from .runrequest import RunRequest
 from .runstore import RunDir, RunStore
 from .types import Step, Task, Trajectory
 
@@ -129,8 +132,6 @@ class Agent:
         ``inputs``: every input checked and typed at once (the errors ``owrl run --input`` gives, as
         one :class:`~owrl_sdk.errors.UsageError`), the tools checked, the placeholders filled in.
         Nothing starts a browser; :meth:`run_flow` runs the task."""
-        from .documents import Flow, check_flow_tools, flow_from_data, load_flow
-        from .runrequest import RunRequest
 
         source = str(flow) if isinstance(flow, (str, Path)) else "flow"
         loaded = flow if isinstance(flow, Flow) else (flow_from_data(flow, source) if isinstance(flow, dict)
@@ -144,8 +145,6 @@ class Agent:
         """Play ``flow`` with ``inputs`` (checked, typed and filled in by :meth:`prepare_flow`
         before a browser starts), whatever policy this Agent has for tasks; ``kwargs`` are
         :meth:`run`'s (``out``, ``trace``, ``on_step``, ``store``, ``hooks``)."""
-        from .documents import flow_from_data
-        from .flowplayer import FLOW_METADATA, HealingPolicy, ScriptedPolicy, flow_memory
 
         task = self.prepare_flow(flow, inputs, url)
         mine = self._policy  # a flow player (or a healing one) given to this Agent plays it; else a new player

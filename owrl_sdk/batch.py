@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import datetime
 import datetime as _dt
 import hashlib
 import io
@@ -66,9 +67,11 @@ from .components import TaskSuite
 from .config import Settings, load_settings
 from .documents import Flow, json_lines, load_flow, not_utf8
 from .errors import UsageError
-from .executors import STOP, Executor, LocalExecutor, NamedPolicy, WorkItem, WorkResult, Workload
+from .executors import STOP, Executor, LocalExecutor, NamedPolicy, WorkItem, Workload, WorkResult
 from .files import try_lock, write_atomic
+from .flowplayer import FLOW_POLICY, flow_memory
 from .plugins import Plugins
+from .runrequest import RunRequest
 from .runstore import slugify
 from .types import Task, Trajectory
 
@@ -308,7 +311,6 @@ def _read_jsonl(path: Path, text: str, max_rows: Optional[int] = None) -> list[R
 def _cell(value: Any) -> Any:
     """A spreadsheet cell as an input value: text stripped (empty: no value), a date as
     ``YYYY-MM-DD`` (with its time, ISO, when it has one), numbers and booleans as they are."""
-    import datetime
 
     if isinstance(value, str):
         return value.strip() or None
@@ -496,7 +498,6 @@ class Batch:
                  browser_per_worker: bool = False, common: Optional[Mapping[str, Any]] = None,
                  retry_failed: bool = False, retry_needs_review: bool = False, retries: int = 0,
                  max_failures: Optional[int] = None, stop_after_same_failure: Optional[int] = None):
-        from .flowplayer import flow_memory
 
         self.flow_file = None if isinstance(flow, Flow) else str(flow)
         self.flow = flow if isinstance(flow, Flow) else load_flow(flow)
@@ -741,7 +742,6 @@ class Batch:
     def prepare(self, row: Row) -> Union[Task, RowResult]:
         """The row's task (its flow, inputs filled in, in the task's metadata) or, when its
         values do not make the flow's inputs, its failed result."""
-        from .runrequest import RunRequest
 
         if row.error is not None:
             return self._failed(row, row.error)
@@ -769,7 +769,6 @@ class Batch:
                          detail=why)
 
     def workload(self) -> Workload:
-        from .flowplayer import FLOW_POLICY
 
         suite = BatchSuite(self.settings, commits=self.commits_file, on_commit=self._on_commit)
         return Workload(suite=suite, policy=NamedPolicy(FLOW_POLICY, {"flow": self.flow}),

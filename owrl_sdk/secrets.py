@@ -25,6 +25,9 @@ import zipfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar, Union, cast
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel
 
 PLACEHOLDER = re.compile(r"\{\{\s*secret:([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 ENV_PREFIX = "OWRL_SECRET_"
@@ -85,7 +88,6 @@ def register(value: Optional[str], name: str) -> None:
 def credentials_in_url(url: Optional[str], name: str) -> None:
     """:func:`register` the password in ``url`` (``http://user:PASSWORD@host/``), if any; the
     user name is not a secret."""
-    from urllib.parse import urlsplit
 
     try:
         parts = urlsplit(url or "")
@@ -285,7 +287,6 @@ def _scrub(value: Any, r: _Redactor) -> Any:
     if isinstance(value, (list, tuple)):
         items = [_scrub(v, r) for v in value]
         return items if isinstance(value, list) else tuple(items)
-    from pydantic import BaseModel
 
     if isinstance(value, BaseModel):
         update = {name: _scrub(getattr(value, name), r) for name in type(value).model_fields}
@@ -295,7 +296,6 @@ def _scrub(value: Any, r: _Redactor) -> Any:
 
 def dumps(value: Any, **kwargs: Any) -> str:
     """``json.dumps`` of the scrubbed value (a pydantic model is dumped in JSON mode first)."""
-    from pydantic import BaseModel
 
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json", by_alias=True)

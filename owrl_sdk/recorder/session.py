@@ -33,7 +33,9 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from owrl_sdk.browser.selectors import iframe_selector, role_selector
-from owrl_sdk.documents import Flow
+from owrl_sdk.documents import Flow, check_flow_tools
+from owrl_sdk.domains import DomainPolicy
+from owrl_sdk.files import write_atomic
 
 from .flowbuild import Call, FlowBuilder, choose_text, short_name, upper_snake, without_secret_params
 
@@ -57,7 +59,6 @@ def partial_path(out: Path) -> Path:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    from owrl_sdk.files import write_atomic
 
     write_atomic(path, text)
 
@@ -96,7 +97,6 @@ class Recorder:
         self._tasks: "set[asyncio.Future[Any]]" = set()
         self._opened_by_action: set[Any] = set()
         self._closed_tab: Optional[Call] = None  # a tab closed while others stay open
-        from owrl_sdk.domains import DomainPolicy
 
         #: the settings' allowed_domains (owrl record --allow-domain) and blocked_domains: a request
         #: outside them is answered with an empty 204 and never recorded; see :meth:`_guard`
@@ -196,7 +196,6 @@ class Recorder:
     def _check(self, flow: Flow) -> None:
         if self.plugins is None:
             return
-        from owrl_sdk.documents import check_flow_tools
 
         check_flow_tools(flow, self.plugins.catalogue.items["tools"], str(self.out))
 

@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..types import Task, Trajectory
+
 HERE = Path(__file__).resolve().parent
 KINDS = ("flow", "trajectory", "task")
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -22,7 +24,6 @@ def _model(kind: str) -> Any:
         from ..documents import Flow
 
         return Flow
-    from ..types import Task, Trajectory
 
     return {"trajectory": Trajectory, "task": Task}[kind]
 

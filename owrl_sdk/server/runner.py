@@ -29,19 +29,24 @@ from functools import partial
 from pathlib import Path
 from typing import Any, AsyncIterator, Optional
 
-from ..config import Settings
+from ..agent import Agent
+from ..batch import BAD_INPUTS, Batch
+from ..config import Settings, openai_endpoint
 from ..documents import Flow, flow_from_data
 from ..domains import DomainPolicy
 from ..errors import OwrlError
-from ..executors import Executor, OnResult, WorkItem, WorkResult, Workload, drain, error_result, horizon
+from ..executors import Executor, OnResult, WorkItem, Workload, WorkResult, drain, error_result, horizon
 from ..flowplayer import FLOW_POLICY
-from ..inputs import InputsInvalid
-from ..policy import Policy
+from ..inputs import InputsInvalid, placeholders, resolve_inputs
 from ..plugins import Plugins
+from ..policy import Policy
+from ..runner import JudgedEpisodes, failed_record
+from ..runrequest import RunRequest
 from ..runstore import RunDir
 from ..secrets import dumps, redact, scrub
 from ..types import Step, Task, Trajectory
 from .jobs import ENDED, INTERRUPTED, Job, JobStore
+from .webhooks import CallbackRefused, check_callback, deliver, summary
 
 #: A stream with nothing new sends a heartbeat line this often (seconds).
 HEARTBEAT = 15.0
@@ -92,7 +97,6 @@ class InputsError(Exception):
 def resolve_job_inputs(flow: Flow, given: dict[str, Any], loc: tuple[str, ...]) -> dict[str, Any]:
     """The flow's input values from a job's ``inputs`` (typed, defaults added), or
     :class:`InputsError` naming every bad one; ``{{secret:...}}`` in a value is refused."""
-    from ..inputs import placeholders, resolve_inputs
 
     try:
         return resolve_inputs(dict(flow.inputs), given, placeholders(flow))
@@ -247,7 +251,6 @@ class JobRunner:
         """An endpoint a job names: http(s) only, inside the allowlist, outside the blocklist;
         and unless it is the operator's own endpoint, it gets no key of the operator's (the
         job's options then carry ``api_key = "none"`` when they name no key of their own)."""
-        from ..config import openai_endpoint
 
         if not re.match(r"(?i)https?://", url):
             raise SpecError(where, f"'{key}' is an endpoint the server would call: only http:// and https:// "
@@ -265,7 +268,6 @@ class JobRunner:
         """A job's ``callback_url``, if the server may call it (:mod:`.webhooks`); else a SpecError."""
         if url is None:
             return None
-        from .webhooks import CallbackRefused, check_callback
 
         try:
             return check_callback(url, self.allowed, list(self.settings.blocked_domains))
@@ -280,7 +282,6 @@ class JobRunner:
         url = (self.store.spec(job_id) or {}).get("callback_url")
         if not url:
             return
-        from .webhooks import deliver, summary
 
         task = asyncio.ensure_future(asyncio.to_thread(deliver, url, summary(job), job_id))
         self._deliveries.add(task)
@@ -395,7 +396,6 @@ class JobRunner:
         inputs = dict(spec.get("inputs") or {})
         if spec.get("flow") is None:
             return Task(intent=spec["task"], start_url=spec["start_url"], metadata={"serve_job": job_id}, **fields)
-        from ..runrequest import RunRequest
 
         # a job queued by an older server has no request: its shown text and URL, filled in already
         # (filling them again changes nothing unless a value itself holds an input's placeholder)
@@ -405,7 +405,6 @@ class JobRunner:
         return request.task(self.plugins, inputs, metadata={"serve_job": job_id}, **fields)
 
     async def _execute(self, job_id: str, live: LiveJob) -> None:
-        from ..agent import Agent
 
         spec = self.store.spec(job_id)
         settings = self.settings.with_overrides(policy=spec["policy"], model=spec.get("model"),
@@ -433,7 +432,6 @@ class JobRunner:
     def make_batch(self, job_id: str, spec: dict[str, Any], on_row: Any = None, executor: Any = None) -> Any:
         """The job's :class:`owrl_sdk.batch.Batch` (every check of the batch made: a
         :class:`UsageError` for what would stop it)."""
-        from ..batch import Batch
 
         rows = spec["rows"] if spec.get("rows") is not None else str(self.batch_dir(job_id) / spec["rows_file"])
         return Batch(flow_from_data(spec["flow"], "flow"), rows, out=self.batch_dir(job_id), workers=spec["workers"],
@@ -595,7 +593,6 @@ class RowExecutor(Executor):
         self.episodes: Any = None
 
     async def start(self, workload: Workload) -> None:
-        from ..runner import JudgedEpisodes
 
         await super().start(workload)
         await workload.suite.setup()
@@ -630,8 +627,6 @@ class RowExecutor(Executor):
     def _refusal(self, item: WorkItem, task: Task) -> Optional[WorkResult]:
         """A row whose values made a start URL the server does not serve (a file:, a host outside
         the allowlist) fails as bad inputs, before any browser: as a flow job's would be a 422."""
-        from ..batch import BAD_INPUTS
-        from ..runner import failed_record
 
         try:
             self.runner.check_start_url(task.start_url, self.allowed, ("start_url",))
