@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Optional, 
 from .config import Settings, load_settings
 from .documents import Flow, check_flow_tools, flow_from_data, load_flow
 from .env import Environment
+from .errors import UsageError
 from .flowplayer import FLOW_METADATA, HealingPolicy, ScriptedPolicy, flow_memory
 from .plugins import Plugins
 from .policy import Policy
@@ -97,8 +98,6 @@ class Agent:
         if isinstance(task, Task):
             return self.plugins.resolve_task(task)
         if not url:
-            from .errors import UsageError
-
             raise UsageError("a task needs a start URL: pass url=... (or --url)")
         resolved = self.plugins.resolve_url(url)
         return Task(intent=task, start_url=resolved,

@@ -58,6 +58,7 @@ import json
 import os
 import re
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Union
@@ -71,6 +72,7 @@ from .executors import STOP, Executor, LocalExecutor, NamedPolicy, WorkItem, Wor
 from .files import try_lock, write_atomic
 from .flowplayer import FLOW_POLICY, flow_memory
 from .plugins import Plugins
+from .report import write_batch_report
 from .runrequest import RunRequest
 from .runstore import slugify
 from .types import Task, Trajectory
@@ -933,11 +935,9 @@ class Batch:
         write_atomic(self.out / "batch.json", json.dumps(summary, indent=2, ensure_ascii=False, default=str))
         self._write_csv(summary["results"])
         try:  # the page a person opens: counts, rows, failures with their last screenshot
-            from .report import write_batch_report
 
             write_batch_report(self.out)
         except Exception as err:  # noqa: BLE001 - batch.json and batch.csv are written; the page is extra
-            import warnings
 
             warnings.warn(f"{self.out}: report.html not written: {err}", stacklevel=2)
         return summary

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Optional, Union
 from urllib.parse import urlsplit
 
+from .dirs import state_dir
+
 DEFAULT_TTL = 24 * 3600
 
 
 def default_path() -> Path:
-    from .dirs import state_dir
-
     return state_dir() / "blocklist.sqlite"
 
 

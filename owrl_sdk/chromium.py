@@ -6,8 +6,10 @@ when it is installed, then a system Chromium on the PATH or at its usual place.
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -39,8 +41,6 @@ def _playwright_managed() -> Optional[str]:
 
     Read from the cache folder rather than asked of Playwright's sync API, which cannot run
     inside an event loop (``owrl`` calls this from async code too)."""
-    import glob
-    import sys
 
     root = os.environ.get("PLAYWRIGHT_BROWSERS_PATH")
     if not root or root == "0":

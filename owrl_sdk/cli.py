@@ -16,7 +16,6 @@ import click
 from . import __version__
 from .errors import OwrlError, UsageError
 
-
 if TYPE_CHECKING:  # click's ParamType takes type parameters in its stubs only since 8.2
     _StrParamType = click.ParamType[str, Any]
 else:

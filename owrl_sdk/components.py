@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import random
 from typing import TYPE_CHECKING, Any, ClassVar, Optional, Sequence
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
@@ -157,8 +158,6 @@ class SiteAdapter:
     scheme: ClassVar[str] = ""
 
     def matches(self, url: str) -> bool:
-        from urllib.parse import urlsplit
-
         host = (urlsplit(url).hostname or "").lower()
         return any(host == d or host.endswith("." + d) for d in self.domains)
 

@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .errors import DocumentError
 from .files import write_atomic
 from .inputs import DeclaredInputs, OutputSchema, check_condition
+from .secrets import dumps
+from .tools import ToolArgumentError
 from .types import ToolCall, Trajectory
 
 FLOW_SCHEMA = "owrl.flow/1"
@@ -117,7 +119,6 @@ def load_trajectory(path: Union[str, Path]) -> Trajectory:
 
 def save_trajectory(traj: Trajectory, path: Union[str, Path]) -> None:
     p = Path(path)
-    from .secrets import dumps
 
     # the last line of defence: every string is scrubbed (secrets.scrub), whatever put it in the
     # trajectory, so no secret value (nor a prefix, an escaped or an encoded form) reaches a file
@@ -243,7 +244,6 @@ def check_flow_tools(flow: Flow, tools: dict[str, Any], source: str = "flow") ->
     """Every call of ``flow`` names a tool of ``tools`` (the catalogue's, by name) and gives it
     arguments its ``parse_args`` accepts; else :class:`DocumentError` naming the turn and call
     (counted from 1). Run before an episode starts, so a typo does not cost a browser."""
-    from .tools import ToolArgumentError
 
     for t, turn in enumerate(flow.turns, 1):
         for c, call in enumerate(turn.calls, 1):

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, ClassVar, Optional
 
 from .config import Settings
+from .errors import UsageError
 from .plugins import Plugins, hookimpl
 from .policy import Policy
 from .records import EpisodeRecord
@@ -321,7 +322,6 @@ class LocalExecutor(Executor):
 
 def executor_class(plugins: Plugins, name: str) -> type[Executor]:
     """The executor registered as ``name``; an unknown name is a usage error naming the known ones."""
-    from .errors import UsageError
 
     found: Optional[type[Executor]] = plugins.catalogue.items["executors"].get(name)
     if found is None:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 from .documents import Flow, flow_from_data, load_flow
 from .errors import UsageError
 from .hookspecs import Register
-from .inputs import evaluate_condition
+from .inputs import apply_inputs, evaluate_condition
 from .memory import Context, Memory
 from .outputs import record_output
 from .plugins import hookimpl
@@ -76,8 +76,6 @@ class ScriptedPolicy(Policy):
                 self.flow = carried if isinstance(carried, Flow) else flow_from_data(carried, "task.metadata.flow")
                 values = context.task.metadata.get(FLOW_INPUTS)
                 if values:
-                    from .inputs import apply_inputs
-
                     self.flow = apply_inputs(self.flow, values)
             if self.flow.output_schema is not None and context.task.output_schema is None:
                 # the flow's schema is its task's (the task is the one the episode's hooks check done against)

@@ -46,6 +46,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
 from .errors import UsageError
 from .outputschema import check_schema
+from .secrets import PLACEHOLDER as SECRET
 from .secrets import has_placeholder
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -307,7 +308,6 @@ def _fill(text: str, values: Mapping[str, Any], how: str) -> str:
     if filled != text:
         # each value is refused on its own when it holds a secret placeholder (resolve_inputs);
         # here two values, or a value and the text around it, must not make one between them
-        from .secrets import PLACEHOLDER as SECRET
 
         if sorted(SECRET.findall(filled)) != sorted(SECRET.findall(text)):
             raise UsageError(f"the inputs filled into {text!r} make a {{{{secret:...}}}} placeholder: inputs are "

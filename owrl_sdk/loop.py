@@ -23,9 +23,9 @@ from .env import Environment
 from .errors import InfraError
 from .memory import Memory
 from .outputs import outputs_of
-from .secrets import scrub
 from .plugins import EpisodeHooks
 from .policy import Policy
+from .secrets import scrub
 from .tools import Tool, ToolArgumentError
 from .types import (
     NO_CHANGE,
@@ -40,6 +40,7 @@ from .types import (
     Turn,
     utc_now,
 )
+
 
 @dataclass
 class EpisodeLimits:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-
 #: Keywords whose value is a reference to another schema.
 _REF_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
 

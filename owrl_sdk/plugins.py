@@ -32,6 +32,7 @@ from . import hookspecs
 from .components import SiteAdapter, TaskSuite
 from .config import FailuresOptions, load_settings
 from .errors import PluginError
+from .logs import StderrHandler
 from .secrets import redact
 
 if TYPE_CHECKING:  # pragma: no cover - names for annotations only
@@ -298,7 +299,6 @@ _hook_log = logging.getLogger("owrl.hooks")
 def _enable_trace(pm: OwrlPluginManager) -> None:
 
     if not _hook_log.handlers:  # asked for: shown on stderr unless the application routes it elsewhere
-        from .logs import StderrHandler
 
         _hook_log.addHandler(StderrHandler())
         _hook_log.propagate = False

@@ -35,7 +35,7 @@ from typing import Any, Callable, Optional
 from .config import Settings
 from .errors import ConfigError, InfraError, UsageError
 from .evaluation import EvalPlan, Evaluation, TaskFileSuite
-from .executors import STOP, Executor, OnResult, WorkItem, WorkResult, Workload, error_result, horizon
+from .executors import STOP, Executor, OnResult, WorkItem, Workload, WorkResult, error_result, horizon
 from .plugins import Plugins, hookimpl
 from .records import EpisodeRecord
 from .runner import JudgedEpisodes, failed_record

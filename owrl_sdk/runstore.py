@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+import warnings
 from pathlib import Path
 from typing import Union
 
 from . import secrets
 from .documents import save_trajectory
 from .files import write_atomic
+from .report import write_run_report
 from .types import Step, Trajectory
 
 
@@ -73,9 +75,7 @@ class RunDir:
         """``report.html``, from the trajectory just written: every run has one, whichever door
         it came through (the CLI, ``--json``, a batch row, Python, the server). A report that
         cannot be written costs the run nothing but a warning."""
-        import warnings
 
-        from .report import write_run_report
 
         try:
             write_run_report(self.path)

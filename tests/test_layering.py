@@ -205,3 +205,62 @@ def test_the_cycle_finder_finds_one_closed_by_a_function_local_import() -> None:
     graph = import_graph()
     graph["owrl_sdk.types"] = graph["owrl_sdk.types"] | {"owrl_sdk.outputs"}  # outputs -> plugins -> ... -> types
     assert any({"owrl_sdk.types", "owrl_sdk.outputs"} <= set(c) for c in cycles(graph))
+
+
+# ------------------------------------------------------------------ function-local imports
+
+#: Where the core may import inside a function, and why: the command modules, the CLI and the
+#: docs generator are loaded by ``owrl --help`` and each defers what only its own command needs;
+#: the pytest plugin is loaded by every pytest run.
+DEFERRING_MODULES = ("owrl_sdk/commands/", "owrl_sdk/cli.py", "owrl_sdk/docgen.py", "owrl_sdk/testing.py")
+
+#: The core's own modules a function may import: the browser is loaded when an episode needs
+#: one (its package imports Playwright only to launch), the Agent when it is first named.
+DEFERRED_OWN = ("owrl_sdk.browser", "owrl_sdk.agent")
+
+#: Single exceptions, each with its reason.
+ALLOWED = {
+    ("owrl_sdk/plugins.py", "from . import __version__"): "the package's __init__ imports plugins",
+    ("owrl_sdk/batch.py", "from . import inputs"): "the module, where `inputs` is a variable name",
+}
+
+
+def _own(module: str, node: Any, path: Path) -> str | None:
+    """The module of the tree an import statement names, or None for a third-party one."""
+    import ast
+
+    if isinstance(node, ast.Import):
+        name = node.names[0].name
+    else:
+        package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+        base = ".".join(package[:len(package) - node.level + 1]) if node.level else ""
+        name = ".".join(p for p in (base, node.module or "") if p)
+    return name if name.split(".")[0] in _packages() else None
+
+
+def test_the_core_imports_its_own_modules_at_module_level() -> None:
+    """Inside a function the core imports only third-party packages (optional or slow to load)
+    and the modules named above: anything else goes at the top of the module, where the cycle
+    test sees it and a reader finds it."""
+    import ast
+
+    found = []
+    for module, path in _modules().items():
+        where = path.relative_to(ROOT).as_posix()
+        if not module.startswith("owrl_sdk") or where.startswith(DEFERRING_MODULES):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for function in ast.walk(tree):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                own = _own(module, node, path)
+                text = ast.unparse(node)
+                if own is None or own.startswith(DEFERRED_OWN) or (where, text) in ALLOWED:
+                    continue
+                if path.name == "__init__.py" and function.name == "__getattr__":
+                    continue  # a package's lazy attributes
+                found.append(f"{where}:{node.lineno}: {text}")
+    assert not found, "function-local imports of owrl's own modules:\n" + "\n".join(found)

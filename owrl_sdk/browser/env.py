@@ -55,7 +55,7 @@ from .feedback import short
 from .guard import DomainGuardMixin
 from .liveness import LivenessMixin, _forget, _is_playwright_error
 from .settle import SettleMixin
-from .storage import check_target, save_state
+from .storage import check_target, load_state, save_state
 from .tabs import TabsMixin
 from .targets import Located, TargetsMixin
 
@@ -216,7 +216,6 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         if s.storage_state and "storage_state" not in self._context_options:
             # a saved log-in: checked, its values made secrets, before any page opens (a server
             # job's own, given as a context option, wins over the setting)
-            from .storage import load_state
 
             options["storage_state"] = load_state(s.storage_state)
         if self.domains.routes and options.get("service_workers") != "block":

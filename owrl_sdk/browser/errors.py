@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from ..failures.kinds import net_failure
+
 CLOSED_MARKERS = (
     "Target page, context or browser has been closed",
     "Target closed",
@@ -120,7 +122,6 @@ def describe(error: BaseException, what: str) -> tuple[str, str]:
 
 def _net_kind(code: str) -> str:
     """The kind of a call that failed with Chromium's ``net::ERR_*`` ``code``."""
-    from ..failures.kinds import net_failure
 
     category, name = net_failure(code) or ("network", "failed")
     if (category, name) == ("task", "invalid_start_url"):  # a call's address, not the task's

@@ -45,6 +45,7 @@ from ..chromium import BASE_ARGS, REMEDY, configured_chromium, find_chromium
 from ..config import Settings
 from ..errors import ConfigError, InfraError
 from . import processes
+from .env import BrowserEnv
 
 if TYPE_CHECKING:  # pragma: no cover
     from playwright.async_api import Browser, Playwright
@@ -177,7 +178,6 @@ class BrowserHost:
         browser's own pages in every navigation of its episodes (see
         :class:`owrl_sdk.domains.DomainPolicy`); ``owrl serve`` sets it.
         """
-        from .env import BrowserEnv
 
         if not self.connected:
             await self.start()

@@ -18,6 +18,7 @@ from typing import Any, Union
 
 from .. import secrets
 from ..errors import UsageError
+from ..files import write_atomic
 
 
 def _register(state: dict[str, Any]) -> None:
@@ -76,6 +77,5 @@ async def save_state(context: Any, path: Union[str, Path]) -> None:
     atomically; its values become secrets."""
     state = await context.storage_state()
     _register(state)
-    from ..files import write_atomic
 
     write_atomic(Path(path).expanduser(), json.dumps(state), mode=0o600)

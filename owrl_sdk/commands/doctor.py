@@ -63,8 +63,8 @@ def _remote_browser() -> list[Check]:
     import asyncio
 
     from owrl_sdk.browser import BrowserHost
-    from owrl_sdk.plugins import load_checked_settings as load_settings
     from owrl_sdk.errors import OwrlError
+    from owrl_sdk.plugins import load_checked_settings as load_settings
 
     try:
         settings = load_settings()
@@ -146,8 +146,9 @@ def doctor_command(as_json: bool) -> Optional[int]:
 
         click.echo(json.dumps([c.__dict__ for c in checks], indent=2))
     else:
-        from ..console import SafeConsole as Console  # page text cannot drive the terminal
         from rich.markup import escape
+
+        from ..console import SafeConsole as Console  # page text cannot drive the terminal
 
         console = Console(highlight=False)
         marks = {"ok": "[green]✓[/green]", "warn": "[yellow]![/yellow]", "fail": "[red]✗[/red]"}

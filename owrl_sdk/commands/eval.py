@@ -54,15 +54,16 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
                  cdp_endpoint: Optional[str], backend: str, ray_address: Optional[str], contexts: int,
                  out: Optional[str], as_json: bool, fail_under: Optional[float]) -> None:
     """Evaluate a policy on a task suite; re-running the same command resumes."""
-    from ..console import SafeConsole as Console  # page text cannot drive the terminal
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from owrl_sdk.plugins import load_checked_settings as load_settings
     from owrl_sdk.errors import UsageError
     from owrl_sdk.evaluation import EvalPlan, Evaluation, read_records
     from owrl_sdk.executors import executor_class
     from owrl_sdk.plugins import Plugins
+    from owrl_sdk.plugins import load_checked_settings as load_settings
+
+    from ..console import SafeConsole as Console  # page text cannot drive the terminal
 
     if ray_address and backend != "ray":
         raise UsageError("--ray-address needs --backend ray")

@@ -264,8 +264,8 @@ def inspect_command(url: str, snapshot: bool, allow_domains: tuple[str, ...], wa
     URL is written as for `owrl run --url`: https://..., a bare host, a local file or demo:shop/PATH.
     Each selector was checked to find exactly its element on the page, ready for a flow call's
     "selector" argument."""
-    from owrl_sdk.plugins import load_checked_settings as load_settings
     from owrl_sdk.plugins import Plugins
+    from owrl_sdk.plugins import load_checked_settings as load_settings
 
     plugins = Plugins()
     settings = load_settings({"headless": False if headed else None, "allowed_domains": list(allow_domains) or None,

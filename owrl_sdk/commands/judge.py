@@ -26,9 +26,9 @@ from owrl_sdk.plugins import hookimpl
 def judge_command(path: str, judge_name: str, model: Optional[str], profile: Optional[str], save: bool,
                   as_json: bool) -> None:
     """Score a run folder or trajectory file."""
-    from owrl_sdk.plugins import load_checked_settings as load_settings
     from owrl_sdk.documents import load_trajectory, save_trajectory
     from owrl_sdk.plugins import Plugins
+    from owrl_sdk.plugins import load_checked_settings as load_settings
     from owrl_sdk.secrets import dumps, redact
 
     settings = load_settings({"profile": profile})

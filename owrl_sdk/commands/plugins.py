@@ -33,9 +33,10 @@ def plugins_command(show_all: bool, as_json: bool) -> None:
         }
         click.echo(json.dumps(data, indent=2))
         return
-    from ..console import SafeConsole as Console  # page text cannot drive the terminal
     from rich.markup import escape
     from rich.table import Table
+
+    from ..console import SafeConsole as Console  # page text cannot drive the terminal
 
     console = Console()
     table = Table(title="owrl plugins" + ("" if show_all else " (defaults hidden: --all shows them)"))

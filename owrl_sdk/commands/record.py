@@ -106,9 +106,8 @@ def record_command(url: str, out: Path, task: Optional[str], input_fields: str, 
     Password fields are written as {{secret:NAME}}, never with the typed value. End with
     Ctrl-C or by closing the browser; replay with `owrl run --flow OUT`."""
     from owrl_sdk.commands.inspect import _check_url
-    from owrl_sdk.plugins import load_checked_settings
     from owrl_sdk.errors import UsageError
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.plugins import Plugins, load_checked_settings
     from owrl_sdk.recorder import Recorder
 
     xvfb = None

@@ -140,8 +140,8 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
                   given_inputs=given_inputs, storage={"storage_state": load_storage, "save_storage": save_storage},
                   **batch_options)
         return
-    from owrl_sdk.plugins import load_checked_settings as load_settings
     from owrl_sdk.errors import UsageError
+    from owrl_sdk.plugins import load_checked_settings as load_settings
 
     given = [f"--{k.replace('_', '-')}" for k, v in batch_options.items() if v]
     if given:
@@ -384,14 +384,15 @@ def run_batch(flow_file: Optional[str], inputs_file: Optional[str], workers: Opt
     """``owrl run --flow F --inputs ROWS``: a :class:`owrl_sdk.batch.Batch` with a progress bar on
     stderr (``--input`` values apply to every row; a row's own value wins); exit 0 when every row
     succeeded, 1 when any failed."""
-    from ..console import SafeConsole as Console  # page text cannot drive the terminal
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from owrl_sdk.batch import Batch, RowResult
-    from owrl_sdk.plugins import load_checked_settings
     from owrl_sdk.documents import check_flow_tools
     from owrl_sdk.errors import UsageError
+    from owrl_sdk.plugins import load_checked_settings
+
+    from ..console import SafeConsole as Console  # page text cannot drive the terminal
 
     if inputs_file is None:
         raise UsageError("--workers runs the rows of a batch in parallel: give --inputs FILE too")

@@ -94,12 +94,13 @@ def tasks_command(suite: Optional[str], as_json: bool) -> None:
     SUITE is a suite name or a task file (.jsonl/.json). Without it: each suite, the plugin
     that registered it and its number of tasks. With it: each task's id, difficulty, start
     URL and intent."""
-    from ..console import SafeConsole as Console  # page text cannot drive the terminal
     from rich.markup import escape
     from rich.table import Table
 
-    from owrl_sdk.plugins import load_checked_settings as load_settings
     from owrl_sdk.plugins import Plugins
+    from owrl_sdk.plugins import load_checked_settings as load_settings
+
+    from ..console import SafeConsole as Console  # page text cannot drive the terminal
 
     plugins = Plugins()
     settings = load_settings()

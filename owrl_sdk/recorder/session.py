@@ -35,6 +35,7 @@ from typing import Any, Optional, Union
 from owrl_sdk.browser.selectors import iframe_selector, role_selector
 from owrl_sdk.documents import Flow, check_flow_tools
 from owrl_sdk.domains import DomainPolicy
+from owrl_sdk.errors import UsageError
 from owrl_sdk.files import write_atomic
 
 from .flowbuild import Call, FlowBuilder, choose_text, short_name, upper_snake, without_secret_params
@@ -154,7 +155,6 @@ class Recorder:
         try:
             await page.goto(self.url, wait_until="load")
         except Exception as err:  # noqa: BLE001 - an address that does not open is the user's to fix
-            from owrl_sdk.errors import UsageError
 
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             await self.host.close()

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..documents import Flow
 from ..types import Task, Trajectory
 
 HERE = Path(__file__).resolve().parent
@@ -21,8 +22,6 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
 def _model(kind: str) -> Any:
     if kind == "flow":
-        from ..documents import Flow
-
         return Flow
 
     return {"trajectory": Trajectory, "task": Task}[kind]

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from pydantic import BaseModel, Field
 
+from ..errors import UsageError
+from ..files import try_lock
 from ..secrets import redact, scrub
 from ..types import Outcome, utc_now
 
@@ -280,8 +282,6 @@ class JobStore:
 def lock_data_dir(folder: Path) -> "BaseFileLock":
     """Hold ``folder/serve.lock`` until the returned lock is released (or the process ends): two
     servers on one data dir would both run its queued jobs."""
-    from ..errors import UsageError
-    from ..files import try_lock
 
     folder.mkdir(parents=True, exist_ok=True)
     _private(folder, 0o700)

@@ -15,7 +15,8 @@ import uuid
 from pathlib import Path
 from typing import Annotated, Any, Optional, Union
 
-from fastapi import APIRouter, Body, Depends, File, Form, HTTPException, Path as PathParam, Query, Request, UploadFile
+from fastapi import APIRouter, Body, Depends, File, Form, HTTPException, Query, Request, UploadFile
+from fastapi import Path as PathParam
 from fastapi.responses import Response, StreamingResponse
 from pydantic import ValidationError
 
@@ -28,8 +29,20 @@ from ..inputs import fill, placeholders
 from ..report import CSP
 from .jobs import Job, JobStatus
 from .models import (
-    FLOW_EXAMPLE, INPUTS_FLOW_EXAMPLE, MAX_CSV_BYTES, MAX_ROWS, BatchJobRequest, Domain, ErrorDetail, FlowJobRequest,
-    Health, JobId, JobList, RequestValidationErrorOf, StepsPage, TaskJobRequest,
+    FLOW_EXAMPLE,
+    INPUTS_FLOW_EXAMPLE,
+    MAX_CSV_BYTES,
+    MAX_ROWS,
+    BatchJobRequest,
+    Domain,
+    ErrorDetail,
+    FlowJobRequest,
+    Health,
+    JobId,
+    JobList,
+    RequestValidationErrorOf,
+    StepsPage,
+    TaskJobRequest,
 )
 from .runner import JobEnded, JobNotFound, JobRunner, SpecError, resolve_job_inputs
 
