@@ -131,7 +131,6 @@ class Agent:
         ``inputs``: every input checked and typed at once (the errors ``owrl run --input`` gives, as
         one :class:`~owrl_sdk.errors.UsageError`), the tools checked, the placeholders filled in.
         Nothing starts a browser; :meth:`run_flow` runs the task."""
-
         source = str(flow) if isinstance(flow, (str, Path)) else "flow"
         loaded = flow if isinstance(flow, Flow) else (flow_from_data(flow, source) if isinstance(flow, dict)
                                                      else load_flow(flow))
@@ -144,7 +143,6 @@ class Agent:
         """Play ``flow`` with ``inputs`` (checked, typed and filled in by :meth:`prepare_flow`
         before a browser starts), whatever policy this Agent has for tasks; ``kwargs`` are
         :meth:`run`'s (``out``, ``trace``, ``on_step``, ``store``, ``hooks``)."""
-
         task = self.prepare_flow(flow, inputs, url)
         mine = self._policy  # a flow player (or a healing one) given to this Agent plays it; else a new player
         policy = mine if isinstance(mine, (ScriptedPolicy, HealingPolicy)) else \

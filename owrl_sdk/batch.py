@@ -313,7 +313,6 @@ def _read_jsonl(path: Path, text: str, max_rows: Optional[int] = None) -> list[R
 def _cell(value: Any) -> Any:
     """A spreadsheet cell as an input value: text stripped (empty: no value), a date as
     ``YYYY-MM-DD`` (with its time, ISO, when it has one), numbers and booleans as they are."""
-
     if isinstance(value, str):
         return value.strip() or None
     if isinstance(value, datetime.datetime):
@@ -500,7 +499,6 @@ class Batch:
                  browser_per_worker: bool = False, common: Optional[Mapping[str, Any]] = None,
                  retry_failed: bool = False, retry_needs_review: bool = False, retries: int = 0,
                  max_failures: Optional[int] = None, stop_after_same_failure: Optional[int] = None):
-
         self.flow_file = None if isinstance(flow, Flow) else str(flow)
         self.flow = flow if isinstance(flow, Flow) else load_flow(flow)
         self._shared_flow: Optional[dict[str, Any]] = None  # the flow as every row's task carries it
@@ -744,7 +742,6 @@ class Batch:
     def prepare(self, row: Row) -> Union[Task, RowResult]:
         """The row's task (its flow, inputs filled in, in the task's metadata) or, when its
         values do not make the flow's inputs, its failed result."""
-
         if row.error is not None:
             return self._failed(row, row.error)
         api = _inputs_api()
@@ -771,7 +768,6 @@ class Batch:
                          detail=why)
 
     def workload(self) -> Workload:
-
         suite = BatchSuite(self.settings, commits=self.commits_file, on_commit=self._on_commit)
         return Workload(suite=suite, policy=NamedPolicy(FLOW_POLICY, {"flow": self.flow}),
                         judge="outcome", out=self.out, record_blocklist=False, with_trajectory=True)

@@ -41,7 +41,6 @@ def _playwright_managed() -> Optional[str]:
 
     Read from the cache folder rather than asked of Playwright's sync API, which cannot run
     inside an event loop (``owrl`` calls this from async code too)."""
-
     root = os.environ.get("PLAYWRIGHT_BROWSERS_PATH")
     if not root or root == "0":
         if sys.platform == "darwin":

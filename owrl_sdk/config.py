@@ -129,7 +129,6 @@ class Settings(BaseModel):
     @field_validator("allowed_domains", "blocked_domains")
     @classmethod
     def _domains(cls, value: list[str]) -> list[str]:
-
         for entry in value:
             normalize_domain(entry)  # a port, path or scheme is refused here, by name
         return value
@@ -232,7 +231,6 @@ def _config_files(cwd: Path, environ: Optional[Mapping[str, str]] = None) -> lis
     """The config files read, lowest first: the user's, then ``OWRL_CONFIG`` (``owrl --config
     FILE``) in place of the working directory's ``owrl.toml``. A named file that is not there is
     a ConfigError: a typo must not run with other settings."""
-
     named = (os.environ if environ is None else environ).get("OWRL_CONFIG") or ""
     if named:
         chosen = Path(named).expanduser()

@@ -244,7 +244,6 @@ def check_flow_tools(flow: Flow, tools: dict[str, Any], source: str = "flow") ->
     """Every call of ``flow`` names a tool of ``tools`` (the catalogue's, by name) and gives it
     arguments its ``parse_args`` accepts; else :class:`DocumentError` naming the turn and call
     (counted from 1). Run before an episode starts, so a typo does not cost a browser."""
-
     for t, turn in enumerate(flow.turns, 1):
         for c, call in enumerate(turn.calls, 1):
             where = f"{source}: turn {t}, call {c}"

@@ -322,7 +322,6 @@ class LocalExecutor(Executor):
 
 def executor_class(plugins: Plugins, name: str) -> type[Executor]:
     """The executor registered as ``name``; an unknown name is a usage error naming the known ones."""
-
     found: Optional[type[Executor]] = plugins.catalogue.items["executors"].get(name)
     if found is None:
         known = ", ".join(plugins.catalogue.names("executors")) or "none"

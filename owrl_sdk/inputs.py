@@ -223,7 +223,6 @@ def resolve_inputs(declared: Mapping[str, InputSpec], given: Mapping[str, Any], 
     at once: a required input missing, a given name that is neither declared nor used, a value not
     of its type, a value that holds a ``{{secret:...}}`` placeholder, a placeholder with no value.
     A given value of None counts as not given (an empty spreadsheet cell is ``""``, which is a value)."""
-
     problems: list[InputProblem] = []
     values: dict[str, Any] = {}
     for name, raw in given.items():
@@ -277,7 +276,6 @@ def text_of(value: Any) -> str:
 def _no_dot_segments(text: str, filled: str) -> None:
     """An address whose inputs make a whole path segment ``.`` or ``..`` (percent-encoded too:
     a browser reads ``%2e%2e`` as ``..``) climbs out of the path its flow named: refused."""
-
     before, after = urlsplit(text).path.split("/"), urlsplit(filled).path.split("/")
     if len(before) != len(after):
         return

@@ -141,7 +141,6 @@ class OwrlPluginManager(pluggy.PluginManager):
 def misnamed_hooks(obj: Any) -> list[str]:
     """What is wrong with the hook-like method names of a site adapter or task suite (an
     instance or a class): each problem names the method."""
-
     inherited = set(dir(SiteAdapter)) | set(dir(TaskSuite))
     specs = [n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n), PROJECT + "_spec")]
     problems = []
@@ -179,7 +178,6 @@ _part_numbers = itertools.count(1)
 
 def _scoped_label(obj: Any) -> tuple[str, str]:
     """(registration name, description) of an episode-scoped plugin."""
-
     name = getattr(obj, "name", None)
     if isinstance(obj, SiteAdapter):
         return f"site-adapter:{name}", f"site adapter '{name}'"
@@ -297,7 +295,6 @@ _hook_log = logging.getLogger("owrl.hooks")
 
 
 def _enable_trace(pm: OwrlPluginManager) -> None:
-
     if not _hook_log.handlers:  # asked for: shown on stderr unless the application routes it elsewhere
 
         _hook_log.addHandler(StderrHandler())
@@ -345,7 +342,6 @@ def plugin_infos(pm: OwrlPluginManager) -> list[PluginInfo]:
 
 
 def _takes_catalogue(cls: Any) -> bool:
-
     try:
         return "catalogue" in inspect.signature(cls).parameters
     except (TypeError, ValueError):  # a callable whose signature cannot be read
@@ -511,14 +507,12 @@ class Plugins:
     def option_models(self) -> dict[str, type]:
         """Table name -> options model: every catalogued component's ``Options`` (by registered
         name) and the failure checks' own ``[plugins.failures]``."""
-
         return {"failures": FailuresOptions, **self.catalogue.option_models()}
 
     def load_settings(self, overrides: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> "Settings":
         """:func:`owrl_sdk.config.load_settings` with every ``[plugins.NAME]`` table checked
         against its options model (:meth:`option_models`): what the ``owrl`` commands call
         (:func:`load_checked_settings`), so a bad option ends the command before anything starts."""
-
         return load_settings(overrides, option_models=self.option_models(), **kwargs)
 
     # -- catalogue hooks that are not kinds of component

@@ -213,7 +213,6 @@ def _judgements(traj: Trajectory) -> str:
 
 def run_report_html(run_dir: Union[str, Path]) -> str:
     """The HTML page of a run folder (its ``trajectory.json`` and screenshots)."""
-
     run_dir = Path(run_dir)
     traj = load_trajectory(run_dir / "trajectory.json")
     task, out = traj.task, traj.outcome
@@ -261,7 +260,6 @@ def write_run_report(run_dir: Union[str, Path], out: Union[str, Path, None] = No
 
 
 def _write(target: Path, text: str) -> None:
-
     write_atomic(target, text)
 
 
@@ -292,7 +290,6 @@ def _find_run(eval_dir: Path, recorded: Optional[str]) -> Optional[Path]:
 def _run_report_for(run_dir: Path) -> tuple[Optional[Path], Optional[str], str]:
     """(report path, intent, problem) for one episode's run; reports already newer than the
     trajectory are kept, so a resumed evaluation writes only the new ones."""
-
     target = run_dir / REPORT_NAME
     traj_file = run_dir / "trajectory.json"
     try:
@@ -373,7 +370,6 @@ _BATCH_CLASS = {**_STATUS_CLASS, "needs_review": "warn", "pending": "warn"}
 
 def _last_shot(run_dir: Path) -> Optional[str]:
     """The file name, inside ``run_dir``, of the last screenshot its trajectory recorded."""
-
     try:
         traj = load_trajectory(run_dir / "trajectory.json")
     except (UsageError, OSError):

@@ -76,7 +76,6 @@ class RunDir:
         it came through (the CLI, ``--json``, a batch row, Python, the server). A report that
         cannot be written costs the run nothing but a warning."""
 
-
         try:
             write_run_report(self.path)
         except Exception as err:  # noqa: BLE001 - the run's own files are written; the page is extra

@@ -88,7 +88,6 @@ def register(value: Optional[str], name: str) -> None:
 def credentials_in_url(url: Optional[str], name: str) -> None:
     """:func:`register` the password in ``url`` (``http://user:PASSWORD@host/``), if any; the
     user name is not a secret."""
-
     try:
         parts = urlsplit(url or "")
         password = parts.password
@@ -296,7 +295,6 @@ def _scrub(value: Any, r: _Redactor) -> Any:
 
 def dumps(value: Any, **kwargs: Any) -> str:
     """``json.dumps`` of the scrubbed value (a pydantic model is dumped in JSON mode first)."""
-
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json", by_alias=True)
     return json.dumps(scrub(value), **kwargs)

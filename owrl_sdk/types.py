@@ -125,7 +125,6 @@ class Expectation(_Model):
 
 
 def _looks_like_ref(text: str) -> bool:
-
     return re.fullmatch(r"(f\d+)?e\d+", text) is not None
 
 
@@ -148,7 +147,6 @@ class ToolCall(_Model):
     _when = field_validator("when")(classmethod(lambda cls, v: check_condition(v)))
 
     def describe(self) -> str:
-
         args = json.dumps(self.arguments, ensure_ascii=False, separators=(", ", ": "))
         return f"{self.name}({args})"
 
@@ -297,7 +295,6 @@ class Task(_Model):
     @field_validator("allowed_domains")
     @classmethod
     def _domains(cls, value: list[str]) -> list[str]:
-
         for entry in value:
             normalize_domain(entry)  # a port, path or scheme is refused where the task loads
         return value

@@ -533,7 +533,6 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
     # ================================================================== closing
 
     async def _save_storage(self, context: Any) -> None:
-
         try:
             await save_state(context, check_target(str(self.settings.save_storage), self.settings.runs_dir))
         except Exception as err:  # noqa: BLE001 - the episode is over; losing its session is a warning

@@ -122,7 +122,6 @@ def describe(error: BaseException, what: str) -> tuple[str, str]:
 
 def _net_kind(code: str) -> str:
     """The kind of a call that failed with Chromium's ``net::ERR_*`` ``code``."""
-
     category, name = net_failure(code) or ("network", "failed")
     if (category, name) == ("task", "invalid_start_url"):  # a call's address, not the task's
         return "action.invalid_url"

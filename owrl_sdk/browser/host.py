@@ -178,7 +178,6 @@ class BrowserHost:
         browser's own pages in every navigation of its episodes (see
         :class:`owrl_sdk.domains.DomainPolicy`); ``owrl serve`` sets it.
         """
-
         if not self.connected:
             await self.start()
         env = BrowserEnv(self, run_dir=run_dir, trace=trace, unsafe=unsafe, context_options=context_options,

@@ -60,7 +60,6 @@ def partial_path(out: Path) -> Path:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-
     write_atomic(path, text)
 
 

@@ -282,7 +282,6 @@ class JobStore:
 def lock_data_dir(folder: Path) -> "BaseFileLock":
     """Hold ``folder/serve.lock`` until the returned lock is released (or the process ends): two
     servers on one data dir would both run its queued jobs."""
-
     folder.mkdir(parents=True, exist_ok=True)
     _private(folder, 0o700)
     lock = try_lock(folder / "serve.lock")

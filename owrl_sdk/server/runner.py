@@ -97,7 +97,6 @@ class InputsError(Exception):
 def resolve_job_inputs(flow: Flow, given: dict[str, Any], loc: tuple[str, ...]) -> dict[str, Any]:
     """The flow's input values from a job's ``inputs`` (typed, defaults added), or
     :class:`InputsError` naming every bad one; ``{{secret:...}}`` in a value is refused."""
-
     try:
         return resolve_inputs(dict(flow.inputs), given, placeholders(flow))
     except InputsInvalid as err:
@@ -251,7 +250,6 @@ class JobRunner:
         """An endpoint a job names: http(s) only, inside the allowlist, outside the blocklist;
         and unless it is the operator's own endpoint, it gets no key of the operator's (the
         job's options then carry ``api_key = "none"`` when they name no key of their own)."""
-
         if not re.match(r"(?i)https?://", url):
             raise SpecError(where, f"'{key}' is an endpoint the server would call: only http:// and https:// "
                                    "addresses are allowed")
@@ -405,7 +403,6 @@ class JobRunner:
         return request.task(self.plugins, inputs, metadata={"serve_job": job_id}, **fields)
 
     async def _execute(self, job_id: str, live: LiveJob) -> None:
-
         spec = self.store.spec(job_id)
         settings = self.settings.with_overrides(policy=spec["policy"], model=spec.get("model"),
                                                 max_steps=spec.get("max_steps"))
@@ -432,7 +429,6 @@ class JobRunner:
     def make_batch(self, job_id: str, spec: dict[str, Any], on_row: Any = None, executor: Any = None) -> Any:
         """The job's :class:`owrl_sdk.batch.Batch` (every check of the batch made: a
         :class:`UsageError` for what would stop it)."""
-
         rows = spec["rows"] if spec.get("rows") is not None else str(self.batch_dir(job_id) / spec["rows_file"])
         return Batch(flow_from_data(spec["flow"], "flow"), rows, out=self.batch_dir(job_id), workers=spec["workers"],
                      settings=self.settings, plugins=self.plugins, url=spec.get("url"), on_row=on_row,
@@ -593,7 +589,6 @@ class RowExecutor(Executor):
         self.episodes: Any = None
 
     async def start(self, workload: Workload) -> None:
-
         await super().start(workload)
         await workload.suite.setup()
         self.episodes = JudgedEpisodes(self.settings, self.plugins, workload.suite, workload.judge, workload.out,
@@ -627,7 +622,6 @@ class RowExecutor(Executor):
     def _refusal(self, item: WorkItem, task: Task) -> Optional[WorkResult]:
         """A row whose values made a start URL the server does not serve (a file:, a host outside
         the allowlist) fails as bad inputs, before any browser: as a flow job's would be a 422."""
-
         try:
             self.runner.check_start_url(task.start_url, self.allowed, ("start_url",))
         except SpecError as err:
