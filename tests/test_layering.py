@@ -126,6 +126,14 @@ def _modules() -> dict[str, Path]:
     return modules
 
 
+def _source(module: str, node: Any, path: Path) -> str:
+    """The module a ``from ... import`` statement of ``module`` (file ``path``) reads from,
+    its dots resolved."""
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    base = ".".join(package[:len(package) - node.level + 1]) if node.level else ""
+    return ".".join(p for p in (base, node.module or "") if p)
+
+
 def import_graph() -> dict[str, set[str]]:
     """Module -> the modules of the tree it imports when it runs: module-level and
     function-local imports alike; imports under ``if TYPE_CHECKING:`` are never run and left
@@ -151,9 +159,7 @@ def import_graph() -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 targets.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom):
-                package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-                base = ".".join(package[:len(package) - node.level + 1]) if node.level else ""
-                source = ".".join(p for p in (base, node.module or "") if p)
+                source = _source(module, node, path)
                 targets.update(f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source
                                for a in node.names)
         graph[module] = {t for t in map(owner, targets)
@@ -229,12 +235,7 @@ def _own(module: str, node: Any, path: Path) -> str | None:
     """The module of the tree an import statement names, or None for a third-party one."""
     import ast
 
-    if isinstance(node, ast.Import):
-        name = node.names[0].name
-    else:
-        package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-        base = ".".join(package[:len(package) - node.level + 1]) if node.level else ""
-        name = ".".join(p for p in (base, node.module or "") if p)
+    name = node.names[0].name if isinstance(node, ast.Import) else _source(module, node, path)
     return name if name.split(".")[0] in _packages() else None
 
 
