@@ -331,6 +331,8 @@ def test_an_adapter_of_a_locally_served_site_is_asked_in_its_scheme(plugins, reg
     assert names("http://127.0.0.1:5555/contacts") == []  # served, but for another scheme
     assert names("http://127.0.0.1:43210/contacts") == []  # a port that only starts the same
     assert names("https://127.0.0.1:4321/contacts") == []  # another origin: another scheme
+    assert names("http://crm@127.0.0.1:4321/contacts") == []  # user info makes another origin
+    assert names("http://127.0.0.1:4321.evil.test/contacts") == []  # a host that only starts the same
     assert names("acme:crm/contacts") == ["crm"]
 
 
