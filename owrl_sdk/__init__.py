@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from .version import __version__
 
 # The library logs under "owrl.*" and leaves the output to the application: the CLI's -v/-q
 # set it up; code that embeds owrl routes it as it likes (nothing is printed by default).

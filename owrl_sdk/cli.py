@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import click
 
-from . import __version__
+from .version import __version__
 from .errors import OwrlError, UsageError
 
 if TYPE_CHECKING:  # click's ParamType takes type parameters in its stubs only since 8.2

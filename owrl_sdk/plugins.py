@@ -34,6 +34,7 @@ from .config import FailuresOptions, load_settings
 from .errors import PluginError
 from .logs import StderrHandler
 from .secrets import redact
+from .version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover - names for annotations only
     from .config import Settings
@@ -223,8 +224,6 @@ def build_plugin_manager(
     allow = _names(environ.get("OWRL_LOAD_PLUGINS"))
     deny = _names(environ.get("OWRL_DISABLE_PLUGINS")) or set()
     pm = OwrlPluginManager()
-    from . import __version__
-
     for modname in DEFAULT_PLUGINS:
         if modname in deny:
             continue

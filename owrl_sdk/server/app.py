@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .. import __version__
+from ..version import __version__
 from ..config import Settings, load_settings
 from ..plugins import Plugins
 from .jobs import JobStore

@@ -20,7 +20,7 @@ from fastapi import Path as PathParam
 from fastapi.responses import Response, StreamingResponse
 from pydantic import ValidationError
 
-from .. import __version__
+from ..version import __version__
 from ..browser.storage import checked_state
 from ..documents import FLOW_SCHEMA, Flow
 from ..errors import UsageError
