@@ -130,6 +130,9 @@ class Executor:
     """
 
     name: ClassVar[str] = ""
+    #: Whether the workers run in this process, so that they can share an in-process policy
+    #: (:class:`SharedPolicy`); one that runs them elsewhere (``ray``) takes policy factories only.
+    shares_policy: ClassVar[bool] = True
 
     def __init__(self, settings: Settings, plugins: Plugins, workers: int = 1, **options: Any):
         self.settings = settings

@@ -123,11 +123,13 @@ def register_samplers(register: Register) -> None:
 
 @hookspec
 def register_executors(register: Register) -> None:
-    """Register executors: where the episodes of an evaluation run (``owrl eval --backend NAME``).
+    """Register executors: where the episodes of an evaluation (``owrl eval --backend NAME``),
+    a batch and RL rollouts (``owrl train rl --backend NAME``, ``rollout_backend``) run.
 
     Called once, when the catalogue is built.
     ``register(cls)`` takes a subclass of :class:`owrl_sdk.executors.Executor` with a unique
-    ``name``; the core registers ``local`` and ``ray``.
+    ``name``; the core registers ``local`` and ``ray``. One whose workers run in other
+    processes sets ``shares_policy = False``: RL then hands it a served policy only.
     """
 
 

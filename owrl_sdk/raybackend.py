@@ -340,6 +340,7 @@ class RayExecutor(Executor):
     """
 
     name = "ray"
+    shares_policy = False
 
     def __init__(self, settings: Settings, plugins: Plugins, workers: int = 1, *,
                  options: Optional[RayOptions] = None, address: Optional[str] = None,

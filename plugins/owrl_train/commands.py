@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import Any, Optional
 
 import click
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .rl import BrowserRollouts
-    from .serving import RayRollouts
 
 
 @click.group("train")
@@ -101,8 +97,9 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
 
 @train_command.command("rl")
 @click.option("--config", "config_file", required=True, type=click.Path(dir_okay=False), help="The run's TOML config.")
-@click.option("--backend", type=click.Choice(["local", "ray"]),
-              help="Where rollouts run (overrides the config's rollout_backend); ray needs serve_base_url.")
+@click.option("--backend", metavar="NAME",
+              help="The executor rollouts run on (overrides the config's rollout_backend): local, ray, or one a "
+                   "plugin registers; one whose workers run in other processes (ray) needs serve_base_url.")
 @click.option("--ray-address", metavar="ADDR", help="A Ray cluster to join (overrides ray_address; default: "
               "RAY_ADDRESS, else a local Ray).")
 @click.option("--learning-rate", "--lr", "learning_rate", type=float, help="AdamW learning rate (lr).")
@@ -122,21 +119,22 @@ def rl_command(config_file: str, backend: Optional[str], ray_address: Optional[s
     from owrl_sdk.plugins import load_checked_settings as load_settings
     from owrl_sdk.cli import command_plugins
 
-    from .rl import BrowserRollouts, IterationResult, RLConfig, RLRun
+    from owrl_sdk.errors import ConfigError
+
+    from .rl import IterationResult, RLConfig, RLRun
+    from .rollouts import ExecutorRollouts
 
     console = Console(stderr=True)
     cfg = RLConfig.from_toml(Path(config_file), rollout_backend=backend, ray_address=ray_address, **trl)
     settings = load_settings()
     plugins = command_plugins()
     suite = plugins.catalogue.get("task_suites", cfg.suite)(settings)
-    rollouts: Union[BrowserRollouts, RayRollouts]
-    if cfg.rollout_backend == "ray":
-        from .serving import RayRollouts
-
-        rollouts = RayRollouts(suite, settings, workers=cfg.workers, judge=cfg.judge, address=cfg.ray_address,
-                               plugins=plugins)
-    else:
-        rollouts = BrowserRollouts(suite, settings, plugins, workers=cfg.workers, judge=cfg.judge)
+    # the executor named (local, ray, or one a plugin registers) plays the rollouts, as it plays evaluations
+    rollouts = ExecutorRollouts(suite, settings, plugins, workers=cfg.workers, judge=cfg.judge,
+                                backend=cfg.rollout_backend, address=cfg.ray_address)
+    if not rollouts.shares_policy and not cfg.serve_base_url:
+        raise ConfigError(f"{config_file}: rollout_backend = {cfg.rollout_backend!r} needs serve_base_url (an "
+                          "inference server its workers share; they cannot use the trainer's in-process model)")
     with console.status("loading the model…"):
         run = RLRun(cfg, rollouts, settings=settings, plugins=plugins)
     if run.start_iteration:

@@ -53,6 +53,7 @@ from .logging import Scalars
 from .objectives import (LOSS_TYPES, GroupStats, demonstration_loss, group_advantages, ppo_clip_loss, sampled_kl,
                          turn_weights)
 from .rewards import ungated
+from .rollouts import BrowserRollouts, ExecutorRollouts, said  # noqa: F401 - BrowserRollouts: its old import path
 
 
 #: The ways :class:`RLConfig` ``rescue`` can find a signal in a group where every episode failed.
@@ -193,8 +194,9 @@ class RLConfig:
     on_alarm: str = "warn"
     #: Keep every rollout's run folder (screenshots, trajectories), not only the iteration's summary.
     keep_rollouts: bool = False
-    #: Where rollouts run: "local" (W contexts of one browser here) or "ray" (Ray actors, each
-    #: owning a browser; needs serve_base_url, since actors cannot share the in-process model).
+    #: The executor rollouts run on, by name: "local" (W contexts of one browser here), "ray" (Ray
+    #: actors, each owning a browser; needs serve_base_url, since actors cannot share the
+    #: in-process model), or one a plugin registers (checked when the rollouts start).
     rollout_backend: str = "local"
     ray_address: Optional[str] = None
     #: An OpenAI-compatible inference server (vLLM, SGLang) with dynamic LoRA loading: the
@@ -216,7 +218,7 @@ class RLConfig:
 
     def check(self, where: str) -> None:
         """Refuse values no run can use, naming ``where`` they came from."""
-        choices = {"rollout_backend": ("local", "ray"), "rescue": RESCUES, "autocast": ("none", "bf16"),
+        choices = {"rescue": RESCUES, "autocast": ("none", "bf16"),
                    "loss_type": LOSS_TYPES, "unreadable": UNREADABLE, "truncated": TRUNCATED, "on_alarm": ON_ALARM}
         for key, allowed in choices.items():
             if getattr(self, key) not in allowed:
@@ -1146,11 +1148,6 @@ def _takes_iteration(optimizer: Any) -> bool:
         return False
 
 
-def said(trajectory: Trajectory) -> str:
-    """What the policy answered in every step of ``trajectory``, as one string."""
-    return "\n".join(s.turn.raw if s.turn.raw is not None else repr(s.turn.calls) for s in trajectory.steps)
-
-
 def _policy_turns(trajectories: list[Trajectory]) -> list[Turn]:
     """The turns the policy itself played in ``trajectories`` (rescued episodes aside)."""
     return [s.turn for t in trajectories if t.metadata.get("rescued") is None for s in t.steps]
@@ -1169,75 +1166,3 @@ def _failed_groups(trajectories: list[Trajectory]) -> list[str]:
     return [g for g, ts in groups.items() if len(ts) > 1 and not any(_succeeded(t) for t in ts)]
 
 
-class BrowserRollouts:
-    """Rollouts on the ``local`` executor (:mod:`owrl_sdk.executors`): one browser, W contexts,
-    the suite's checks and the judge, in the trainer's process.
-
-    Every worker generates with the same policy: the trainer's in-process, model-backed
-    policy, shared through :class:`owrl_sdk.executors.SharedPolicy` (its batcher merges the
-    workers' requests; with ``lockstep``, a policy that offers ``lockstep(expected)`` cuts
-    each batch only when every worker with an episode left has asked, so that a run can be
-    repeated exactly) and left open; a served adapter (:class:`PolicySpec`) gets a new
-    ``openai`` policy per worker, closed after the iteration. The suite is set up once, the
-    browser lives across iterations, and each ``collect`` writes under its own ``out``.
-    """
-
-    def __init__(self, suite: Any, settings: Any, plugins: Any, workers: int = 2, judge: str = "composite",
-                 lockstep: bool = False):
-        self.suite = suite
-        self.lockstep = lockstep
-        self.settings = settings
-        self.plugins = plugins
-        self.workers = workers
-        self.judge = judge
-        self._ready = False
-        self._executor: Any = None
-
-    async def collect(self, policy: Any, items: list[tuple[str, Task, int]], max_steps: int,
-                      out: Path) -> list[Trajectory]:
-        from owrl_sdk.executors import LocalExecutor, NamedPolicy, SharedPolicy, WorkItem, Workload, failed_trajectory
-
-        from .serving import PolicySpec
-
-        factory = NamedPolicy(policy.name, dict(policy.options)) if isinstance(policy, PolicySpec) else SharedPolicy(policy)
-        if self._executor is None:
-            self._executor = LocalExecutor(self.settings, self.plugins, self.workers)
-            await self._executor.start(Workload(suite=self.suite, policy=factory, judge=self.judge, out=out,
-                                                with_trajectory=True, max_steps=max_steps))
-            self._ready = True
-        else:
-            await self._executor.configure(policy=factory, max_steps=max_steps, out=out)
-        # the curriculum sets the horizon (Workload.max_steps), whatever the suite's own tasks say (MiniWoB's say 8)
-        work = [WorkItem(task, n, group) for group, task, n in items]
-        finished = 0
-
-        def count(_: Any) -> None:
-            nonlocal finished
-            finished += 1
-
-        # lockstep: every batch waits for each worker that will still ask (those with an item left)
-        lockstep = getattr(policy, "lockstep", None) if self.lockstep and isinstance(factory, SharedPolicy) else None
-        if lockstep is not None:
-            lockstep(lambda: min(self.workers, len(work) - finished))
-        try:
-            results = await self._executor.run(work, count)
-        finally:
-            if lockstep is not None:
-                lockstep(None)
-        info = policy.info() if isinstance(factory, SharedPolicy) else {"name": policy.name,
-                                                                         "model": policy.options.get("model")}
-        trajectories = []
-        for result in results:  # an episode the machinery failed is an infra error, never trained on
-            traj = result.trajectory or failed_trajectory(result, info)
-            traj.metadata["group"] = result.item.group
-            trajectories.append(traj)
-        order = {g: i for i, (g, _, _) in enumerate(items)}
-        # the episodes of one group may play one page: their answers order them, not who finished first
-        trajectories.sort(key=lambda t: (order[t.metadata["group"]], t.task.metadata.get("episode", 0), said(t)))
-        return trajectories
-
-    async def close(self) -> None:
-        if self._executor is not None:
-            executor, self._executor = self._executor, None
-            await executor.close()  # tears the suite down too
-            self._ready = False

@@ -27,7 +27,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, TypedDict
+from typing import Any, Optional
 
 from owrl_sdk import secrets
 from owrl_sdk.config import openai_endpoint
@@ -126,74 +126,3 @@ def drop_stale(trajectories: list[Trajectory], name: str, current: int,
         if version is None or current - version <= max_staleness:
             kept.append(traj)
     return kept, len(trajectories) - len(kept)
-
-
-class _RayArgs(TypedDict):
-    """The :class:`owrl_sdk.raybackend.RayOptions` a :class:`RayRollouts` starts its executor with."""
-
-    address: Optional[str]
-    contexts: int
-    max_attempts: int
-
-
-class RayRollouts:
-    """Rollouts on the ``ray`` executor (:mod:`owrl_sdk.raybackend`): Ray actors, each owning one browser.
-
-    The actors cannot share the trainer's in-process model, so the policy must be a
-    :class:`PolicySpec` (the ``openai`` policy naming the published adapter); each actor's
-    contexts get their own instance of it. The actors live across iterations; each
-    ``collect`` switches them to the iteration's adapter, horizon and output folder.
-    Trajectories come back to the driver; their run folders (screenshots for the update)
-    are written under ``out``, which must be on a volume the trainer can read.
-    """
-
-    def __init__(self, suite: Any, settings: Any, workers: int = 2, judge: str = "composite",
-                 address: Optional[str] = None, contexts: int = 1, max_attempts: int = 3, *, plugins: Any):
-        self.suite = suite
-        self.settings = settings
-        self.plugins = plugins  # the driver's plugins, handed to the Ray executor
-        self.workers = workers
-        self.judge = judge
-        self.options_ = _RayArgs(address=address, contexts=contexts, max_attempts=max_attempts)
-        self.executor: Any = None
-
-    @property
-    def pool(self) -> Any:
-        """The executor's Ray worker pool (once the first rollouts started it)."""
-        return self.executor.pool if self.executor is not None else None
-
-    @property
-    def retried(self) -> int:
-        return self.executor.retried if self.executor is not None else 0
-
-    async def collect(self, policy: Any, items: list[tuple[str, Any, int]], max_steps: int,
-                      out: Path) -> list[Trajectory]:
-        from owrl_sdk.errors import ConfigError
-        from owrl_sdk.executors import NamedPolicy, WorkItem, Workload, failed_trajectory
-        from owrl_sdk.raybackend import RayExecutor, RayOptions
-
-        if not isinstance(policy, PolicySpec):
-            raise ConfigError("Ray rollouts need a served policy: set serve_base_url in the RL config "
-                              "(the workers cannot share the trainer's in-process model)")
-        factory = NamedPolicy(policy.name, dict(policy.options))
-        if self.executor is None:
-            self.executor = RayExecutor(self.settings, self.plugins, self.workers, options=RayOptions(**self.options_))
-            await self.executor.start(Workload(suite=self.suite, policy=factory, judge=self.judge, out=out,
-                                               with_trajectory=True, max_steps=max_steps))
-        else:
-            await self.executor.configure(policy=factory, max_steps=max_steps, out=out)
-        results = await self.executor.run([WorkItem(task, n, group) for group, task, n in items])
-        info = {"name": policy.name, "model": policy.options.get("model")}
-        trajectories = []
-        for result in results:  # lost workers' episodes are infra failures, as the loop would record
-            traj = result.trajectory or failed_trajectory(result, info)
-            traj.metadata["group"] = result.item.group
-            trajectories.append(traj)
-        order = {g: i for i, (g, _, _) in enumerate(items)}
-        trajectories.sort(key=lambda t: (order[t.metadata["group"]], t.task.metadata.get("episode", 0)))
-        return trajectories
-
-    async def close(self) -> None:
-        if self.executor is not None:
-            executor, self.executor = self.executor, None
-            await executor.close()

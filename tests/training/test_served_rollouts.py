@@ -107,7 +107,7 @@ def test_trainer_publishes_each_adapter_and_rollouts_use_it(tiny_qwen3, tmp_path
 @pytest.mark.slow
 def test_ray_rollouts_with_a_served_adapter(tiny_qwen3, tmp_path, stand_in):
     ray = pytest.importorskip("ray")
-    from owrl_train.serving import RayRollouts
+    from owrl_train.rollouts import RayRollouts
 
     cfg = config(tiny_qwen3, tmp_path, stand_in, rollout_backend="ray")
     settings, plugins = Settings(), Plugins()
