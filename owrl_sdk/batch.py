@@ -72,6 +72,7 @@ from .executors import STOP, Executor, LocalExecutor, NamedPolicy, WorkItem, Wor
 from .files import try_lock, write_atomic
 from .flowplayer import FLOW_POLICY, flow_memory
 from .plugins import Plugins
+from .records import ResultLog
 from .report import write_batch_report
 from .runrequest import RunRequest
 from .runstore import slugify
@@ -406,6 +407,17 @@ def rows_from(values: Iterable[Mapping[str, Any]]) -> list[Row]:
 # ============================================================================ the batch
 
 
+def _commit_entry(data: dict[str, Any]) -> dict[str, Any]:
+    data["key"] = str(data["key"])  # a line without one is no commit (KeyError: skipped)
+    return data
+
+
+def commit_log(path: Path) -> ResultLog[dict[str, Any]]:
+    """``commits.jsonl``: a line per call marked ``commit``, on disk (fsync) before the call
+    acts, so that a row stopped anywhere after its point of no return is known to have passed it."""
+    return ResultLog(path, _commit_entry, lambda entry: str(entry["key"]), durable=True)
+
+
 class BatchSuite(TaskSuite):
     """The batch's rows as a suite for the executor: nothing to set up, no check of its own (the
     ``outcome`` judge reads the flow's own expectations)."""
@@ -429,12 +441,8 @@ class BatchSuite(TaskSuite):
         the call acts, so a row stopped anywhere after it is known to have passed that point."""
         if not getattr(call, "commit", False) or self.commits is None or "batch_key" not in task.metadata:
             return None
-        line = secrets.scrub({"key": task.metadata["batch_key"], "row": task.metadata.get("batch_row"),
-                              "call": call.describe()[:300], "at": time.time()})
-        with self.commits.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        line = commit_log(self.commits).append({"key": task.metadata["batch_key"], "row": task.metadata.get("batch_row"),
+                                                "call": call.describe()[:300], "at": time.time()})
         if self.on_commit is not None:
             self.on_commit(str(line["key"]), str(line["call"]))
         return None
@@ -675,17 +683,13 @@ class Batch:
                              "runs its failed rows again with the changed flow (the rows that succeeded are kept); "
                              "or give a new --out, or put the flow back to resume")
 
+    @property
+    def rows_log(self) -> ResultLog[RowResult]:
+        """``rows.jsonl``: a :class:`RowResult` per finished row, the last of a key standing."""
+        return ResultLog(self.rows_file, lambda data: RowResult(**data), lambda result: result.key)
+
     def _read_results(self) -> dict[str, RowResult]:
-        found: dict[str, RowResult] = {}
-        if not self.rows_file.exists():
-            return found
-        for line in json_lines(self.rows_file.read_text(encoding="utf-8", errors="replace")):
-            try:
-                record = RowResult(**json.loads(line))
-            except (json.JSONDecodeError, TypeError):
-                continue  # a line cut short by a crash: that row runs again
-            found[record.key] = record
-        return found
+        return self.rows_log.latest()  # a line cut short by a crash is skipped: that row runs again
 
     # ------------------------------------------------------------------ running
 
@@ -695,15 +699,7 @@ class Batch:
 
     def _read_commits(self) -> dict[str, dict[str, Any]]:
         """The last line of ``commits.jsonl`` per row key: when each row last passed its point of no return."""
-        found: dict[str, dict[str, Any]] = {}
-        if self.commits_file.exists():
-            for line in json_lines(self.commits_file.read_text(encoding="utf-8", errors="replace")):
-                try:
-                    entry = json.loads(line)
-                    found[str(entry["key"])] = entry
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    continue
-        return found
+        return commit_log(self.commits_file).latest()
 
     def _again(self, result: RowResult) -> bool:
         """Whether a recorded row runs again in this command."""
@@ -883,9 +879,7 @@ class Batch:
 
     def _add(self, result: RowResult) -> None:
         """Record a finished row: appended to ``rows.jsonl`` (secrets scrubbed), then reported."""
-        result = RowResult(**secrets.scrub(asdict(result)))
-        with self.rows_file.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(asdict(result), ensure_ascii=False, default=str) + "\n")
+        result = self.rows_log.append(asdict(result))
         self.results[result.key] = result
         self.ran += 1
         if self.on_row is not None:

@@ -13,12 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from . import secrets
 from .components import TaskSuite
 from .config import Settings
 from .executors import Executor, LocalExecutor, NamedPolicy, WorkItem, Workload
 from .plugins import Plugins
-from .records import EpisodeRecord, read_records, summarise, wilson
+from .records import EpisodeRecord, episode_log, read_records, summarise, wilson
 from .types import Task
 
 __all__ = ["EpisodeRecord", "EvalPlan", "Evaluation", "TaskFileSuite", "read_records", "summarise", "wilson"]
@@ -68,12 +67,13 @@ class Evaluation:
         self.plugins = plugins
         self.on_record = on_record
         self.episodes_file = plan.out / "episodes.jsonl"
+        self.log = episode_log(self.episodes_file)
         self.executor = executor or LocalExecutor(settings, plugins, plan.workers,
                                                   browser_per_worker=plan.browser_per_worker)
 
     def pending(self) -> list[tuple[Task, int]]:
-        done = {r.key for r in read_records(self.episodes_file)}
-        return [(t, n) for t in self.plan.tasks for n in range(self.plan.episodes) if f"{t.id}#{n}" not in done]
+        wanted = {f"{t.id}#{n}": (t, n) for t in self.plan.tasks for n in range(self.plan.episodes)}
+        return [wanted[key] for key in self.log.pending(list(wanted))]
 
     def workload(self) -> Workload:
         plan = self.plan
@@ -95,7 +95,7 @@ class Evaluation:
     def write_summary(self, **extra: Any) -> dict[str, Any]:
         """Totals over the plan's tasks in ``episodes.jsonl``, written to ``summary.json``."""
         wanted = {t.id for t in self.plan.tasks}
-        summary = summarise([r for r in read_records(self.episodes_file) if r.task_id in wanted])
+        summary = summarise([r for r in self.log.records() if r.task_id in wanted])
         summary.update(suite=self.plan.suite.name, policy=self.plan.policy, judge=self.plan.judge, **extra)
         (self.plan.out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
         return summary
@@ -103,8 +103,6 @@ class Evaluation:
     def add_record(self, record: EpisodeRecord) -> None:
         """Append one finished episode to ``episodes.jsonl`` and report it (its answer and
         failure scrubbed of secrets, like everything owrl writes)."""
-        record = EpisodeRecord(**secrets.scrub(record.__dict__))
-        with self.episodes_file.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record.__dict__) + "\n")
+        record = self.log.append(record.__dict__)
         if self.on_record:
             self.on_record(record)

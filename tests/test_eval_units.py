@@ -120,3 +120,36 @@ async def test_benchmark_and_composite(settings):
     assert gated.score == -1.0 and gated.reason == "format failure"
     passed = await c.judge(traj(answer="5", expected="5"))
     assert passed.score == 1.0 and passed.success
+
+
+def test_the_result_log_an_evaluation_and_a_batch_resume_from(tmp_path, monkeypatch):
+    """One file of results by key: a torn or foreign line is skipped (its item runs again), the
+    last line of a key stands, secrets never reach the disk, a durable line is fsynced."""
+    import os
+
+    from owrl_sdk import secrets
+    from owrl_sdk.records import ResultLog, episode_log
+
+    log = episode_log(tmp_path / "episodes.jsonl")
+    assert log.records() == [] and log.pending(["a#0"]) == ["a#0"]  # no file yet
+    record = EpisodeRecord(key="a#0", task_id="a", episode=0, status="fail", success=False, score=0.0, steps=1,
+                           seconds=1.0, failure="policy.gave_up", answer=None, run_dir=None)
+    log.append(record.__dict__)
+    with log.path.open("a", encoding="utf-8") as fh:
+        fh.write('[1, 2]\n{"key": "c#0"}\n"text"\n')  # a list, a record missing its fields, a string
+    secret = "hunter2-correct-horse"
+    monkeypatch.setattr(secrets, "_known", dict(secrets._known))  # the secret is forgotten after the test
+    secrets.register(secret, "PW")
+    again = log.append({**record.__dict__, "status": "success", "success": True, "answer": f"pw {secret}"})
+    with log.path.open("a", encoding="utf-8") as fh:
+        fh.write('{"key": "b#0", "task_id": "b", "epis')  # cut short by a crash
+    assert [r.key for r in log.records()] == ["a#0", "a#0"]
+    assert log.latest()["a#0"].success is True and log.pending(["a#0", "b#0", "c#0"]) == ["b#0", "c#0"]
+    assert secret not in log.path.read_text(encoding="utf-8") and again.answer == log.latest()["a#0"].answer != f"pw {secret}"
+    synced = []
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd))
+    durable = ResultLog(tmp_path / "commits.jsonl", lambda data: data, lambda entry: str(entry["key"]), durable=True)
+    durable.append({"key": 3, "call": "click"})
+    assert len(synced) == 1 and durable.latest() == {"3": {"key": 3, "call": "click"}}
+    log.append(record.__dict__)
+    assert len(synced) == 1  # an episode's line is not fsynced

@@ -58,7 +58,7 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from owrl_sdk.errors import UsageError
-    from owrl_sdk.evaluation import EvalPlan, Evaluation, read_records
+    from owrl_sdk.evaluation import EvalPlan, Evaluation
     from owrl_sdk.executors import executor_class
     from owrl_sdk.plugins import Plugins
     from owrl_sdk.plugins import load_checked_settings as load_settings
@@ -82,9 +82,9 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
     plan = EvalPlan(suite=the_suite, tasks=tasks, episodes=episodes, workers=workers, policy=settings.policy,
                     judge=judge, out=out_dir)
 
+    evaluation = Evaluation(plan, settings, plugins, executor=executor)
     total = len(tasks) * episodes
-    already = {r.key for r in read_records(out_dir / "episodes.jsonl")}
-    done_before = sum(1 for t in tasks for n in range(episodes) if f"{t.id}#{n}" in already)
+    done_before = total - len(evaluation.pending())  # what episodes.jsonl already holds
     wins = {"ok": 0, "judged": 0}
     # A TextColumn's text is read as markup after formatting: the description (a file's stem, a
     # policy's name) is escaped where it is made.
@@ -104,7 +104,7 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
             rate = f"success {wins['ok'] / wins['judged']:.0%}" if wins["judged"] else ""
             progress.update(bar, advance=1, rate=rate)
 
-        evaluation = Evaluation(plan, settings, plugins, on_record=on_record, executor=executor)
+        evaluation.on_record = on_record
         summary = asyncio.run(evaluation.run())
 
     from owrl_sdk.report import write_eval_report
