@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Optional
 
 from owrl_sdk import hookimpl
+from owrl_sdk.errors import UsageError
 from owrl_sdk.hookspecs import Register
 
 from .shop import DemoShop, serving
@@ -51,8 +52,6 @@ def resolve_url(url: str) -> Optional[str]:
     if not url.startswith("demo:"):
         return None
     if not url.startswith("demo:shop"):
-        from owrl_sdk.errors import UsageError
-
         raise UsageError(f"unknown demo site in {url!r}: the demo site is demo:shop")
     if _served is None or not _served.running:
         _served = DemoShop()

@@ -47,7 +47,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
+from owrl_sdk.dirs import cache_dir
 from owrl_sdk.errors import UsageError
+from owrl_sdk.files import write_atomic as _write_atomic
 
 from .official import SOURCES as OFFICIAL_SOURCES
 from .official import extract_templates
@@ -76,8 +78,6 @@ MARKER = "owrl_model.json"
 def cache_root(cache: Optional[Union[str, Path]] = None) -> Path:
     """owrl's cache folder: ``cache`` if given, else ``$OWRL_CACHE_DIR``, else the user's
     cache folder (:func:`owrl_sdk.dirs.cache_dir`: ``~/.cache/owrl`` on Linux)."""
-    from owrl_sdk.dirs import cache_dir
-
     return Path(cache).expanduser() if cache else cache_dir()
 
 
@@ -284,9 +284,7 @@ def _now() -> str:
 
 def write_atomic(path: Path, data: bytes) -> None:
     """``data`` to ``path`` whole or not at all (:func:`owrl_sdk.files.write_atomic`), readable by all."""
-    from owrl_sdk.files import write_atomic as write
-
-    write(path, data, mode=0o644)
+    _write_atomic(path, data, mode=0o644)
 
 
 def _write_manifest(key: str, cache: Optional[Union[str, Path]], update: dict[str, Any]) -> dict[str, Any]:

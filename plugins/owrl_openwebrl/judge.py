@@ -37,9 +37,12 @@ from owrl_sdk.components import Judge
 from owrl_sdk.errors import UsageError
 from owrl_sdk.types import Judgement, Step, ToolCall, Trajectory
 
+from . import fetch, policy
 from . import options as _options
 from .backend import Sampling
+from .openai_backend import OpenAIBackend
 from .parser import _loads_lenient, CallError
+from .profiles import check_profile, default_profile, raw_calls, status_line
 from .prompt import Prompt
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -238,8 +241,6 @@ def _unreadable_answer(raw: Optional[str], limit: int = 300) -> str:
 
 def action_history_line(step: Step, viewport: tuple[int, int], feedback_chars: int = 300) -> Optional[str]:
     """One step of the action history, or None for a step with nothing to show."""
-    from .profiles import raw_calls, status_line
-
     n = step.index + 1
     if step.turn.parse_error:
         return f"Step {n}: action={_unreadable_answer(step.turn.raw)}"
@@ -320,8 +321,6 @@ class OpenWebRLJudge(Judge):
     Options = _options.JudgeOptions
 
     def __init__(self, settings: Settings, backend: Any = None, model: Optional[str] = None, **options: Any):
-        from .profiles import check_profile, default_profile
-
         super().__init__(settings, **options)
         self.conf = _options.read(settings, self.name, _options.JudgeOptions, options)
         self.model_id = model or self.conf.get("model") or DEFAULT_JUDGE_MODEL
@@ -346,9 +345,7 @@ class OpenWebRLJudge(Judge):
             self.feedback_chars = int(self.conf.get("feedback_chars", 300))
             path = self.conf.get("judge_prompt_file")
             if not path:
-                from .fetch import prompt_files
-
-                path = prompt_files("openwebrl-judge").get("judge_prompts")
+                path = fetch.prompt_files("openwebrl-judge").get("judge_prompts")
             self.prompt_file = str(Path(path).expanduser()) if path else None
             self.texts, self.warnings = judge_texts(path, self.layout)
         self._backend = backend
@@ -356,8 +353,6 @@ class OpenWebRLJudge(Judge):
     def _weights(self) -> str:
         """The local copy of the default judge when ``owrl model fetch`` put one in the cache."""
         if self.model_id == DEFAULT_JUDGE_MODEL:
-            from . import fetch
-
             find = getattr(fetch, "fetched_weights", None)
             if callable(find):
                 try:
@@ -372,13 +367,9 @@ class OpenWebRLJudge(Judge):
     def backend(self) -> Any:
         if self._backend is None:
             if self.conf.get("backend") == "openai":
-                from .openai_backend import OpenAIBackend
-
                 self._backend = OpenAIBackend(model=self.model_id, base_url=self.conf.get("base_url"))
             else:
-                from .policy import shared_backend
-
-                self._backend = shared_backend(self._weights(), self.conf.get("quantize", "auto"))
+                self._backend = policy.shared_backend(self._weights(), self.conf.get("quantize", "auto"))
         return self._backend
 
     def prompt(self, trajectory: Trajectory, run_dir: Optional[Path] = None) -> Prompt:

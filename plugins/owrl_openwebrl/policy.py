@@ -15,6 +15,8 @@ from owrl_sdk.types import PolicyInfo, Turn
 
 from . import options as _options
 from .backend import Sampling, VLBackend
+from .fetch import fetched, fetched_weights, prompt_files
+from .openai_backend import OpenAIBackend
 from .parser import render_turn
 from .profiles import EVAL_SAMPLING, SETTLE, WAITS, OpenWebRLProfile, OwrlProfile, check_profile, default_profile
 from .prompt import Prompt, build_prompt, openai_messages
@@ -165,8 +167,6 @@ class _ModelPolicy(Policy):
             return OwrlProfile(text_mode=self.text_mode)
         if self.text_mode:
             raise UsageError("the openwebrl profile reads screenshots: it has no text mode (use profile owrl)")
-        from .fetch import prompt_files
-
         screen = (self.settings.viewport_width, self.settings.viewport_height)
         return OpenWebRLProfile.from_options(self.conf, screen, found=prompt_files("openwebrl"))
 
@@ -241,8 +241,6 @@ class OpenWebRLPolicy(_ModelPolicy):
         self.model_id = self.settings.model or self.conf.get("model") or DEFAULT_POLICY_MODEL
         path = self.model_id
         if self.model_id == DEFAULT_POLICY_MODEL:  # weights from `owrl model fetch openwebrl`, when there
-            from .fetch import fetched_weights
-
             path = str(fetched_weights("openwebrl") or path)
         return shared_backend(path, self.conf.get("quantize", "auto"), self.conf.get("adapter"))
 
@@ -283,8 +281,6 @@ class TextPolicy(OpenWebRLPolicy):
         self.tool_names = tuple(self.conf.get("tools") or TEXT_TOOLS)
 
     def _make_backend(self) -> Any:
-        from .fetch import fetched
-
         self.model_id = self.settings.model or self.conf.get("model") or fetched("smollm2")
         if self.model_id is None:
             raise UsageError("the owrl-text policy needs a text model: pass --model PATH, "
@@ -317,8 +313,6 @@ class OpenAIPolicy(_ModelPolicy):
     Options = _options.OpenAIPolicyOptions
 
     def _make_backend(self) -> Any:
-        from .openai_backend import OpenAIBackend
-
         c = self.conf
         self.model_id = self.settings.model or c.get("model")
         chosen = c.get("profile") or getattr(self.settings, "profile", None)

@@ -25,9 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from owrl_sdk.errors import UsageError
 from owrl_sdk.memory import Context
 from owrl_sdk.types import CallRecord, Observation, Step, ToolCall, Turn
 
+from . import official
 from .parser import THINK_CLOSE, THINK_OPEN, parse_official, parse_turn, render_turn
 from .prompt import Prompt, build_prompt, tools_block
 
@@ -313,8 +315,6 @@ def official_status_line(record: CallRecord, templates: dict[str, Any], viewport
     (:mod:`.official`, fetched with ``owrl model fetch openwebrl``), filled with the facts
     owrl recorded; None where a template is missing or cannot be filled (owrl's wording
     stands in). Not yet cut to length (:meth:`OpenWebRLProfile.feedback` does that)."""
-    from . import official
-
     call = raw or record.call
     name = call.name
     result = record.result
@@ -515,8 +515,6 @@ class OpenWebRLProfile:
         """The status lines of one step, one per call (or why the answer could not be used):
         the official templates' words when they were fetched, else owrl's; each line cut as
         the official adapter cuts it (owrl: at 512 characters)."""
-        from . import official
-
         t = self.templates
         if step.turn.parse_error or not step.calls:
             if t and t.get("parse_failure"):
@@ -547,8 +545,6 @@ class OpenWebRLProfile:
 
 def load_tool_list(path: Path) -> list[dict[str, Any]]:
     """A tool list file (OpenAI function form); each tool must be one the profile can map."""
-    from owrl_sdk.errors import UsageError
-
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
@@ -565,8 +561,6 @@ def load_tool_list(path: Path) -> list[dict[str, Any]]:
 
 def load_templates(path: Path) -> dict[str, Any]:
     """``status_templates.json`` (written by ``owrl model fetch openwebrl``)."""
-    from owrl_sdk.errors import UsageError
-
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
@@ -614,8 +608,6 @@ def default_profile(model_id: Optional[str]) -> str:
 
 
 def check_profile(name: str) -> str:
-    from owrl_sdk.errors import UsageError
-
     if name not in PROFILES:
         raise UsageError(f"unknown interface profile '{name}': profiles are {', '.join(PROFILES)}")
     return name

@@ -14,6 +14,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
+from .judge import JUDGE_SYSTEM
+from .profiles import OPENWEBRL_TOOLS
+from .prompt import SYSTEM
+
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerFast
 
@@ -58,10 +62,6 @@ _CORPUS = [
 
 def _corpus() -> list[str]:
     """Sample text plus owrl's own prompts, so the prompts tokenize compactly."""
-    from .judge import JUDGE_SYSTEM
-    from .profiles import OPENWEBRL_TOOLS
-    from .prompt import SYSTEM
-
     # the tool schema this plugin's policy sends (its own copy of the released one)
     return list(_CORPUS) + [SYSTEM, JUDGE_SYSTEM] + [json.dumps(t) for t in OPENWEBRL_TOOLS]
 

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from owrl_sdk import secrets
-from owrl_sdk.config import validate_table
+from owrl_sdk.config import load_settings, validate_table
 from owrl_sdk.errors import ConfigError
 
 NAME = "demo-shop-adapter"
@@ -97,8 +97,6 @@ def parse_options(table: Mapping[str, Any], where: str = "settings") -> ShopOpti
 
 def load_options(environ: Optional[Mapping[str, str]] = None, cwd: Optional[Path] = None) -> ShopOptions:
     """The options in force now: config files, then ``OWRL_DEMO_SHOP_ADAPTER_*``."""
-    from owrl_sdk.config import load_settings
-
     # owrl's own OWRL_* variables are checked by owrl itself; only the files are read here
     table: dict[str, Any] = load_settings(environ={}, cwd=cwd).plugin(NAME)
     environ = os.environ if environ is None else environ

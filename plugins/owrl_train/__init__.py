@@ -15,7 +15,11 @@ from typing import Any
 
 from owrl_sdk import hookimpl
 from owrl_sdk.components import Optimizer
+from owrl_sdk.errors import ConfigError
 from owrl_sdk.hookspecs import Register
+
+from .rewards import ExpectationReward, JudgedReward, OpenWebRLReward
+from .samplers import SAMPLERS
 
 #: The catalogue name of the policy whose model, prompts and turn format training uses.
 MODEL_POLICY = "openwebrl"
@@ -26,8 +30,6 @@ def peer_policy(name: str = MODEL_POLICY, *, catalogue: Any) -> Any:
     the ``catalogue`` the caller was handed (a script takes its ``Plugins``' catalogue). A missing
     plugin raises :class:`~owrl_sdk.errors.PluginError` naming the policies there are."""
     if catalogue is None:
-        from owrl_sdk.errors import ConfigError
-
         raise ConfigError("owrl_train finds the openwebrl plugin's model and prompt in the plugin catalogue: pass "
                           "catalogue= (in a script, the catalogue of owrl_sdk.plugins.Plugins)")
     return catalogue.get("policies", name)
@@ -44,8 +46,6 @@ class SFT(Optimizer):
     def optimize(self, samples: list[Any]) -> dict[str, Any]:
         config = self.options.get("config")
         if config is None:
-            from owrl_sdk.errors import ConfigError
-
             raise ConfigError("the sft optimizer needs its config option (an SFTConfig) to optimize")
         return self.train(samples, config)
 
@@ -69,16 +69,12 @@ def register_optimizers(register: Register) -> None:
 
 @hookimpl
 def register_samplers(register: Register) -> None:
-    from .samplers import SAMPLERS
-
     for sampler in SAMPLERS:
         register(sampler)
 
 
 @hookimpl
 def register_rewards(register: Register) -> None:
-    from .rewards import ExpectationReward, JudgedReward, OpenWebRLReward
-
     register(JudgedReward)
     register(ExpectationReward)
     register(OpenWebRLReward)

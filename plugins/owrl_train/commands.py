@@ -8,6 +8,13 @@ from typing import Any, Optional
 
 import click
 
+from owrl_sdk.cli import command_plugins
+from owrl_sdk.documents import load_trajectory
+from owrl_sdk.errors import ConfigError
+from owrl_sdk.plugins import load_checked_settings as load_settings
+
+from . import peer_policy
+
 
 @click.group("train")
 def train_command() -> None:
@@ -56,8 +63,6 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
     from .model import TrainableVL
     from .sft import SFTConfig, train_sft
 
-    from owrl_sdk.cli import command_plugins
-
     console = Console(stderr=True)
     catalogue = command_plugins().catalogue
     autocast = "bf16" if bf16 else autocast
@@ -69,10 +74,6 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
     template = trainable.tokenizer.chat_template or ""
     policy_name = "openwebrl"
     if trainable.backend.kind == "text":  # a text-only model learns from the prompt its own policy sends
-        from owrl_sdk.plugins import load_checked_settings as load_settings
-
-        from . import peer_policy
-
         text_policy = peer_policy(peer_policy(catalogue=catalogue).text_policy, catalogue=catalogue)
         policy_name = text_policy.name
         samples = load_samples(data, render=text_policy(load_settings(), backend=trainable.backend).prompt,
@@ -116,11 +117,6 @@ def rl_command(config_file: str, backend: Optional[str], ray_address: Optional[s
     from owrl_sdk.console import SafeConsole as Console  # page text cannot drive the terminal
     from rich.markup import escape
 
-    from owrl_sdk.plugins import load_checked_settings as load_settings
-    from owrl_sdk.cli import command_plugins
-
-    from owrl_sdk.errors import ConfigError
-
     from .rl import IterationResult, RLConfig, RLRun
     from .rollouts import ExecutorRollouts
 
@@ -162,13 +158,9 @@ def rl_command(config_file: str, backend: Optional[str], ray_address: Optional[s
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The JSONL file to write.")
 def export_command(runs: str, out: str) -> None:
     """Export trajectories as OpenAI-style messages JSONL (one row per turn)."""
-    from owrl_sdk.documents import load_trajectory
-
     from .data import export_messages, find_trajectories
 
     pairs = [(load_trajectory(p), p.parent) for p in find_trajectories(runs)]
-    from owrl_sdk.cli import command_plugins
-
     n = export_messages(pairs, Path(out), catalogue=command_plugins().catalogue)
     click.echo(f"wrote {n} rows from {len(pairs)} trajectories to {out}")
 

@@ -9,7 +9,7 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from owrl_sdk.components import Reward
-from owrl_sdk.types import Trajectory
+from owrl_sdk.types import Judgement, Trajectory
 
 
 class JudgedReward(Reward):
@@ -137,8 +137,6 @@ def ungated(trajectory: Trajectory) -> Trajectory:
     judge's verdict (``details.inner``), a copy whose last judgement is that verdict;
     otherwise ``trajectory`` itself. RL trains unreadable turns apart, with an advantage of
     their own, so that one unreadable turn does not make a later success a failure."""
-    from owrl_sdk.types import Judgement
-
     if not trajectory.judgements:
         return trajectory
     last = trajectory.judgements[-1]

@@ -41,12 +41,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Protocol
 
+from owrl_sdk.blocklist import Blocklist, host_of
 from owrl_sdk.components import Optimizer, Reward, TaskSampler
+from owrl_sdk.config import Settings, read_toml, validate_table
 from owrl_sdk.documents import load_trajectory
 from owrl_sdk.errors import ConfigError
 from owrl_sdk.files import write_atomic
 from owrl_sdk.types import Task, Trajectory, Turn
 
+from . import model as _model  # TrainableVL looked up when called (tests replace owrl_train.model.TrainableVL)
+from . import peer_policy  # the openwebrl plugin's policies, found in the catalogue
 from .checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
 from .data import Sample, trajectory_samples
 from .logging import Scalars
@@ -54,6 +58,7 @@ from .objectives import (LOSS_TYPES, GroupStats, demonstration_loss, group_advan
                          turn_weights)
 from .rewards import ungated
 from .rollouts import BrowserRollouts, ExecutorRollouts, said  # noqa: F401 - BrowserRollouts: its old import path
+from .serving import AdapterPublisher, PolicySpec, drop_stale
 
 
 #: The ways :class:`RLConfig` ``rescue`` can find a signal in a group where every episode failed.
@@ -251,8 +256,6 @@ class RLConfig:
     @classmethod
     def from_toml(cls, path: Path, **overrides: Any) -> "RLConfig":
         """The config in ``path``; ``overrides`` that are not None win over its keys."""
-        from owrl_sdk.config import read_toml, validate_table
-
         data = read_toml(path)  # read as owrl.toml is: missing, non-UTF-8 and invalid files named
         data = resolve_aliases(data, str(path))
         for key, value in resolve_aliases({k: v for k, v in overrides.items() if v is not None}, "the command line").items():
@@ -633,10 +636,6 @@ class IterationResult:
 class RLRun:
     def __init__(self, cfg: RLConfig, rollouts: Rollouts, settings: Any = None, plugins: Any = None,
                  tasks: Optional[list[Task]] = None, model: Any = None, demonstrator: Any = None):
-        from owrl_sdk.config import Settings
-
-        from .model import TrainableVL
-
         cfg.check("RLConfig")
         if cfg.rescue == "demo" and demonstrator is None:
             raise ConfigError("rescue = 'demo' needs a demonstrator policy (RLRun(demonstrator=...))")
@@ -652,8 +651,8 @@ class RLRun:
                               "owrl_sdk.plugins.Plugins")
         self.plugins = plugins
         cat = self.plugins.catalogue
-        self.model = model or TrainableVL(cfg.model, lora_r=cfg.lora_r, four_bit=cfg.four_bit, seed=cfg.seed,
-                                          autocast=cfg.autocast, catalogue=cat)
+        self.model = model or _model.TrainableVL(cfg.model, lora_r=cfg.lora_r, four_bit=cfg.four_bit, seed=cfg.seed,
+                                                 autocast=cfg.autocast, catalogue=cat)
         self.optimizer = cat.get("optimizers", cfg.optimizer)(self.settings, model=self.model, config=cfg)
         self.sampler: TaskSampler = cat.get("samplers", cfg.sampler)(self.settings, **cfg.sampler_options)
         self.reward: Reward = cat.get("rewards", cfg.reward)(self.settings)
@@ -677,7 +676,6 @@ class RLRun:
         else:
             self.model.freeze_reference()
             self.model.save_reference(reference)
-        from . import peer_policy  # the openwebrl plugin's policies, found in the catalogue
 
         OpenWebRLPolicy = peer_policy(catalogue=cat)
         TextPolicy = peer_policy(OpenWebRLPolicy.text_policy, catalogue=cat)
@@ -690,8 +688,6 @@ class RLRun:
 
         self.publisher: Any = None
         if cfg.serve_base_url:
-            from .serving import AdapterPublisher
-
             self.publisher = AdapterPublisher(cfg.serve_base_url, cfg.out / "published", name=cfg.adapter_name,
                                               keep=cfg.max_staleness)
 
@@ -709,8 +705,6 @@ class RLRun:
         """The trainer's own policy, or (served) the ``openai`` policy naming adapter version ``it``."""
         if self.publisher is None:
             return self.policy
-        from .serving import PolicySpec
-
         model = self.publisher.publish(self.model, it)
         # text tool calls: the policy being trained writes <tool_call> blocks, and its prompt
         # declares the tools as the trainer's own prompt does (native calls would change both)
@@ -837,8 +831,6 @@ class RLRun:
         trajectories = await self._rollouts(it)
         dropped_stale = 0
         if self.publisher is not None:
-            from .serving import drop_stale
-
             trajectories, dropped_stale = drop_stale(trajectories, cfg.adapter_name, it, cfg.max_staleness)
         t1 = time.perf_counter()
         judged = self._judge(trajectories)
@@ -1110,8 +1102,6 @@ class RLRun:
         shutil.rmtree(cache, ignore_errors=True)
         cache.mkdir(parents=True)
         rng = random.Random(self.cfg.seed * 100003 + it)
-        from owrl_sdk.blocklist import Blocklist, host_of
-
         blocklist = Blocklist()
         pool = [t for t in self.pool if not blocklist.blocked(host_of(t.start_url))]
         if not pool:
