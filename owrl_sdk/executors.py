@@ -12,12 +12,15 @@ passes in the :class:`Workload`, called as ``factory(settings, plugins)``.
 an evaluation does; it is picklable, so it also crosses to Ray workers) and the executor
 closes them at the end; :class:`SharedPolicy` hands every worker the same object, which
 stays its owner's and is not closed (RL rollouts in the trainer's process share its
-model-backed policy this way; only the ``local`` executor accepts it).
+model-backed policy this way; an executor whose workers run in other processes, as ``ray``,
+sets ``shares_policy`` false and refuses it).
 
 Executors are registered by plugins with the ``register_executors`` hook, like every
 other catalogue kind; ``owrl eval --backend NAME`` picks one. The core registers
 ``local`` (this module: asyncio workers on contexts of one shared browser, or one browser
 per worker) and ``ray`` (:mod:`owrl_sdk.raybackend`: Ray actors each owning a browser).
+Evaluations, batches, the server's batch jobs and RL rollouts all run on them; those whose
+workers run in this process share one scheduling, :class:`InProcessExecutor`.
 
 A worker lost under an episode is not the policy's failure, on either backend: a Ray actor
 that dies takes its episodes to another actor, and a local worker whose browser dies (the
@@ -28,10 +31,11 @@ the browser is back; each episode at most ``max_attempts`` times (3).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, ClassVar, Optional
+from typing import Any, AsyncContextManager, Awaitable, Callable, ClassVar, Optional
 
 from .config import Settings
 from .errors import UsageError
@@ -237,39 +241,30 @@ def failed_trajectory(result: WorkResult, policy: Any) -> Trajectory:
 WORKER_LOST = frozenset({"infra.browser_crash", "infra.browser_disconnected"})
 
 
-class LocalExecutor(Executor):
-    """asyncio workers in this process, on contexts of one shared browser (``browser_per_worker``:
-    one each). The suite is set up at ``start`` and torn down at ``close``; every worker makes
-    sure its browser runs (relaunching a crashed one) before each episode.
+class InProcessExecutor(Executor):
+    """The scheduling every executor whose workers run in this process shares: the suite set
+    up at ``start`` and torn down at ``close``, one :class:`JudgedEpisodes` for all workers,
+    one queue drained by :func:`drain` (a policy per worker), and an episode whose browser was
+    lost under it (:data:`WORKER_LOST`) run again once the browser is back, up to
+    ``max_attempts`` times in all (the last attempt's record stands).
 
-    An episode whose browser died under it (:data:`WORKER_LOST`) runs again on the relaunched
-    browser, up to ``max_attempts`` times in all, as the Ray backend retries a lost actor's
-    episodes; the last attempt's record stands. A batch asks for one attempt: its rows have
-    their own retries, which know a row's point of no return."""
-
-    name = "local"
+    A backend supplies only its workers' browsers (:meth:`worker_hosts`); it may also adjust or
+    refuse an item before it runs (:meth:`prepare`) and hold something around each episode
+    (:meth:`slot`), as the server's rows do with its slots.
+    """
 
     def __init__(self, settings: Settings, plugins: Plugins, workers: int = 1, *,
-                 browser_per_worker: bool = False, max_attempts: Optional[int] = None, **options: Any):
+                 max_attempts: Optional[int] = None, **options: Any):
         super().__init__(settings, plugins, workers, **options)
-        self.browser_per_worker = browser_per_worker
         self.max_attempts = max(1, 3 if max_attempts is None else max_attempts)
-        self.hosts: list[Any] = []
         self.episodes: Optional[JudgedEpisodes] = None
         self.retried = 0
-        self.lost = 0
 
     async def start(self, workload: Workload) -> None:
-        from .browser import browser_host
-
         await super().start(workload)
         await workload.suite.setup()
         self.episodes = JudgedEpisodes(self.settings, self.plugins, workload.suite, workload.judge, workload.out,
                                        record_blocklist=workload.record_blocklist)
-        self.hosts = [browser_host(self.settings, self.plugins)
-                      for _ in range(self.workers if self.browser_per_worker else 1)]
-        for host in self.hosts:
-            await host.start()
 
     async def configure(self, *, policy: Optional[PolicyFactory] = None, max_steps: Optional[int] = None,
                         out: Optional[Path] = None) -> None:
@@ -277,6 +272,19 @@ class LocalExecutor(Executor):
         assert self.episodes is not None
         if out is not None:
             self.episodes.set_out(Path(out))
+
+    def worker_hosts(self, n: int) -> list[Any]:
+        """The browsers of ``n`` workers (one entry per worker; entries may repeat): objects with
+        ``ensure_running()`` and ``new_env(...)``."""
+        raise NotImplementedError
+
+    def prepare(self, item: WorkItem) -> tuple[Task, Optional[WorkResult]]:
+        """The task the item runs, or the result it ends with before any browser (a refusal)."""
+        return item.task, None
+
+    def slot(self) -> AsyncContextManager[Any]:
+        """Held while an episode runs (nothing by default)."""
+        return contextlib.nullcontext()
 
     async def run(self, items: list[WorkItem], on_result: Optional[OnResult] = None) -> list[WorkResult]:
         assert self.workload is not None and self.episodes is not None, "start() first"
@@ -286,23 +294,63 @@ class LocalExecutor(Executor):
         episodes.settings = settings
 
         async def one(host: Any, policy: Policy, item: WorkItem) -> WorkResult:
-            for attempt in range(1, self.max_attempts + 1):
-                try:
-                    await host.ensure_running()  # one relaunch even when several workers notice
-                    record, traj = await episodes.run(host, policy, horizon(item.task, workload.max_steps),
-                                                      item.episode)
-                except Exception as err:  # noqa: BLE001 - the machinery failed this episode only
-                    return error_result(item, err)
-                if record.failure not in WORKER_LOST or attempt == self.max_attempts:
-                    break
-                self.retried += 1
-                log.warning("episode %s: its browser was lost (%s); running it again (attempt %d of %d)",
-                            item.key, record.failure, attempt + 1, self.max_attempts)
+            task, refused = self.prepare(item)
+            if refused is not None:
+                return refused
+            task = horizon(task, workload.max_steps)
+            async with self.slot():
+                for attempt in range(1, self.max_attempts + 1):
+                    try:
+                        await host.ensure_running()  # one relaunch even when several workers notice
+                        record, traj = await episodes.run(host, policy, task, item.episode)
+                    except Exception as err:  # noqa: BLE001 - the machinery failed this episode only
+                        return error_result(item, err)
+                    if record.failure not in WORKER_LOST or attempt == self.max_attempts:
+                        break
+                    self.retried += 1
+                    log.warning("episode %s: its browser was lost (%s); running it again (attempt %d of %d)",
+                                item.key, record.failure, attempt + 1, self.max_attempts)
             return WorkResult(item, record, traj if workload.with_trajectory else None)
 
-        n = min(self.workers, len(items))
-        hosts = [self.hosts[i % len(self.hosts)] for i in range(n)]
-        return await drain(items, hosts, workload, settings, self.plugins, one, on_result)
+        return await drain(items, self.worker_hosts(min(self.workers, len(items))), workload, settings,
+                           self.plugins, one, on_result)
+
+    async def close(self) -> None:
+        if self.workload is not None and self.episodes is not None:
+            self.episodes = None
+            await self.workload.suite.teardown()
+
+
+class LocalExecutor(InProcessExecutor):
+    """asyncio workers in this process, on contexts of one shared browser (``browser_per_worker``:
+    one each); every worker makes sure its browser runs (relaunching a crashed one) before
+    each episode.
+
+    An episode whose browser died under it runs again on the relaunched browser, up to
+    ``max_attempts`` times in all (3), as the Ray backend retries a lost actor's episodes. A
+    batch asks for one attempt: its rows have their own retries, which know a row's point of
+    no return."""
+
+    name = "local"
+
+    def __init__(self, settings: Settings, plugins: Plugins, workers: int = 1, *,
+                 browser_per_worker: bool = False, max_attempts: Optional[int] = None, **options: Any):
+        super().__init__(settings, plugins, workers, max_attempts=max_attempts, **options)
+        self.browser_per_worker = browser_per_worker
+        self.hosts: list[Any] = []
+        self.lost = 0
+
+    async def start(self, workload: Workload) -> None:
+        from .browser import browser_host
+
+        await super().start(workload)
+        self.hosts = [browser_host(self.settings, self.plugins)
+                      for _ in range(self.workers if self.browser_per_worker else 1)]
+        for host in self.hosts:
+            await host.start()
+
+    def worker_hosts(self, n: int) -> list[Any]:
+        return [self.hosts[i % len(self.hosts)] for i in range(n)]
 
     def stats(self) -> dict[str, Any]:
         """As the Ray backend's: browsers lost (each relaunch or reconnection) and episodes run again."""
@@ -318,9 +366,7 @@ class LocalExecutor(Executor):
         hosts, self.hosts = self.hosts, []
         for host in hosts:
             await host.close()
-        if self.workload is not None and self.episodes is not None:
-            self.episodes = None
-            await self.workload.suite.teardown()
+        await super().close()  # the suite's teardown
 
 
 def executor_class(plugins: Plugins, name: str) -> type[Executor]:
@@ -337,5 +383,5 @@ def register_executors(register: Callable[[Any], None]) -> None:
     register(LocalExecutor)
 
 
-__all__ = ["Executor", "LocalExecutor", "NamedPolicy", "SharedPolicy", "PolicyFactory", "WorkItem", "WorkResult",
+__all__ = ["Executor", "InProcessExecutor", "LocalExecutor", "NamedPolicy", "SharedPolicy", "PolicyFactory", "WorkItem", "WorkResult",
            "Workload", "executor_class", "horizon", "error_result", "failed_trajectory"]

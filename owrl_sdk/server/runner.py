@@ -22,6 +22,7 @@ local files, like every job. Cancelling a batch cancels the rows running and end
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import re
@@ -35,12 +36,11 @@ from ..config import Settings, openai_endpoint
 from ..documents import Flow, flow_from_data
 from ..domains import DomainPolicy
 from ..errors import OwrlError
-from ..executors import Executor, OnResult, WorkItem, Workload, WorkResult, drain, error_result, horizon
+from ..executors import InProcessExecutor, WorkItem, WorkResult
 from ..flowplayer import FLOW_POLICY
 from ..inputs import InputsInvalid, placeholders, resolve_inputs
 from ..plugins import Plugins
-from ..policy import Policy
-from ..runner import JudgedEpisodes, failed_record
+from ..runner import failed_record
 from ..runrequest import RunRequest
 from ..runstore import RunDir
 from ..secrets import dumps, redact, scrub
@@ -572,67 +572,46 @@ class _ServerBrowser:
         return await self.runner.new_env(run_dir, trace, session=self.session)
 
 
-class RowExecutor(Executor):
+class RowExecutor(InProcessExecutor):
     """Runs a batch job's rows on the server: each row waits for one of the server's slots, at
     most ``workers`` rows at a time, in a context of the server's browser; each row's task gets
-    the job's allowlist and step limit. The first row that gets a slot marks the job running."""
+    the job's allowlist and step limit. The first row that gets a slot marks the job running.
+    One attempt per row: a batch's rows have their own retries."""
 
     name = "serve"
 
     def __init__(self, runner: JobRunner, job_id: str, spec: dict[str, Any]):
-        super().__init__(runner.settings, runner.plugins, int(spec.get("workers") or 1))
+        super().__init__(runner.settings, runner.plugins, int(spec.get("workers") or 1), max_attempts=1)
         self.runner = runner
         self.job_id = job_id
         self.allowed = list(spec.get("allowed_domains") or [])
         self.max_steps = spec.get("max_steps")
         self.session = spec.get("storage_state")
-        self.episodes: Any = None
 
-    async def start(self, workload: Workload) -> None:
-        await super().start(workload)
-        await workload.suite.setup()
-        self.episodes = JudgedEpisodes(self.settings, self.plugins, workload.suite, workload.judge, workload.out,
-                                       record_blocklist=workload.record_blocklist)
+    def worker_hosts(self, n: int) -> list[Any]:
+        return [_ServerBrowser(self.runner, self.session)] * n
 
-    async def run(self, items: list[WorkItem], on_result: Optional[OnResult] = None) -> list[WorkResult]:
-        assert self.workload is not None and self.episodes is not None, "start() first"
-        assert self.runner._slots is not None
-        workload, episodes, slots = self.workload, self.episodes, self.runner._slots
-        episodes.settings = self.settings
-        host = _ServerBrowser(self.runner, self.session)
-
-        async def one(host: Any, policy: Policy, item: WorkItem) -> WorkResult:
-            task = item.task.model_copy(update={
-                "allowed_domains": self.allowed, "max_steps": self.max_steps or item.task.max_steps,
-                "metadata": {**item.task.metadata, "serve_job": self.job_id}})
-            refused = self._refusal(item, task)
-            if refused is not None:
-                return refused
-            async with slots:
-                self.runner.store.started(self.job_id)
-                try:
-                    record, traj = await episodes.run(host, policy, horizon(task, workload.max_steps), item.episode)
-                    return WorkResult(item, record, traj if workload.with_trajectory else None)
-                except Exception as err:  # noqa: BLE001 - the machinery failed this row only
-                    return error_result(item, err)
-
-        hosts = [host] * min(self.workers, len(items))
-        return await drain(items, hosts, workload, self.settings, self.plugins, one, on_result)
-
-    def _refusal(self, item: WorkItem, task: Task) -> Optional[WorkResult]:
-        """A row whose values made a start URL the server does not serve (a file:, a host outside
-        the allowlist) fails as bad inputs, before any browser: as a flow job's would be a 422."""
+    def prepare(self, item: WorkItem) -> tuple[Task, Optional[WorkResult]]:
+        """The row's task with the job's allowlist and step limit; a row whose values made a start
+        URL the server does not serve (a file:, a host outside the allowlist) fails as bad
+        inputs, before any browser: as a flow job's would be a 422."""
+        task = item.task.model_copy(update={
+            "allowed_domains": self.allowed, "max_steps": self.max_steps or item.task.max_steps,
+            "metadata": {**item.task.metadata, "serve_job": self.job_id}})
         try:
             self.runner.check_start_url(task.start_url, self.allowed, ("start_url",))
         except SpecError as err:
             record = dataclasses.replace(failed_record(task, item.episode, BAD_INPUTS), status="fail")
-            return WorkResult(WorkItem(task, item.episode, item.group), record, error=err.message)
-        return None
+            return task, WorkResult(WorkItem(task, item.episode, item.group), record, error=err.message)
+        return task, None
 
-    async def close(self) -> None:
-        if self.workload is not None and self.episodes is not None:
-            self.episodes = None
-            await self.workload.suite.teardown()
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """One of the server's slots; the first row that gets one marks the job running."""
+        assert self.runner._slots is not None
+        async with self.runner._slots:
+            self.runner.store.started(self.job_id)
+            yield
 
 
 def _line(data: dict[str, Any]) -> str:
