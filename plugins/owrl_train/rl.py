@@ -57,7 +57,7 @@ from .logging import Scalars
 from .objectives import (LOSS_TYPES, GroupStats, demonstration_loss, group_advantages, ppo_clip_loss, sampled_kl,
                          turn_weights)
 from .rewards import ungated
-from .rollouts import BrowserRollouts, ExecutorRollouts, said  # noqa: F401 - BrowserRollouts: its old import path
+from .rollouts import BrowserRollouts, said  # noqa: F401 - BrowserRollouts: its old import path
 from .serving import AdapterPublisher, PolicySpec, drop_stale
 
 
