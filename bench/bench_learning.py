@@ -221,6 +221,9 @@ def main() -> None:
     ap.add_argument("--target-kl", type=float, default=0.01, help="the trust region: KL from the sampling policy a step may reach (new trainer)")
     ap.add_argument("--fixed-lr", action="store_true",
                     help="keep --rl-lr throughout (new trainer); by default the trust region lowers it to what its steps needed")
+    ap.add_argument("--anchor-coef", type=float, default=0.0, metavar="W",
+                    help="the anchor set (new trainer): the SFT demonstrations trained beside each RL step with "
+                         "weight W, and held in the trust region (0: none)")
     ap.add_argument("--dynamic-groups", type=int, default=0, metavar="N",
                     help="draw more groups in an iteration until N have reward variance (0: one draw)")
     ap.add_argument("--dynamic-draws", type=int, default=2, help="at most this many extra draws per iteration")
@@ -428,6 +431,8 @@ def main() -> None:
         else:
             trainer = dict(kl_coef=args.kl_coef, target_kl=args.target_kl, optimizer_steps=args.optimizer_steps,
                            adaptive_lr=not args.fixed_lr)
+            if args.anchor_coef:  # the demonstrations SFT learned (copied here by --from-sft)
+                trainer.update(anchor_data=str(out / "demos"), anchor_coef=args.anchor_coef)
         rl_cfg = RLConfig(model=str(model_path), out=out / "rl", suite="miniwob", iterations=sizes["iterations"],
                           tasks_per_iteration=sizes["tasks_per_iteration"], group_size=sizes["group_size"],
                           workers=args.workers, lr=args.rl_lr, lora_r=args.lora_r, minibatch=args.minibatch,

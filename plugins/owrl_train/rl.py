@@ -52,7 +52,7 @@ from owrl_sdk.types import Task, Trajectory, Turn
 from . import model as _model  # TrainableVL looked up when called (tests replace owrl_train.model.TrainableVL)
 from . import peer_policy  # the openwebrl plugin's policies, found in the catalogue
 from .checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
-from .data import Sample, trajectory_samples
+from .data import Sample, load_samples, trajectory_samples
 from .logging import Scalars
 from .objectives import (LOSS_TYPES, GroupStats, demonstration_loss, group_advantages, ppo_clip_loss, sampled_kl,
                          turn_weights)
@@ -178,6 +178,16 @@ class RLConfig:
     truncated: str = "mask"
     #: Weight of the SFT term a rescue demonstration trains through (outside the group statistics).
     demo_coef: float = 0.1
+    #: The anchor set: the SFT data the starting adapter learned (a runs folder, a trajectory or
+    #: a JSONL, as ``owrl train sft --data`` reads it). RL trains on a few families an iteration
+    #: and the others drift; with it, every optimizer step also trains ``anchor_batch`` of its
+    #: turns with an SFT term of weight ``anchor_coef`` (PPO-ptx), and the trust region measures
+    #: its KL on ``anchor_probe`` fixed anchor turns (every task in turn) as well as on the
+    #: iteration's own: the larger of the two must stay within ``target_kl`` (None: no anchor set).
+    anchor_data: Optional[str] = None
+    anchor_coef: float = 1.0
+    anchor_batch: int = 4
+    anchor_probe: int = 12
     text_mode: bool = False
     #: Options of the rollout policy (``openwebrl``, or ``owrl-text`` for a text-only model).
     policy_options: dict[str, Any] = field(default_factory=dict)
@@ -235,6 +245,8 @@ class RLConfig:
             raise ConfigError(f"{where}: optimizer_steps must be 0 (a step per minibatch) or more, not {self.optimizer_steps!r}")
         if int(self.kl_backtracks) < 0:
             raise ConfigError(f"{where}: kl_backtracks must be 0 or more, not {self.kl_backtracks!r}")
+        if self.anchor_coef < 0 or int(self.anchor_batch) < 0 or int(self.anchor_probe) < 0:
+            raise ConfigError(f"{where}: anchor_coef, anchor_batch and anchor_probe must be 0 or more")
         for key in ("minibatch", "ppo_epochs", "group_size"):
             if int(getattr(self, key)) < 1:
                 raise ConfigError(f"{where}: {key} must be at least 1, not {getattr(self, key)!r}")
@@ -324,6 +336,8 @@ class _Tally:
     undone: int = 0
     #: 1.0 once a step was undone and the iteration's updates stopped.
     stopped: float = 0.0
+    #: The anchor set's SFT term, one value per optimizer step.
+    anchor_nll: list[float] = field(default_factory=list)
 
     def add(self, metrics: dict[str, float], tokens: int, seen: int) -> None:
         """Count one minibatch's backward pass."""
@@ -353,6 +367,32 @@ class MMGRPO(Optimizer):
         self.model = model
         self.cfg = config
         self.torch_optimizer = optimizer or torch.optim.AdamW(model.trainable_parameters(), lr=config.lr)
+        #: The anchor set (:meth:`set_anchor`) and its fixed probe turns.
+        self.anchor: list[Any] = []
+        self.anchor_probe: list[Any] = []
+        self._probe_rows: list[_Row] = []
+        self._anchor_kl: Optional[float] = None
+        self._iteration = self._steps_drawn = 0
+
+    def set_anchor(self, samples: list[Any]) -> None:
+        """The anchor set (``RLConfig.anchor_data``): every optimizer step trains
+        ``anchor_batch`` of ``samples`` through an SFT term (``anchor_coef``), and
+        ``anchor_probe`` of them, each task in turn, are fixed turns on which the trust region
+        measures the step's KL besides the iteration's own turns."""
+        self.anchor = []
+        for s in samples:
+            s.meta.pop("token_ids", None)  # ids another model sampled are not this model's: the text is re-encoded
+            self.anchor.append(s)
+        queues: dict[str, list[Any]] = {}
+        for s in self.anchor:
+            queues.setdefault(str(s.meta.get("task", "")), []).append(s)
+        probe: list[Any] = []
+        want = min(int(self.cfg.anchor_probe), len(self.anchor))
+        while len(probe) < want:
+            for q in queues.values():
+                if q and len(probe) < want:
+                    probe.append(q.pop(0))
+        self.anchor_probe = probe
 
     def loss(self, logp: Any, old_logp: Any, adv: Any, mask: Any, ref_logp: Any, entropy: Any,
              weights: Any = None) -> tuple[Any, dict[str, float]]:
@@ -386,7 +426,13 @@ class MMGRPO(Optimizer):
         region, until a step has to be undone; the update's metrics (none without samples)."""
         if not samples:
             return {}
+        self._iteration, self._steps_drawn = iteration, 0
         prepared = self._prepare(self.plan(samples, iteration))
+        # the anchor probe as the policy scores it before the update: what the trust region holds it to
+        self._probe_rows = self._prepare([[self.anchor_probe[j:j + self.cfg.minibatch] for j in
+                                            range(0, len(self.anchor_probe), self.cfg.minibatch)]],
+                                         reference=False)[0] if self.anchor_probe and self.cfg.target_kl else []
+        self._anchor_kl = None
         tally = _Tally()
         started = time.perf_counter()
         for _ in range(self.cfg.ppo_epochs):
@@ -397,9 +443,10 @@ class MMGRPO(Optimizer):
                 break
         return self._update_metrics(samples, tally, time.perf_counter() - started)
 
-    def _prepare(self, plan: list[list[list[Any]]]) -> list[list[_Row]]:
+    def _prepare(self, plan: list[list[list[Any]]], reference: bool = True) -> list[list[_Row]]:
         """Each minibatch of each step, scored once before the update and without gradients:
-        its log-probabilities under the policy that sampled it and under the reference."""
+        its log-probabilities under the policy that sampled it and (``reference``) under the
+        reference."""
         import torch
 
         model, default_t = self.model, self.cfg.temperature
@@ -411,8 +458,10 @@ class MMGRPO(Optimizer):
                     enc = model.encode(b)
                     temps = [float(s.meta.get("temperature", default_t)) for s in b]
                     old, mask, _ = model.token_logprobs(enc, temperature=temps)
-                    with model.reference():  # KL to the start: logged even when kl_coef is 0
-                        ref, _, _ = model.token_logprobs(enc, temperature=temps)
+                    ref = None
+                    if reference:
+                        with model.reference():  # KL to the start: logged even when kl_coef is 0
+                            ref, _, _ = model.token_logprobs(enc, temperature=temps)
                     rows.append((b, enc, old, ref, temps, mask.sum(-1).tolist()))
                 prepared.append(rows)
         return prepared
@@ -453,7 +502,26 @@ class MMGRPO(Optimizer):
             kl, tokens = self._backward(i, row, weight, n_demo, tally)
             step_kl += kl
             step_tokens += tokens
+        self._anchor_backward(tally)
         return step_kl, step_tokens
+
+    def _anchor_backward(self, tally: _Tally) -> None:
+        """The anchor set's SFT term (PPO-ptx): ``anchor_batch`` turns drawn for this step
+        (seeded by the run's seed, the iteration and the step), their mean negative
+        log-likelihood at temperature 1 (as SFT trained it) times ``anchor_coef``."""
+        c = self.cfg
+        if not (self.anchor and c.anchor_coef and c.anchor_batch):
+            return
+        rng = random.Random((c.seed * 1_000_003 + self._iteration) * 1_009 + self._steps_drawn)
+        self._steps_drawn += 1
+        batch = rng.sample(self.anchor, min(int(c.anchor_batch), len(self.anchor)))
+        enc = self.model.encode(batch)
+        logp, mask, _ = self.model.token_logprobs(enc, temperature=[1.0] * len(batch))
+        nll = demonstration_loss(logp, mask)
+        (c.anchor_coef * nll).backward()
+        tally.anchor_nll.append(float(nll.detach()))
+        tally.tokens += int(mask.sum())
+        tally.seen += int(enc["attention_mask"].sum())
 
     def _step_weights(self, rows: list[_Row]) -> tuple[dict[tuple[int, int], float], int]:
         """Each sampled turn's weight in one step's loss (``loss_type``), keyed by (minibatch,
@@ -565,6 +633,10 @@ class MMGRPO(Optimizer):
             out["kl_first_step"] = tally.first_kl
         out["samples"] = float(len(samples))
         out["demo_samples"] = float(sum(1 for s in samples if s.meta.get("demo")))
+        if tally.anchor_nll:
+            out["anchor_nll"] = sum(tally.anchor_nll) / len(tally.anchor_nll)
+        if self._anchor_kl is not None:  # the anchor probe's KL after the last step kept
+            out["kl_anchor"] = self._anchor_kl
         return out
 
     def _adapt_lr(self, first_kl: Optional[float]) -> float:
@@ -590,7 +662,16 @@ class MMGRPO(Optimizer):
         rescue demonstration's turns, the same estimate of how far the update moved the policy
         there. The demonstrations count too: with Adam, a term's small weight does not make a
         small step when it is the only term, so an iteration that trains only a demonstration
-        would otherwise move the adapter unbounded."""
+        would otherwise move the adapter unbounded. With an anchor set, the larger of that and
+        the same KL on the anchor's fixed probe turns."""
+        kl = self._mean_kl(prepared)
+        if self._probe_rows:  # the anchor's fixed turns: the families this iteration did not play
+            self._anchor_kl = self._mean_kl([self._probe_rows])
+            kl = max(kl, self._anchor_kl)
+        return kl
+
+    def _mean_kl(self, prepared: list[list[_Row]]) -> float:
+        """KL(scored before the update || current) per target token of ``prepared``."""
         import torch
 
         total, count = 0.0, 0
@@ -686,10 +767,22 @@ class RLRun:
             self.policy = OpenWebRLPolicy(self.settings, backend=self.model.backend, text_mode=cfg.text_mode,
                                           **cfg.sampling, **cfg.policy_options)
 
+        if cfg.anchor_data:
+            self._load_anchor(cfg.anchor_data)
+
         self.publisher: Any = None
         if cfg.serve_base_url:
             self.publisher = AdapterPublisher(cfg.serve_base_url, cfg.out / "published", name=cfg.adapter_name,
                                               keep=cfg.max_staleness)
+
+    def _load_anchor(self, source: str) -> None:
+        """Hand the optimizer its anchor set: the turns of ``source``'s successful episodes,
+        rendered as the rollout policy renders its prompts."""
+        if not hasattr(self.optimizer, "set_anchor"):
+            raise ConfigError(f"anchor_data: the {self.cfg.optimizer!r} optimizer takes no anchor set")
+        samples = load_samples(source, catalogue=self.plugins.catalogue, render=self.policy.prompt,
+                               tools=self._tools())
+        self.optimizer.set_anchor(samples)
 
     def _write_config(self) -> None:
         """``OUT/config.json``: every setting this run trains with, defaults included, so that

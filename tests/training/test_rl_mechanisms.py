@@ -373,6 +373,78 @@ def test_a_demonstration_only_update_is_held_by_the_trust_region_too(tiny_qwen3,
     assert not all(torch.equal(p, p0) for p, p0 in zip(model.trainable_parameters(), start))
 
 
+# ------------------------------------------------------------------ the anchor set
+
+
+def write_runs(folder, trajectories):
+    """Trajectories as a runs folder (``<run>/trajectory.json``), as ``anchor_data`` reads one."""
+    for t in trajectories:
+        (folder / t.id).mkdir(parents=True)
+        (folder / t.id / "trajectory.json").write_text(t.model_dump_json())
+    return folder
+
+
+def green_logp(model, run):
+    anchor = run.optimizer.anchor[0]
+    with torch.no_grad():
+        logp, mask, _ = model.token_logprobs(model.encode([anchor]))
+    return float((logp * mask).sum())
+
+
+def test_the_anchor_set_trains_every_step_and_holds_its_turns(tiny_qwen3, tmp_path, plugins, settings):
+    """An iteration that pushes "green" down (a failed green episode), from one start, with and
+    without the anchor set of successful green episodes: the SFT term (anchor_nll, logged)
+    keeps green's likelihood higher than the same update without it."""
+    anchor = write_runs(tmp_path / "sft-data", [toy_trajectory([readable("green")], True, f"a{i}") for i in range(3)]
+                        + [toy_trajectory([readable("red")], False, "failed")])
+    start = model_of(tiny_qwen3)
+    perturb(start, scale=0.05)
+    state = [p.detach().clone() for p in start.trainable_parameters()]
+    after = {}
+    for coef in (0.0, 5.0):
+        with torch.no_grad():
+            for p, p0 in zip(start.trainable_parameters(), state):
+                p.copy_(p0)
+        run = run_of(config(tiny_qwen3, tmp_path / f"rl-{coef}", optimizer_steps=2, lr=1e-2, target_kl=0.0,
+                            anchor_data=str(anchor), anchor_coef=coef, anchor_batch=2), start, plugins, settings)
+        assert len(run.optimizer.anchor) == 3  # the failed episode is not part of it
+        before = green_logp(start, run)
+        samples = run._samples(toy_trajectory([readable("green")], False, "pushed"), -1.0)
+        m = run.optimizer.optimize(samples)
+        after[coef] = green_logp(start, run) - before
+        assert ("anchor_nll" in m) == (coef > 0)
+    assert after[0.0] < 0  # the group's push alone lowers green
+    assert after[5.0] > after[0.0]
+
+
+def test_the_anchor_probe_takes_every_task_in_turn_and_joins_the_trust_region(tiny_qwen3, tmp_path, plugins,
+                                                                                settings):
+    from owrl_openwebrl.prompt import Prompt
+
+    model = model_of(tiny_qwen3)
+    run = run_of(config(tiny_qwen3, tmp_path / "rl", optimizer_steps=1, lr=5e-2, target_kl=1e-3, anchor_probe=3,
+                        anchor_coef=0.0), model, plugins, settings)
+    prompt = Prompt(messages=[{"role": "user", "content": [{"type": "text", "text": "Press green"}]}])
+    made = [Sample(prompt=prompt, target=press(c), meta={"task": t, "token_ids": [1, 2]})
+            for t, c in (("a", "green"), ("a", "red"), ("a", "blue"), ("b", "yellow"), ("c", "green"))]
+    run.optimizer.set_anchor(made)
+    assert [s.meta["task"] for s in run.optimizer.anchor_probe] == ["a", "b", "c"]  # each task before a second
+    assert all("token_ids" not in s.meta for s in run.optimizer.anchor)  # another model's ids are not this one's
+    samples = run._samples(toy_trajectory([readable("red")], True, "r"), 1.0)
+    m = run.optimizer.optimize(samples)
+    assert "kl_anchor" in m and m["kl_anchor"] <= 1e-3 and m["kl_old_new"] >= m["kl_anchor"]
+    run.optimizer.set_anchor([])
+    assert "kl_anchor" not in run.optimizer.optimize(samples)
+
+
+def test_an_optimizer_without_an_anchor_set_refuses_anchor_data(tiny_qwen3, tmp_path, plugins, settings):
+    with pytest.raises(ConfigError, match="anchor"):
+        RLConfig(model="m", out=tmp_path, anchor_coef=-1.0)
+    with pytest.raises(Exception, match="no such file"):
+        run_of(config(tiny_qwen3, tmp_path / "rl", anchor_data=str(tmp_path / "missing")), model_of(tiny_qwen3),
+               plugins, settings)
+
+
 def _sampler(model, samples, start):
     """(old log-probabilities, ref, temperatures, lengths) of ``samples`` under the ``start`` weights."""
     now = [p.detach().clone() for p in model.trainable_parameters()]
