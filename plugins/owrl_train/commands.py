@@ -112,6 +112,10 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
 @click.option("--max-completion-length", type=int, help="Tokens per answer (sampling.max_new_tokens).")
 @click.option("--loss-type", type=click.Choice(["episode-mean", "seq-mean-token-mean", "token-mean"]),
               help="How turns weigh in the loss (loss_type).")
+@click.option("--anchor", "anchor_data", type=click.Path(exists=True), metavar="DATA",
+              help="The SFT data the starting adapter learned (as sft --data takes it): trained beside every RL "
+                   "step and held in the trust region, so that families RL does not play keep what SFT taught "
+                   "(anchor_data).")
 def rl_command(config_file: str, backend: Optional[str], ray_address: Optional[str], **trl: Any) -> None:
     """Online MM-GRPO on live pages; re-running the same command resumes."""
     from owrl_sdk.console import SafeConsole as Console  # page text cannot drive the terminal
@@ -176,6 +180,8 @@ def diagnostics_line(result: Any, iterations: int) -> str:
               f"steps {m['mean_steps']:.1f}", f"kl {m.get('kl', 0):.4f}", f"kl step {m.get('kl_old_new', 0):.4f}",
               f"entropy {m.get('entropy', 0):.3f}", f"updates {m.get('optimizer_steps', 0):.0f}",
               *([f"lr {m['lr']:.2g}"] if "lr" in m else []),
+              *([f"kl anchor {m['kl_anchor']:.4f}"] if "kl_anchor" in m else []),
+              *([f"anchor nll {m['anchor_nll']:.3f}"] if "anchor_nll" in m else []),
               f"drift {m.get('adapter_drift', 0):.3f}",
               f"rollout {m['time_rollout_s']:.1f}s update {m['time_update_s']:.1f}s"]
     return " · ".join(parts)

@@ -554,3 +554,20 @@ def test_trl_names_are_accepted(tmp_path):
         RLConfig.from_toml(path)
     path.write_text('model = "m"\n')
     assert RLConfig.from_toml(path, learning_rate=1e-4, beta=0.3).lr == 1e-4
+
+
+def test_the_command_takes_an_anchor_set_and_prints_its_figures(tmp_path):
+    from click.testing import CliRunner
+    from owrl_train.commands import diagnostics_line, train_command
+    from owrl_train.rl import IterationResult
+
+    path = tmp_path / "rl.toml"
+    path.write_text('model = "m"\n')
+    assert RLConfig.from_toml(path, anchor_data=str(tmp_path)).anchor_data == str(tmp_path)
+    assert "--anchor" in CliRunner().invoke(train_command, ["rl", "--help"]).output
+    metrics = {"reward_mean": 0.5, "success_rate": 0.5, "valid_group_fraction": 1.0, "mean_steps": 1.0,
+               "time_rollout_s": 1.0, "time_update_s": 1.0, "kl_anchor": 0.0042, "anchor_nll": 0.25}
+    line = diagnostics_line(IterationResult(0, metrics), 3)
+    assert "kl anchor 0.0042" in line and "anchor nll 0.250" in line
+    assert "anchor" not in diagnostics_line(IterationResult(0, {k: v for k, v in metrics.items()
+                                                                if "anchor" not in k}), 3)
