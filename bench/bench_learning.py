@@ -287,7 +287,10 @@ def main() -> None:
     sizes = {k: getattr(args, k) if getattr(args, k) is not None else (QUICK if args.quick else FULL)[k] for k in FULL}
     warnings.simplefilter("ignore")
 
-    import matplotlib  # noqa: F401  (the learning curve: fail now, not after an hour)
+    try:
+        import matplotlib  # noqa: F401  (the learning curve: fail now, not after an hour)
+    except ImportError:
+        sys.exit("the plots need matplotlib: pip install 'openwebrl-sdk[bench]'")
     import torch
 
     from miniwob_ref_oracle import RefOracle

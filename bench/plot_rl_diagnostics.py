@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 PANELS = [
@@ -35,7 +36,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("rl-diagnostics.png"))
     ap.add_argument("--title", default="")
     args = ap.parse_args()
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        sys.exit("the plots need matplotlib: pip install 'openwebrl-sdk[bench]'")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -5,6 +5,7 @@ Messages are one line that says what is wrong and what to do about it.
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from typing import Optional
 
 
@@ -58,3 +59,11 @@ class InfraError(OwrlError):
 
 class TaskFailed(OwrlError):
     exit_code = 1
+
+
+def require_extra(what: str, extra: str, *modules: str) -> None:
+    """Raise a :class:`UsageError` naming the extra to install when one of ``modules`` cannot
+    be found (found without importing it, so the check costs no import time)."""
+    missing = [m for m in modules if find_spec(m) is None]
+    if missing:
+        raise UsageError(f"{what} needs {', '.join(missing)}: pip install 'openwebrl-sdk[{extra}]'")

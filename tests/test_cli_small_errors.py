@@ -128,3 +128,13 @@ def test_model_tiny_is_quiet_and_says_what_a_run_will_do(tmp_path):
     assert lines[0] == "wrote a tiny llama checkpoint to tiny-llama"
     assert "aborted · policy.unparseable" in lines[1] and "fail · policy.length_limit" in lines[1]
     assert (tmp_path / "tiny-llama" / "model.safetensors").is_file()
+
+
+def test_a_missing_extra_is_named_with_the_command_to_install_it():
+    from owrl_sdk.errors import UsageError, require_extra
+
+    require_extra("owrl train sft", "train", "json")  # present: nothing raised
+    with pytest.raises(UsageError) as e:
+        require_extra("owrl train sft", "train", "json", "no_such_module_owrl")
+    assert str(e.value) == "owrl train sft needs no_such_module_owrl: pip install 'openwebrl-sdk[train]'"
+    assert e.value.exit_code == 2

@@ -33,7 +33,7 @@ def pages_dir() -> Path:
     try:
         import miniwob  # type: ignore[import-untyped]  # the miniwob package ships no type hints
     except ImportError:
-        raise UsageError("the miniwob suite needs the miniwob package: pip install miniwob") from None
+        raise UsageError("the miniwob suite needs the miniwob package: pip install 'openwebrl-sdk[miniwob]'") from None
     return Path(miniwob.__file__).parent / "html" / "miniwob"
 
 

@@ -6,6 +6,8 @@ from typing import Optional
 
 import click
 
+from owrl_sdk.errors import require_extra
+
 
 @click.group("model")
 def model_command() -> None:
@@ -19,6 +21,7 @@ def model_command() -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 def tiny_command(out: str, family: str, seed: int) -> None:
     """Write a tiny random checkpoint to OUT (it proves plumbing, not skill)."""
+    require_extra("owrl model tiny", "models", "torch", "transformers")
     from transformers.utils import logging as hf_logging
 
     from .tiny import build_tiny_vl
