@@ -94,42 +94,28 @@ for name in sys.argv[1:]:
     print(name, getattr(mod, "__version__", ""))
 EOF
 
+# the tests' JSON stand-in server, beside the checks (a script's folder is on its import path)
+cp "$ROOT/tests/json_server.py" "$SMOKE/json_server.py"
+
 cat >"$SMOKE/check_openai.py" <<'EOF'
 # the openai backend (policy `openai`, judge backend "openai") against a chat-completions stand-in on 127.0.0.1
-import json, threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import openai  # noqa: F401
+from json_server import JsonServer
 from owrl_openwebrl.backend import Sampling
 from owrl_openwebrl.openai_backend import OpenAIBackend
 from owrl_openwebrl.prompt import Prompt
 
-seen = []
-
-class Handler(BaseHTTPRequestHandler):
-    def do_POST(self):
-        seen.append((self.path, json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
-        out = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "m",
-                          "choices": [{"index": 0, "finish_reason": "stop",
-                                       "message": {"role": "assistant", "content": "fine"}}],
-                          "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-
-    def log_message(self, *args):
-        pass
-
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-threading.Thread(target=server.serve_forever, daemon=True).start()
-backend = OpenAIBackend(base_url=f"http://127.0.0.1:{server.server_address[1]}/v1", model="m", retries=0)
+reply = {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+         "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "fine"}}],
+         "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}
+server = JsonServer(lambda path, headers, body: (200, reply))
+backend = OpenAIBackend(base_url=server.url, model="m", retries=0)
 prompt = Prompt(messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
 gen = backend.generate([prompt], Sampling.from_options({}))[0]
-server.shutdown()
+server.close()
 assert gen.text == "fine" and gen.completion_tokens == 1, gen
-assert seen and seen[0][0] == "/v1/chat/completions" and seen[0][1]["model"] == "m", seen
+seen = server.requests
+assert seen and seen[0][0] == "/v1/chat/completions" and seen[0][2]["model"] == "m", seen
 print("openai backend round trip:", gen.text)
 EOF
 
