@@ -34,6 +34,17 @@ class ShopLoginFailed(Exception):
     """The shop did not accept the log-in at episode start (the message names no secret value)."""
 
 
+async def _fill_held(field: Any, value: str, tries: int = 3) -> None:
+    """``field`` filled with ``value``, checked afterwards: a fill types into whatever holds
+    the focus when its text arrives, and the newsletter pop-up takes the focus when it opens
+    (after a delay, so on a slow machine in the middle of a fill)."""
+    for _ in range(tries):
+        await field.fill(value)
+        if await field.input_value() == value:
+            return
+    raise ShopLoginFailed("the log-in form did not keep what was typed into it")
+
+
 @dataclass
 class ShopEpisode:
     """What the adapter knows about one episode."""
@@ -164,11 +175,13 @@ class DemoShopAdapter(SiteAdapter):
         form = page.locator("form[action='/login']")
         if not await form.count():
             raise ShopLoginFailed(f"{state.base_url}/login shows no log-in form")
-        await form.get_by_label("Email", exact=True).fill(user)
-        await form.get_by_label("Password", exact=True).fill(password)
+        await _fill_held(form.get_by_label("Email", exact=True), user)
+        await _fill_held(form.get_by_label("Password", exact=True), password)
         del password
+        # the form submitted itself, not an Enter key: the newsletter pop-up, which takes the
+        # focus when it opens, could take the key press too
         async with page.expect_navigation(wait_until="load"):
-            await form.get_by_label("Password", exact=True).press("Enter")  # no pointer: pop-ups cannot block it
+            await form.evaluate("f => f.requestSubmit()")
         if urlsplit(page.url).path == "/login" or not await page.get_by_role("link", name="Account", exact=True).count():
             said = " ".join(t.strip() for t in await page.get_by_role("alert").all_text_contents()).strip()
             raise ShopLoginFailed(secrets.redact(f"the shop refused the log-in of {opts.user}: {said or 'no reason shown'}"))
