@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncContextManager, Awaitable, Callable, ClassVar, Optional
@@ -161,7 +162,8 @@ class Executor:
 
     async def run(self, items: list[WorkItem], on_result: Optional[OnResult] = None) -> list[WorkResult]:
         """Run each item once, calling ``on_result`` as each finishes; every executor implements it
-        (``local`` and the server's rows through :func:`drain`, ``ray`` on its actors)."""
+        with :func:`schedule` (``local`` and the server's rows on their browsers, ``ray`` on its
+        actors)."""
         raise NotImplementedError
 
     def stats(self) -> dict[str, Any]:
@@ -183,39 +185,91 @@ def horizon(task: Task, max_steps: Optional[int]) -> Task:
     return task if max_steps is None else task.model_copy(update={"max_steps": max_steps})
 
 
-#: Runs one item on a worker: ``one(host, policy, item)``.
-RunOne = Callable[[Any, Policy, WorkItem], Awaitable[WorkResult]]
+class Workers:
+    """What a backend gives the scheduler (:func:`schedule`): workers that each run one
+    :class:`WorkItem` at a time. The scheduler owns the queue, the attempts and the results;
+    a backend only says which worker is free and runs an item on it."""
+
+    def claim(self) -> Optional[Any]:
+        """A worker free to take one more item now, marked busy; None when none is."""
+        raise NotImplementedError
+
+    async def run(self, worker: Any, item: WorkItem) -> tuple[WorkResult, bool]:
+        """Run ``item`` on ``worker`` (a claimed one, free again once this returns): its
+        result, and whether the worker was lost under it, so that the item is worth another
+        attempt (the result then stands only if the attempts run out). Never raises for an
+        episode's own failure: that is an ``infra_error`` result."""
+        raise NotImplementedError
 
 
-async def drain(items: list[WorkItem], hosts: list[Any], workload: Workload, settings: Settings,
-                plugins: Plugins, one: RunOne, on_result: Optional[OnResult] = None) -> list[WorkResult]:
-    """``items`` on one worker per entry of ``hosts`` (a worker's browser): each worker makes its
-    policy once from the workload's factory (and closes it when the factory owns what it makes),
-    takes items off one queue and runs each with ``one``; each result is reported as it comes."""
-    queue: asyncio.Queue[WorkItem] = asyncio.Queue()
-    for item in items:
-        queue.put_nowait(item)
+class WorkersGone(Exception):
+    """Items are left and no worker is, nor ever will be again (every Ray actor died)."""
+
+
+async def schedule(items: list[WorkItem], workers: Workers, max_attempts: int,
+                   on_result: Optional[OnResult] = None) -> tuple[list[WorkResult], int]:
+    """Run each of ``items`` on ``workers``: the one scheduler of every executor. Each free
+    worker takes the next item; an item whose worker was lost under it goes back to the front
+    of the queue for another worker (or the same, once its browser is back), up to
+    ``max_attempts`` runs in all, after which its last result stands. ``on_result`` hears
+    each result as it comes and may answer :data:`STOP`: the items not started are dropped
+    (those in flight finish). Returns the results in the order they finished, and how many
+    runs were attempts again."""
+    pending = deque(enumerate(items))
+    attempts: dict[int, int] = {}
+    inflight: dict[asyncio.Future[tuple[WorkResult, bool]], tuple[int, WorkItem]] = {}
     results: list[WorkResult] = []
-
-    async def worker(host: Any) -> None:
-        policy = workload.policy(settings, plugins)
-        try:
-            while True:
-                try:
-                    item = queue.get_nowait()
-                except asyncio.QueueEmpty:
-                    return
-                result = await one(host, policy, item)
+    retried = 0
+    try:
+        while pending or inflight:
+            while pending:
+                worker = workers.claim()
+                if worker is None:
+                    break
+                index, item = pending.popleft()
+                inflight[asyncio.ensure_future(workers.run(worker, item))] = (index, item)
+            if not inflight:
+                raise WorkersGone(f"{len(pending)} episodes are left and no worker is")
+            done, _ = await asyncio.wait(list(inflight), return_when=asyncio.FIRST_COMPLETED)
+            for fut in done:
+                index, item = inflight.pop(fut)
+                result, lost = fut.result()
+                tries = attempts[index] = attempts.get(index, 0) + 1
+                if lost and tries < max_attempts:
+                    retried += 1
+                    log.warning("episode %s: its worker was lost (%s); running it again (attempt %d of %d)",
+                                item.key, result.record.failure, tries + 1, max_attempts)
+                    pending.appendleft((index, item))
+                    continue
                 results.append(result)
                 if on_result is not None and on_result(result) == STOP:
-                    while not queue.empty():
-                        queue.get_nowait()
-        finally:
-            if getattr(workload.policy, "owned", True):
-                await policy.close()
+                    pending.clear()
+    finally:
+        for fut in inflight:  # cancelled from outside (a Ctrl+C): the episodes in flight go too
+            fut.cancel()
+        if inflight:
+            await asyncio.gather(*inflight, return_exceptions=True)
+    return results, retried
 
-    await asyncio.gather(*(worker(host) for host in hosts))
-    return results
+
+class _PolicyWorkers(Workers):
+    """The workers of an in-process executor: one per browser entry, each with its policy,
+    running an item through ``one(host, policy, item)``."""
+
+    def __init__(self, hosts: list[Any], policies: list[Policy], one: Callable[[Any, Policy, WorkItem],
+                 Awaitable[tuple[WorkResult, bool]]]):
+        self.idle = list(zip(hosts, policies))
+        self.one = one
+
+    def claim(self) -> Optional[Any]:
+        return self.idle.pop(0) if self.idle else None
+
+    async def run(self, worker: Any, item: WorkItem) -> tuple[WorkResult, bool]:
+        try:
+            host, policy = worker
+            return await self.one(host, policy, item)
+        finally:
+            self.idle.append(worker)
 
 
 def error_result(item: WorkItem, err: BaseException, seconds: float = 0.0) -> WorkResult:
@@ -242,10 +296,10 @@ WORKER_LOST = frozenset({"infra.browser_crash", "infra.browser_disconnected"})
 
 
 class InProcessExecutor(Executor):
-    """The scheduling every executor whose workers run in this process shares: the suite set
-    up at ``start`` and torn down at ``close``, one :class:`JudgedEpisodes` for all workers,
-    one queue drained by :func:`drain` (a policy per worker), and an episode whose browser was
-    lost under it (:data:`WORKER_LOST`) run again once the browser is back, up to
+    """What every executor whose workers run in this process shares: the suite set up at
+    ``start`` and torn down at ``close``, one :class:`JudgedEpisodes` for all workers, a
+    policy per worker, and the items run by :func:`schedule`, where an episode whose browser
+    was lost under it (:data:`WORKER_LOST`) runs again once the browser is back, up to
     ``max_attempts`` times in all (the last attempt's record stands).
 
     A backend supplies only its workers' browsers (:meth:`worker_hosts`); it may also adjust or
@@ -293,27 +347,34 @@ class InProcessExecutor(Executor):
             max_steps=workload.max_steps)
         episodes.settings = settings
 
-        async def one(host: Any, policy: Policy, item: WorkItem) -> WorkResult:
+        async def one(host: Any, policy: Policy, item: WorkItem) -> tuple[WorkResult, bool]:
             task, refused = self.prepare(item)
             if refused is not None:
-                return refused
+                return refused, False
             task = horizon(task, workload.max_steps)
             async with self.slot():
-                for attempt in range(1, self.max_attempts + 1):
-                    try:
-                        await host.ensure_running()  # one relaunch even when several workers notice
-                        record, traj = await episodes.run(host, policy, task, item.episode)
-                    except Exception as err:  # noqa: BLE001 - the machinery failed this episode only
-                        return error_result(item, err)
-                    if record.failure not in WORKER_LOST or attempt == self.max_attempts:
-                        break
-                    self.retried += 1
-                    log.warning("episode %s: its browser was lost (%s); running it again (attempt %d of %d)",
-                                item.key, record.failure, attempt + 1, self.max_attempts)
-            return WorkResult(item, record, traj if workload.with_trajectory else None)
+                try:
+                    await host.ensure_running()  # one relaunch even when several workers notice
+                    record, traj = await episodes.run(host, policy, task, item.episode)
+                except Exception as err:  # noqa: BLE001 - the machinery failed this episode only
+                    return error_result(item, err), False
+            return WorkResult(item, record, traj if workload.with_trajectory else None), record.failure in WORKER_LOST
 
-        return await drain(items, self.worker_hosts(min(self.workers, len(items))), workload, settings,
-                           self.plugins, one, on_result)
+        if not items:
+            return []
+        hosts = self.worker_hosts(min(self.workers, len(items)))
+        policies: list[Policy] = []
+        try:
+            for _ in hosts:
+                policies.append(workload.policy(settings, self.plugins))
+            results, retried = await schedule(items, _PolicyWorkers(hosts, policies, one), self.max_attempts,
+                                              on_result)
+        finally:
+            if getattr(workload.policy, "owned", True):
+                for policy in policies:
+                    await policy.close()
+        self.retried += retried
+        return results
 
     async def close(self) -> None:
         if self.workload is not None and self.episodes is not None:
@@ -384,4 +445,5 @@ def register_executors(register: Callable[[Any], None]) -> None:
 
 
 __all__ = ["Executor", "InProcessExecutor", "LocalExecutor", "NamedPolicy", "SharedPolicy", "PolicyFactory", "WorkItem", "WorkResult",
+           "Workers", "WorkersGone", "schedule",
            "Workload", "executor_class", "horizon", "error_result", "failed_trajectory"]

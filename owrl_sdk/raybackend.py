@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections import Counter, deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -35,7 +34,8 @@ from typing import Any, Callable, Optional
 from .config import Settings
 from .errors import ConfigError, InfraError, UsageError
 from .evaluation import EvalPlan, Evaluation, TaskFileSuite
-from .executors import STOP, Executor, OnResult, WorkItem, Workload, WorkResult, error_result, horizon
+from .executors import (Executor, OnResult, WorkItem, Workers, WorkersGone, Workload, WorkResult, error_result,
+                        horizon, schedule)
 from .plugins import Plugins, hookimpl
 from .records import EpisodeRecord
 from .runner import JudgedEpisodes, failed_record
@@ -159,11 +159,10 @@ def lost_record(task: Task, n: int) -> EpisodeRecord:
 
 
 class WorkerPool:
-    """Ray actors running :class:`EpisodeWorker`, with the bookkeeping of dead ones.
-
-    ``submit`` runs episodes on the least-busy live worker; ``drain`` yields each result
-    (or the episode to retry) as it finishes. Used by the evaluation and by RL rollouts.
-    """
+    """Ray actors running :class:`EpisodeWorker`, with the bookkeeping of dead ones: how
+    many episodes each has in flight (:meth:`free_worker` picks the least busy live one), and
+    a replacement for each that dies while replacements are left. The executor's items run on
+    it through the one scheduler (:func:`owrl_sdk.executors.schedule`)."""
 
     def __init__(self, spec: dict[str, Any], workers: int, options: RayOptions):
         self.ray = import_ray()
@@ -225,15 +224,6 @@ class WorkerPool:
         live = [a for a, n in self.busy.items() if n < max(1, self.options.contexts)]
         return min(live, key=lambda a: self.busy[a]) if live else None
 
-    def run(self, actor: Any, task: Task, n: int, with_trajectory: bool) -> "asyncio.Future[Any]":
-        self.busy[actor] += 1
-        ref = actor.episode.remote(task.model_dump(mode="json"), n, with_trajectory)
-
-        async def wait() -> Any:
-            return await ref
-
-        return asyncio.ensure_future(wait())
-
     def finished(self, actor: Any) -> None:
         if actor in self.busy:
             self.busy[actor] -= 1
@@ -290,44 +280,34 @@ def worker_spec(workload: Workload, settings: Settings, contexts: int) -> dict[s
     }
 
 
-async def run_on_pool(pool: WorkerPool, items: list[tuple[Any, Task, int]], max_attempts: int, with_trajectory: bool,
-                      on_result: Callable[[Any, Task, int, Optional[dict[str, Any]]], Optional[str]]) -> int:
-    """Run ``items`` (key, task, seed) on ``pool``; ``on_result(key, task, n, result)`` gets each
-    result, or None for an episode whose attempts ran out, and may answer
-    :data:`~owrl_sdk.executors.STOP`: the episodes not yet started are dropped (those in flight
-    finish), as the local executor does. Returns how many episodes were retried."""
-    ray = pool.ray
-    pending = deque(items)
-    attempts: Counter[Any] = Counter()
-    inflight: dict[asyncio.Future[Any], tuple[Any, Any, Task, int]] = {}
-    retried = 0
-    while pending or inflight:
-        while pending:
-            actor = pool.free_worker()
-            if actor is None:
-                break
-            key, task, n = pending.popleft()
-            inflight[pool.run(actor, task, n, with_trajectory)] = (actor, key, task, n)
-        if not inflight:
-            raise InfraError("every Ray worker died and none could be replaced", code="worker_lost")
-        done, _ = await asyncio.wait(list(inflight), return_when=asyncio.FIRST_COMPLETED)
-        for fut in done:
-            actor, key, task, n = inflight.pop(fut)
-            pool.finished(actor)
-            err = fut.exception()
-            if err is None:
-                if on_result(key, task, n, fut.result()) == STOP:
-                    pending.clear()
-                continue
-            if _is_actor_death(ray, err):
-                await pool.lose(actor)
-            attempts[key] += 1
-            if attempts[key] < max_attempts:
-                retried += 1
-                pending.appendleft((key, task, n))
-            elif on_result(key, task, n, None) == STOP:
-                pending.clear()
-    return retried
+class _ActorWorkers(Workers):
+    """The pool's actors as the scheduler's workers: each takes ``contexts`` items at once; an
+    item whose actor died (or whose call failed in Ray) is lost with it, and the actor is
+    replaced while replacements are left."""
+
+    def __init__(self, pool: WorkerPool, with_trajectory: bool):
+        self.pool = pool
+        self.with_trajectory = with_trajectory
+
+    def claim(self) -> Optional[Any]:
+        actor = self.pool.free_worker()
+        if actor is not None:
+            self.pool.busy[actor] += 1
+        return actor
+
+    async def run(self, worker: Any, item: WorkItem) -> tuple[WorkResult, bool]:
+        try:
+            result = await worker.episode.remote(item.task.model_dump(mode="json"), item.episode, self.with_trajectory)
+        except Exception as err:  # noqa: BLE001 - Ray's error for this call: the item is tried again
+            self.pool.finished(worker)
+            if _is_actor_death(self.pool.ray, err):
+                await self.pool.lose(worker)
+            return WorkResult(item, lost_record(item.task, item.episode),
+                              error=f"its workers died; attempts ran out ({_cause(err)})"), True
+        self.pool.finished(worker)
+        traj = result.get("trajectory")
+        return WorkResult(item, EpisodeRecord(**result["record"]),
+                          Trajectory.model_validate(traj) if traj is not None else None, result.get("error")), False
 
 
 class RayExecutor(Executor):
@@ -379,22 +359,12 @@ class RayExecutor(Executor):
         if self.pool is None:
             self.pool = WorkerPool(self.spec, min(self.workers, len(items)), self.ray_options)
             await self.pool.start()
-        workload = self.workload
-        results: list[WorkResult] = []
-
-        def done(key: Any, task: Task, n: int, result: Optional[dict[str, Any]]) -> Optional[str]:
-            item = items[key]
-            if result is None:
-                found = WorkResult(item, lost_record(task, n), error="its workers died; attempts ran out")
-            else:
-                traj = result.get("trajectory")
-                found = WorkResult(item, EpisodeRecord(**result["record"]),
-                                   Trajectory.model_validate(traj) if traj is not None else None, result.get("error"))
-            results.append(found)
-            return on_result(found) if on_result is not None else None
-
-        self.retried += await run_on_pool(self.pool, [(i, item.task, item.episode) for i, item in enumerate(items)],
-                                          self.ray_options.max_attempts, workload.with_trajectory, done)
+        try:
+            results, retried = await schedule(items, _ActorWorkers(self.pool, self.workload.with_trajectory),
+                                              self.ray_options.max_attempts, on_result)
+        except WorkersGone:
+            raise InfraError("every Ray worker died and none could be replaced", code="worker_lost") from None
+        self.retried += retried
         return results
 
     def stats(self) -> dict[str, Any]:
