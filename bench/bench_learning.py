@@ -224,6 +224,9 @@ def main() -> None:
     ap.add_argument("--anchor-coef", type=float, default=0.0, metavar="W",
                     help="the anchor set (new trainer): the SFT demonstrations trained beside each RL step with "
                          "weight W, and held in the trust region (0: none)")
+    ap.add_argument("--anchor-own", type=int, default=0, metavar="N",
+                    help="new trainer: keep the newest N clean successes per task of RL's own episodes in the "
+                         "anchor set (anchor_own; with --anchor-coef, or alone)")
     ap.add_argument("--dynamic-groups", type=int, default=0, metavar="N",
                     help="draw more groups in an iteration until N have reward variance (0: one draw)")
     ap.add_argument("--dynamic-draws", type=int, default=2, help="at most this many extra draws per iteration")
@@ -436,6 +439,8 @@ def main() -> None:
                            adaptive_lr=not args.fixed_lr)
             if args.anchor_coef:  # the demonstrations SFT learned (copied here by --from-sft)
                 trainer.update(anchor_data=str(out / "demos"), anchor_coef=args.anchor_coef)
+            if args.anchor_own:
+                trainer.update(anchor_own=args.anchor_own, anchor_coef=args.anchor_coef or 1.0)
         rl_cfg = RLConfig(model=str(model_path), out=out / "rl", suite="miniwob", iterations=sizes["iterations"],
                           tasks_per_iteration=sizes["tasks_per_iteration"], group_size=sizes["group_size"],
                           workers=args.workers, lr=args.rl_lr, lora_r=args.lora_r, minibatch=args.minibatch,

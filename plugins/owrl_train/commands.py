@@ -117,6 +117,9 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
               help="The SFT data the starting adapter learned (as sft --data takes it): trained beside every RL "
                    "step and held in the trust region, so that families RL does not play keep what SFT taught "
                    "(anchor_data).")
+@click.option("--anchor-own", "anchor_own", type=click.IntRange(min=0), metavar="N",
+              help="Keep the newest N clean successes of each task the policy plays and train them with the "
+                   "anchor set, so that families the SFT data never showed are held too (anchor_own; 0: off).")
 def rl_command(config_file: str, backend: Optional[str], ray_address: Optional[str], **trl: Any) -> None:
     """Online MM-GRPO on live pages; re-running the same command resumes."""
     require_extra("owrl train rl", "train", "torch", "transformers", "peft")
@@ -184,6 +187,7 @@ def diagnostics_line(result: Any, iterations: int) -> str:
               *([f"lr {m['lr']:.2g}"] if "lr" in m else []),
               *([f"kl anchor {m['kl_anchor']:.4f}"] if "kl_anchor" in m else []),
               *([f"anchor nll {m['anchor_nll']:.3f}"] if "anchor_nll" in m else []),
+              *([f"own anchor {int(m['anchor_own_turns'])} turns"] if "anchor_own_turns" in m else []),
               f"drift {m.get('adapter_drift', 0):.3f}",
               f"rollout {m['time_rollout_s']:.1f}s update {m['time_update_s']:.1f}s"]
     return " · ".join(parts)

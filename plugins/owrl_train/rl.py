@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ from owrl_sdk.blocklist import Blocklist, host_of
 from owrl_sdk.components import Optimizer, Reward, TaskSampler
 from owrl_sdk.config import Settings, read_toml, validate_table
 from owrl_sdk.documents import load_trajectory
-from owrl_sdk.errors import ConfigError
+from owrl_sdk.errors import ConfigError, DocumentError, UsageError
 from owrl_sdk.files import write_atomic
 from owrl_sdk.types import Task, Trajectory, Turn
 
@@ -188,6 +189,12 @@ class RLConfig:
     anchor_coef: float = 1.0
     anchor_batch: int = 4
     anchor_probe: int = 12
+    #: The policy's own successes joining the anchor set: each iteration's episodes that
+    #: succeeded with every turn readable (rescues aside) are kept in ``OUT/anchor-own``, the
+    #: newest ``anchor_own`` per task, and their turns are drawn by the anchor's SFT term with
+    #: the SFT data's. Families the SFT data never showed are then held once the policy solves
+    #: them. 0: none. The probe stays the SFT data's.
+    anchor_own: int = 0
     text_mode: bool = False
     #: Options of the rollout policy (``openwebrl``, or ``owrl-text`` for a text-only model).
     policy_options: dict[str, Any] = field(default_factory=dict)
@@ -245,8 +252,8 @@ class RLConfig:
             raise ConfigError(f"{where}: optimizer_steps must be 0 (a step per minibatch) or more, not {self.optimizer_steps!r}")
         if int(self.kl_backtracks) < 0:
             raise ConfigError(f"{where}: kl_backtracks must be 0 or more, not {self.kl_backtracks!r}")
-        if self.anchor_coef < 0 or int(self.anchor_batch) < 0 or int(self.anchor_probe) < 0:
-            raise ConfigError(f"{where}: anchor_coef, anchor_batch and anchor_probe must be 0 or more")
+        if self.anchor_coef < 0 or min(int(self.anchor_batch), int(self.anchor_probe), int(self.anchor_own)) < 0:
+            raise ConfigError(f"{where}: anchor_coef, anchor_batch, anchor_probe and anchor_own must be 0 or more")
         for key in ("minibatch", "ppo_epochs", "group_size"):
             if int(getattr(self, key)) < 1:
                 raise ConfigError(f"{where}: {key} must be at least 1, not {getattr(self, key)!r}")
@@ -370,6 +377,8 @@ class MMGRPO(Optimizer):
         #: The anchor set (:meth:`set_anchor`) and its fixed probe turns.
         self.anchor: list[Any] = []
         self.anchor_probe: list[Any] = []
+        #: The policy's own successful turns (:meth:`set_own_anchor`), drawn with the anchor's.
+        self.anchor_own: list[Any] = []
         self._probe_rows: list[_Row] = []
         self._anchor_kl: Optional[float] = None
         self._iteration = self._steps_drawn = 0
@@ -393,6 +402,11 @@ class MMGRPO(Optimizer):
                 if q and len(probe) < want:
                     probe.append(q.pop(0))
         self.anchor_probe = probe
+
+    def set_own_anchor(self, samples: list[Any]) -> None:
+        """The policy's own successful turns (``RLConfig.anchor_own``): the anchor's SFT term
+        draws from them and the anchor set alike; the probe is left as it is."""
+        self.anchor_own = list(samples)
 
     def loss(self, logp: Any, old_logp: Any, adv: Any, mask: Any, ref_logp: Any, entropy: Any,
              weights: Any = None) -> tuple[Any, dict[str, float]]:
@@ -510,11 +524,12 @@ class MMGRPO(Optimizer):
         (seeded by the run's seed, the iteration and the step), their mean negative
         log-likelihood at temperature 1 (as SFT trained it) times ``anchor_coef``."""
         c = self.cfg
-        if not (self.anchor and c.anchor_coef and c.anchor_batch):
+        pool = self.anchor + self.anchor_own
+        if not (pool and c.anchor_coef and c.anchor_batch):
             return
         rng = random.Random((c.seed * 1_000_003 + self._iteration) * 1_009 + self._steps_drawn)
         self._steps_drawn += 1
-        batch = rng.sample(self.anchor, min(int(c.anchor_batch), len(self.anchor)))
+        batch = rng.sample(pool, min(int(c.anchor_batch), len(pool)))
         enc = self.model.encode(batch)
         logp, mask, _ = self.model.token_logprobs(enc, temperature=[1.0] * len(batch))
         nll = demonstration_loss(logp, mask)
@@ -769,6 +784,10 @@ class RLRun:
 
         if cfg.anchor_data:
             self._load_anchor(cfg.anchor_data)
+        if cfg.anchor_own:
+            if not hasattr(self.optimizer, "set_own_anchor"):
+                raise ConfigError(f"anchor_own: the {cfg.optimizer!r} optimizer takes no anchor set")
+            self._load_own_anchor()  # a resumed run's, as its last checkpoint left them
 
         self.publisher: Any = None
         if cfg.serve_base_url:
@@ -783,6 +802,39 @@ class RLRun:
         samples = load_samples(source, catalogue=self.plugins.catalogue, render=self.policy.prompt,
                                tools=self._tools())
         self.optimizer.set_anchor(samples)
+
+    @property
+    def _own_anchor_dir(self) -> Path:
+        return self.cfg.out / "anchor-own"
+
+    def _keep_own_successes(self, it: int, judged: "_Judged") -> None:
+        """Copy iteration ``it``'s clean successes (every turn readable, the policy's own) into
+        ``OUT/anchor-own/TASK/``, keep the newest ``anchor_own`` per task, and hand their turns
+        to the optimizer."""
+        root = self._own_anchor_dir
+        for traj in judged.own:
+            run_dir = traj.metadata.get("run_dir")
+            if traj.metadata.get("rescued") or not run_dir or not _succeeded(traj) or _unreadable_turns(traj):
+                continue
+            dest = root / _slug(traj.task.id) / f"{it:05d}-{Path(run_dir).name}"
+            if not dest.exists():
+                shutil.copytree(run_dir, dest)
+        if root.is_dir():
+            for task_dir in root.iterdir():
+                for old in sorted(p for p in task_dir.iterdir() if p.is_dir())[:-int(self.cfg.anchor_own)]:
+                    shutil.rmtree(old, ignore_errors=True)
+        self._load_own_anchor()
+
+    def _load_own_anchor(self) -> None:
+        root = self._own_anchor_dir
+        samples: list[Sample] = []
+        for run in sorted(root.glob("*/*/trajectory.json")):
+            try:
+                samples += load_samples(str(run), catalogue=self.plugins.catalogue, render=self.policy.prompt,
+                                        tools=self._tools())
+            except (UsageError, DocumentError):  # a copy cut short by a kill: the next success replaces it
+                continue
+        self.optimizer.set_own_anchor(samples)
 
     def _write_config(self) -> None:
         """``OUT/config.json``: every setting this run trains with, defaults included, so that
@@ -930,7 +982,11 @@ class RLRun:
         for task_id, successes in judged.by_task.items():
             self.sampler.update(task_id, successes)
         samples = self._training_samples(judged)
+        if self.cfg.anchor_own:  # before the update, so that this iteration's successes are held already
+            self._keep_own_successes(it, judged)
         metrics = self._rollout_metrics(it, judged, samples, dropped_stale, probe)
+        if self.cfg.anchor_own:
+            metrics["anchor_own_turns"] = float(len(self.optimizer.anchor_own))
         self._keep_baselines(metrics, probe, judged.own)
         alarms = self._alarms(metrics, "rollouts")
         t2 = time.perf_counter()
@@ -1234,6 +1290,15 @@ def _takes_iteration(optimizer: Any) -> bool:
 def _policy_turns(trajectories: list[Trajectory]) -> list[Turn]:
     """The turns the policy itself played in ``trajectories`` (rescued episodes aside)."""
     return [s.turn for t in trajectories if t.metadata.get("rescued") is None for s in t.steps]
+
+
+def _unreadable_turns(traj: Trajectory) -> int:
+    """Turns of ``traj`` whose answer could not be read as calls."""
+    return sum(1 for s in traj.steps if s.turn is not None and (s.turn.parse_error or not s.turn.calls))
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:80] or "task"
 
 
 def _succeeded(traj: Trajectory) -> bool:

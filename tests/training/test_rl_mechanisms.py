@@ -445,6 +445,50 @@ def test_an_optimizer_without_an_anchor_set_refuses_anchor_data(tiny_qwen3, tmp_
                plugins, settings)
 
 
+def test_the_policys_own_clean_successes_join_the_anchor_newest_first_and_survive_a_resume(
+        tiny_qwen3, tmp_path, plugins, settings):
+    """anchor_own = 2: each iteration's successes with every turn readable (rescues aside) are
+    kept per task in OUT/anchor-own, the newest two; their turns feed the anchor's SFT term
+    (with no anchor_data at all), and a run resumed on the same folder has them again."""
+    from types import SimpleNamespace
+
+    def played(it, name, turns, success, task_id="t", rescued=None):
+        traj = toy_trajectory(turns, success, name)
+        traj.task = traj.task.model_copy(update={"id": task_id})
+        folder = tmp_path / "rollouts" / str(it) / name
+        folder.mkdir(parents=True)
+        (folder / "trajectory.json").write_text(traj.model_dump_json())
+        traj.metadata.update(run_dir=str(folder), rescued=rescued, group=f"{task_id}@{it}")
+        return traj
+
+    model = model_of(tiny_qwen3)
+    cfg = config(tiny_qwen3, tmp_path / "rl", anchor_own=2, anchor_batch=2, optimizer_steps=1, target_kl=0.0)
+    run = run_of(cfg, model, plugins, settings)
+    assert run.optimizer.anchor_own == []
+    first = [played(0, "ok-a", [readable("green")], True), played(0, "ok-b", [readable("green")] * 2, True),
+             played(0, "failed", [readable("red")], False),
+             played(0, "unreadable", [unreadable(), readable("green")], True),
+             played(0, "rescued", [readable("green")], True, rescued="hot"),
+             played(0, "other", [readable("blue")], True, task_id="other task")]
+    run._keep_own_successes(0, SimpleNamespace(own=first))
+    kept = {task.name: sorted(run.name for run in task.iterdir()) for task in (tmp_path / "rl" / "anchor-own").iterdir()}
+    assert kept == {"t": ["00000-ok-a", "00000-ok-b"], "other_task": ["00000-other"]}
+    assert len(run.optimizer.anchor_own) == 1 + 2 + 1  # every turn of each kept episode
+    run._keep_own_successes(1, SimpleNamespace(own=[played(1, "ok-c", [readable("green")], True)]))
+    assert sorted(p.name for p in (tmp_path / "rl" / "anchor-own" / "t").iterdir()) == ["00000-ok-b", "00001-ok-c"]
+    assert len(run.optimizer.anchor_own) == 2 + 1 + 1
+    m = run.optimizer.optimize(run._samples(toy_trajectory([readable("red")], False, "pushed"), -1.0))
+    assert m["anchor_nll"] > 0  # the SFT term ran on the policy's own successes alone
+    again = run_of(cfg, model_of(tiny_qwen3), plugins, settings)  # a resumed run: the same folder
+    assert [s.target for s in again.optimizer.anchor_own] == [s.target for s in run.optimizer.anchor_own]
+    with pytest.raises(ConfigError, match="anchor_own"):
+        RLConfig(model="m", out=tmp_path, anchor_own=-1)
+    # a whole iteration on the toy pages takes the same path, and logs how many turns it holds
+    whole = run_of(config(tiny_qwen3, tmp_path / "whole", anchor_own=2), model_of(tiny_qwen3), plugins, settings)
+    (result,) = asyncio.run(whole.run())
+    assert result.metrics["anchor_own_turns"] == len(whole.optimizer.anchor_own)
+
+
 def _sampler(model, samples, start):
     """(old log-probabilities, ref, temperatures, lengths) of ``samples`` under the ``start`` weights."""
     now = [p.detach().clone() for p in model.trainable_parameters()]
@@ -564,10 +608,15 @@ def test_the_command_takes_an_anchor_set_and_prints_its_figures(tmp_path):
     path = tmp_path / "rl.toml"
     path.write_text('model = "m"\n')
     assert RLConfig.from_toml(path, anchor_data=str(tmp_path)).anchor_data == str(tmp_path)
-    assert "--anchor" in CliRunner().invoke(train_command, ["rl", "--help"]).output
+    assert RLConfig.from_toml(path, anchor_own=3).anchor_own == 3
+    helped = CliRunner().invoke(train_command, ["rl", "--help"]).output
+    assert "--anchor " in helped and "--anchor-own" in helped
+    refused = CliRunner().invoke(train_command, ["rl", "--config", str(path), "--anchor-own", "-1"])
+    assert refused.exit_code == 2 and "--anchor-own" in refused.output
     metrics = {"reward_mean": 0.5, "success_rate": 0.5, "valid_group_fraction": 1.0, "mean_steps": 1.0,
-               "time_rollout_s": 1.0, "time_update_s": 1.0, "kl_anchor": 0.0042, "anchor_nll": 0.25}
+               "time_rollout_s": 1.0, "time_update_s": 1.0, "kl_anchor": 0.0042, "anchor_nll": 0.25,
+               "anchor_own_turns": 7.0}
     line = diagnostics_line(IterationResult(0, metrics), 3)
-    assert "kl anchor 0.0042" in line and "anchor nll 0.250" in line
+    assert "kl anchor 0.0042" in line and "anchor nll 0.250" in line and "own anchor 7 turns" in line
     assert "anchor" not in diagnostics_line(IterationResult(0, {k: v for k, v in metrics.items()
                                                                 if "anchor" not in k}), 3)
