@@ -1,21 +1,35 @@
 #!/usr/bin/env bash
 # Install owrl's wheel with each optional extra on its own, each in a fresh virtual environment,
 # and check there that the feature the extra exists for works; the bare wheel (no extra) too,
-# together with the message each extra's feature gives when its extra is missing.
+# together with the message each extra's feature gives when its extra is missing. With --minimums
+# every declared direct dependency of the set is held at its declared minimum instead of the newest.
 #
 #   nice -n 19 scripts/check_extras.sh                 # every extra, plus the bare wheel
 #   nice -n 19 scripts/check_extras.sh bare serve      # only these
 #   scripts/check_extras.sh --strict                   # a missing-extra message that does not
 #                                                      # name its extra (or is a traceback) fails too
+#   nice -n 10 scripts/check_extras.sh --minimums      # bare and the extras up to bench, at their minimums
+#   scripts/check_extras.sh --minimums --with-core openai   # an extra's minimums together with the core's
+#   scripts/check_extras.sh --pins serve               # print each set's constraints and stop (no install)
 #
-# One line per extra: name, PASS/FAIL, seconds (install + smoke); a failure shows the end of its
-# log. Exit status 1 when any failed. Settings (environment):
+# Sets: bare (also called core: project.dependencies alone) and the extras scaffold openai excel
+# miniwob serve scale bench models train. Both modes run the same check per set.
+# --minimums: a constraints file of name==minimum per set: each requirement of the set (of the
+# core too with --with-core; bare is the core) whose marker holds for PYTHON, at its lower bound
+# (>=, ~=, ==); one without a lower bound is left free. Where no release of the declared minimum
+# exists for PYTHON, the lowest release the specifier admits is pinned and the log says so. For
+# models and train, torch stays at TORCH_SPEC (installed first): its own declared minimum is the one
+# not checked.
+# One line per set: name, PASS/FAIL, seconds (install + smoke); a failure shows the end of its log;
+# logs keep no index host names. Exit status 1 when any failed. Settings (environment):
 #   PYTHON          builds the wheel and makes the venvs (default: .venv/bin/python; needs setuptools>=77)
 #   TORCH_SPEC      installed first for models and train (default: torch==2.13.0, the CPU build
 #                   scripts/setup.sh installs: installed later, pip would pull a multi-GB CUDA build)
 #   PIP_CACHE_DIR   pip's cache, shared by the runs (default: ~/.cache/pip): reruns download nothing
 #   KEEP=1          keep the venvs and the work folder (default: only the logs are kept)
-#   TAIL            lines of a failed log shown (default 15)
+#   TAIL            lines of a failed log shown (default 15; 30 with --minimums)
+#   OVERRIDE        with --minimums: pins put in place of the computed ones, "name==version ..."
+#                   (to try another minimum of a package without editing pyproject.toml)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,32 +37,147 @@ PY=${PYTHON:-$ROOT/.venv/bin/python}
 TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
 export PIP_CACHE_DIR=${PIP_CACHE_DIR:-$HOME/.cache/pip}
 KEEP=${KEEP:-0}
-TAIL=${TAIL:-15}
 ALL=(bare scaffold openai excel miniwob serve scale bench models train)
 
 STRICT=0
+MINIMUMS=0
+WITH_CORE=0
+PINS_ONLY=0
 WANTED=()
 for arg in "$@"; do
   case $arg in
     --strict) STRICT=1 ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) [[ " ${ALL[*]} " == *" $arg "* ]] || { echo "unknown extra '$arg' (known: ${ALL[*]})" >&2; exit 2; }
+    --minimums) MINIMUMS=1 ;;
+    --with-core) WITH_CORE=1 ;;
+    --pins) PINS_ONLY=1; MINIMUMS=1 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    core) WANTED+=(bare) ;;
+    *) [[ " ${ALL[*]} " == *" $arg "* ]] || { echo "unknown set '$arg' (known: ${ALL[*]}; core is bare)" >&2; exit 2; }
        WANTED+=("$arg") ;;
   esac
 done
-[ ${#WANTED[@]} -gt 0 ] || WANTED=("${ALL[@]}")
+if [ "$MINIMUMS" = 1 ]; then
+  MIN_ALL=("${ALL[@]}")
+  [ ${#WANTED[@]} -gt 0 ] || WANTED=("${MIN_ALL[@]}")
+else
+  [ "$WITH_CORE" = 0 ] || { echo "--with-core goes with --minimums" >&2; exit 2; }
+  [ -z "${OVERRIDE:-}" ] || { echo "OVERRIDE goes with --minimums" >&2; exit 2; }
+  [ ${#WANTED[@]} -gt 0 ] || WANTED=("${ALL[@]}")
+fi
+if [ "$MINIMUMS" = 1 ]; then TAIL=${TAIL:-30}; else TAIL=${TAIL:-15}; fi
 [ -x "$PY" ] || { echo "no Python at $PY: run scripts/setup.sh or set PYTHON" >&2; exit 2; }
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/owrl-extras.XXXXXX")
+if [ "$MINIMUMS" = 1 ]; then WORK=$(mktemp -d "${TMPDIR:-/tmp}/owrl-minimums.XXXXXX")
+else WORK=$(mktemp -d "${TMPDIR:-/tmp}/owrl-extras.XXXXXX"); fi
 LOGS=$WORK/logs
 SMOKE=$WORK/smoke
 mkdir -p "$LOGS" "$SMOKE"
 cleanup() {
   if [ "$KEEP" != 1 ]; then
-    rm -rf "$WORK/src" "$WORK/wheel" "$WORK/venvs" "$WORK/runs" "$SMOKE"
+    rm -rf "$WORK/src" "$WORK/wheel" "$WORK/venvs" "$WORK/runs" "$WORK/home" "$SMOKE"
   fi
 }
 trap cleanup EXIT
+
+# Logs keep no index addresses: any URL's host but the loopback's (marked ~ meanwhile), and
+# anything shaped like a host name, is masked. pip's notes about a missing local index folder are dropped.
+mask() {
+  { grep -v "^WARNING: Location 'file:.*' is ignored: it is neither a file nor a directory" || true; } |
+  sed -E -e 's#://(127\.0\.0\.1|localhost)([]:/[:space:]"'"'"']|$)#://~\1\2#g' \
+         -e 's#([a-zA-Z][a-zA-Z0-9+.-]*://)[^~/[:space:]"'"'"'][^/[:space:]"'"'"']*#\1<host>#g' -e 's#://~#://#g' \
+         -e "s#host='[^']*'#host='<host>'#g" \
+         -e 's#\b[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.(org|com|net)\b#<host>#g'
+}
+
+# ---------------------------------------------------------------------------- the pins (--minimums)
+cat >"$WORK/pins.py" <<'EOF'
+"""Constraints for one set: every declared direct requirement of it (markers evaluated for this
+interpreter) held at its lower bound. argv: pyproject.toml, the set (bare: the core's requirements
+alone, else an extra), 0/1 (the core's requirements too), then any overrides (name==version: that
+pin instead). Writes name==version lines on stdout and a note per requirement on stderr."""
+import re
+import subprocess
+import sys
+import tomllib
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+pyproject, wanted, with_core = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+overrides = {canonicalize_name(o.split("==")[0]): o.split("==")[1] for o in sys.argv[4:]}
+project = tomllib.load(open(pyproject, "rb"))["project"]
+extra = "" if wanted == "bare" else wanted
+texts = list(project.get("dependencies", [])) if not extra or with_core else []
+if extra:
+    texts += project["optional-dependencies"][extra]
+
+
+def released(name):
+    """The versions of NAME pip would install for this interpreter, or None if it cannot say."""
+    out = subprocess.run([sys.executable, "-m", "pip", "index", "versions", name],
+                         capture_output=True, text=True)
+    found = re.search(r"^Available versions: (.*)$", out.stdout, re.M)
+    if out.returncode or not found:
+        return None
+    versions = []
+    for text in found.group(1).split(","):
+        try:
+            versions.append(Version(text.strip()))
+        except InvalidVersion:
+            pass
+    return versions
+
+
+pins = {}
+for text in texts:
+    req = Requirement(text)
+    name = canonicalize_name(req.name)
+    if req.marker is not None and not req.marker.evaluate({"extra": extra}):
+        print(f"  {req.name:18} {text!r}: marker false here, not installed", file=sys.stderr)
+        continue
+    lows = [Version(s.version) for s in req.specifier if s.operator in (">=", "~=", "==", "===")]
+    if not lows:
+        print(f"  {req.name:18} {text!r}: no minimum, left free", file=sys.stderr)
+        continue
+    minimum = max(lows)
+    versions = released(req.name)
+    if versions is None:
+        pin = str(minimum)
+        note = f"pinned =={pin} (release list unavailable)"
+    else:
+        exact = [v for v in versions if v == minimum]
+        allowed = sorted(v for v in versions if req.specifier.contains(v) and v >= minimum)
+        if exact:
+            pin, note = str(exact[0]), f"pinned =={exact[0]}"
+        elif allowed:
+            pin = str(allowed[0])
+            note = f"pinned =={pin}: NO RELEASE {minimum} for this Python; {pin} is the lowest the specifier admits"
+        else:
+            pin, note = str(minimum), f"pinned =={minimum}: no release admitted at all"
+    if name in pins and Version(pins[name]) >= Version(pin):  # the same name in core and extra: the higher
+        continue
+    if name in overrides:
+        pin, note = overrides[name], f"pinned =={overrides[name]} (OVERRIDE)"
+    pins[name] = pin
+    print(f"  {req.name:18} {text!r}: {note}", file=sys.stderr)
+for name, pin in overrides.items():
+    if name not in pins:
+        pins[name] = pin
+        print(f"  {name:18} not a requirement of this set: pinned =={pin} (OVERRIDE)", file=sys.stderr)
+for name, pin in pins.items():
+    print(f"{name}=={pin}")
+EOF
+
+if [ "$PINS_ONLY" = 1 ]; then
+  for set in "${WANTED[@]}"; do
+    echo "$set:"
+    # shellcheck disable=SC2086  # OVERRIDE: words
+    "$PY" "$WORK/pins.py" "$ROOT/pyproject.toml" "$set" "$WITH_CORE" ${OVERRIDE:-} 2>&1 >/dev/null | mask
+  done
+  rm -rf "$WORK"
+  exit 0
+fi
 
 # ---------------------------------------------------------------------------- the wheel
 # Built from a copy of the working tree (tracked and untracked files that git does not ignore), so
@@ -64,7 +193,8 @@ else
   tar -C "$ROOT" --exclude=.venv --exclude=build --exclude='*.egg-info' --exclude=.git -cf - . | tar -C "$WORK/src" -xf -
 fi
 # no build isolation: PYTHON already has the build backend pyproject.toml asks for
-if ! "$PY" -m pip wheel -q --no-deps --no-build-isolation -w "$WORK/wheel" "$WORK/src" >"$LOGS/wheel.log" 2>&1; then
+if ! "$PY" -m pip wheel -q --no-deps --no-build-isolation -w "$WORK/wheel" "$WORK/src" 2>&1 | mask >"$LOGS/wheel.log" \
+   || ! ls "$WORK"/wheel/*.whl >/dev/null 2>&1; then
   echo "wheel     FAIL $((SECONDS - started))s"; tail -n "$TAIL" "$LOGS/wheel.log" | sed 's/^/    /'; exit 1
 fi
 WHEEL=$(ls "$WORK"/wheel/*.whl)
@@ -76,14 +206,27 @@ FLOW=$WORK/src/examples/flows/add-oxford-shirts.json
 # ---------------------------------------------------------------------------- smoke scripts
 # named check_*.py: a script named like a package (openai.py) would shadow that package
 cat >"$SMOKE/check_origin.py" <<'EOF'
-# owrl and its plugins are imported from this venv's wheel install (not a checkout, not another venv)
-import importlib, pathlib, sys
+# owrl and its plugins are imported from this venv's wheel install (not a checkout, not another
+# venv); argv[1], if given: a constraints file (--minimums) whose pins must be what is installed
+import importlib, importlib.metadata as md, pathlib, sys
+from pip._vendor.packaging.version import Version
+
+prefix = pathlib.Path(sys.prefix).resolve()
 for name in ["owrl_sdk", "builtin_tools", "builtin_judges", "owrl_memory", "owrl_miniwob", "owrl_baselines",
              "owrl_openwebrl", "owrl_train", "owrl_demo", "owrl_shop_adapter", "owrl_templates"]:
-    mod = importlib.import_module(name)
-    where = pathlib.Path(mod.__file__).resolve()
-    assert where.is_relative_to(pathlib.Path(sys.prefix).resolve()), f"{name} comes from {where}, not {sys.prefix}"
+    where = pathlib.Path(importlib.import_module(name).__file__).resolve()
+    assert where.is_relative_to(prefix), f"{name} comes from {where}, not {sys.prefix}"
 print("owrl_sdk", importlib.import_module("owrl_sdk.version").__version__, "from", sys.prefix)
+for line in open(sys.argv[1]) if sys.argv[1:] else []:
+    dist, want = line.strip().split("==")
+    try:
+        have = md.version(dist)
+    except md.PackageNotFoundError:  # an OVERRIDE of a package this set does not install
+        print(f"{dist}: not installed (a constraint only)")
+        continue
+    # a local build label (torch 2.13.0+cpu) is the pinned release all the same
+    assert Version(have).public == Version(want).public, f"{dist}: {have} installed, {want} pinned"
+    print(f"{dist}=={have}")
 EOF
 
 cat >"$SMOKE/check_imports.py" <<'EOF'
@@ -94,84 +237,179 @@ for name in sys.argv[1:]:
     print(name, getattr(mod, "__version__", ""))
 EOF
 
+cat >"$SMOKE/check_json.py" <<'EOF'
+# stdin: JSON (what precedes its first { or [ is skipped); argv[1]: a Python expression over it, `d`, that must be true
+import json, sys
+text = sys.stdin.read()
+d = json.loads(text[text.index("{") if text.lstrip()[:1] != "[" else text.index("["):])
+assert eval(sys.argv[1], {"d": d}), f"not true: {sys.argv[1]}\n{json.dumps(d, indent=1)[:3000]}"
+print("ok:", sys.argv[1])
+EOF
+
 # the tests' JSON stand-in server, beside the checks (a script's folder is on its import path)
 cp "$ROOT/tests/json_server.py" "$SMOKE/json_server.py"
 
+cat >"$SMOKE/check_core.py" <<'EOF'
+# the core's libraries through owrl's own code: a YAML flow (pyyaml, pydantic), output schemas
+# (jsonschema with a referencing registry that fetches nothing), the user folders (platformdirs)
+# and the lock files (filelock); argv[1]: an example flow (JSON)
+import json, os, pathlib, sys
+import yaml
+from owrl_sdk import dirs
+from owrl_sdk.documents import load_flow
+from owrl_sdk.files import try_lock
+from owrl_sdk.outputschema import check_output, check_schema
+
+data = json.load(open(sys.argv[1]))
+pathlib.Path("flow.yaml").write_text(yaml.safe_dump(data))
+flow = load_flow("flow.yaml")
+assert flow.model_dump(mode="json", exclude_none=True)["turns"] == load_flow(sys.argv[1]).model_dump(mode="json", exclude_none=True)["turns"]
+print("flow from YAML:", len(data["turns"]), "turns, as from its JSON")
+
+schema = check_schema({"type": "object", "$defs": {"price": {"type": "number", "minimum": 0}},
+                       "properties": {"total": {"$ref": "#/$defs/price"}}, "required": ["total"]})
+assert check_output(schema, {"total": 3.5}) is None
+bad = check_output(schema, {"total": "x"})
+assert bad and "total" in bad, bad
+try:
+    check_schema({"$ref": "other.json"})
+    raise AssertionError("an outside reference was accepted")
+except ValueError as err:
+    print("refused:", err)
+outside = check_output({"$ref": "https://schemas.invalid/x.json"}, {"total": 1})
+assert outside and "outside" in outside, outside
+print("output schemas:", bad)
+
+home = os.environ["XDG_CONFIG_HOME"]
+assert str(dirs.config_dir()).startswith(home), (dirs.config_dir(), home)
+print("folders:", dirs.config_dir(), dirs.cache_dir(), dirs.state_dir())
+first = try_lock("locks/a.lock")
+assert first is not None and try_lock("locks/a.lock") is None
+first.release()
+again = try_lock("locks/a.lock")
+assert again is not None
+again.release()
+print("locks: held, refused, released")
+EOF
+
 cat >"$SMOKE/check_openai.py" <<'EOF'
-# the openai backend (policy `openai`, judge backend "openai") against a chat-completions stand-in on 127.0.0.1
-import openai  # noqa: F401
+# owrl's openai backend (policy `openai`, judge backend "openai") against a chat-completions stand-in
+# on 127.0.0.1: the first answer refuses max_tokens, so the backend switches to
+# max_completion_tokens and retries
+import openai
 from json_server import JsonServer
 from owrl_openwebrl.backend import Sampling
 from owrl_openwebrl.openai_backend import OpenAIBackend
 from owrl_openwebrl.prompt import Prompt
 
-reply = {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
-         "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "fine"}}],
-         "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}}
-server = JsonServer(lambda path, headers, body: (200, reply))
-backend = OpenAIBackend(base_url=server.url, model="m", retries=0)
-prompt = Prompt(messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
-gen = backend.generate([prompt], Sampling.from_options({}))[0]
-server.close()
-assert gen.text == "fine" and gen.completion_tokens == 1, gen
+
+def answer(path, headers, body):
+    if "max_tokens" in body:
+        return 400, {"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                                          "Use 'max_completion_tokens' instead.", "type": "invalid_request_error",
+                               "param": "max_tokens", "code": "unsupported_parameter"}}
+    return 200, {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
+                 "choices": [{"index": 0, "finish_reason": "stop",
+                              "message": {"role": "assistant", "content": "all right"}}],
+                 "usage": {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9}}
+
+
+server = JsonServer(answer)
+try:
+    backend = OpenAIBackend(base_url=server.url, model="m1", retries=0)
+    prompt = Prompt(messages=[{"role": "user", "content": [{"type": "text", "text": "hello"}]}])
+    gen = backend.generate([prompt], Sampling.from_options({}))[0]
+finally:
+    server.close()
+assert gen.text == "all right" and gen.completion_tokens == 2, gen
 seen = server.requests
-assert seen and seen[0][0] == "/v1/chat/completions" and seen[0][2]["model"] == "m", seen
-print("openai backend round trip:", gen.text)
+assert all(path == "/v1/chat/completions" and body["model"] == "m1" for path, _, body in seen), seen
+bodies = [body for _, _, body in seen]
+assert [("max_tokens" in b, "max_completion_tokens" in b) for b in bodies] == [(True, False), (False, True)], bodies
+print("openai", openai.__version__, "round trip after the token-name switch:", gen.text)
 EOF
 
 cat >"$SMOKE/check_excel.py" <<'EOF'
-# a batch's rows read from an .xlsx workbook (owrl run --inputs rows.xlsx)
+# batch rows read from an .xlsx workbook (owrl run --inputs rows.xlsx)
 import openpyxl
 from owrl_sdk.batch import read_rows
 
 book = openpyxl.Workbook()
-sheet = book.active
-for row in (["query", "size"], ["blue shirt", "M"], [None, None], ["tote bag", 3]):
-    sheet.append(row)
+for row in (["query", "qty"], ["red scarf", 2], [None, None], ["tote bag", "L"]):
+    book.active.append(row)
 book.save("rows.xlsx")
 rows = read_rows("rows.xlsx")
-assert len(rows) == 2 and "blue shirt" in repr(rows[0]), rows
-print(len(rows), "rows:", rows)
+assert len(rows) == 2 and "red scarf" in repr(rows[0]) and "tote bag" in repr(rows[1]), rows
+print("openpyxl", openpyxl.__version__, "rows:", rows)
 EOF
 
-cat >"$SMOKE/check_count.py" <<'EOF'
-# stdin: a JSON list (owrl tasks SUITE --json); at least argv[1] entries
-import json, sys
-items = json.load(sys.stdin)
-assert len(items) >= int(sys.argv[1]), items
-print(len(items), "entries, first:", items[0].get("id"))
+cat >"$SMOKE/check_miniwob.py" <<'EOF'
+# the miniwob episode started: MiniWoB's page gave its instruction (argv[1]: the eval folder)
+import glob, json, sys
+traj = json.load(open(glob.glob(f"{sys.argv[1]}/runs/*/trajectory.json")[0]))
+said = traj["task"]["metadata"].get("utterance")
+assert said, traj["task"]
+print("MiniWoB said:", said)
 EOF
 
 cat >"$SMOKE/check_serve.py" <<'EOF'
-# owrl serve answers on a free port: /health, the OpenAPI document, GET /v1/jobs; then it is stopped
-import json, socket, subprocess, sys, time, urllib.request
+# owrl serve on a free port: /health, /openapi.json, GET /v1/jobs, and a multipart CSV upload
+# whose header fits the flow not at all (read by python-multipart, refused as a 422 on the rows);
+# then it is stopped. argv[1]: a flow (JSON)
+import json, socket, subprocess, sys, time, urllib.error, urllib.request, uuid
 
 from owrl_sdk.server.app import create_app  # noqa: F401 - the app factory imports
 
-sock = socket.socket()
-sock.bind(("127.0.0.1", 0))
-port = sock.getsockname()[1]
-sock.close()
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
 base = f"http://127.0.0.1:{port}"
 proc = subprocess.Popen(["owrl", "serve", "--no-auth", "--port", str(port), "--data-dir", "serve-data"])
+
+
+def get(path):
+    with urllib.request.urlopen(base + path, timeout=10) as r:
+        return r.status, r.read()
+
+
 try:
     deadline = time.monotonic() + 120
     while True:
         try:
-            health = urllib.request.urlopen(base + "/health", timeout=5)
+            status, body = get("/health")
             break
         except OSError:
             if proc.poll() is not None:
-                sys.exit(f"owrl serve exited with {proc.returncode} before answering")
+                sys.exit(f"owrl serve ended ({proc.returncode}) before it answered")
             if time.monotonic() > deadline:
-                sys.exit("owrl serve did not answer /health within 120 s")
+                sys.exit("owrl serve gave no /health in 120 s")
             time.sleep(0.5)
-    print("/health", health.status, health.read()[:200].decode())
-    spec = json.load(urllib.request.urlopen(base + "/openapi.json", timeout=10))
-    assert any(p.startswith("/v1/jobs") for p in spec["paths"]), sorted(spec["paths"])
-    jobs = urllib.request.urlopen(base + "/v1/jobs", timeout=10)
-    print("/v1/jobs", jobs.status, jobs.read()[:200].decode())
-    assert jobs.status == 200
+    print("/health", status, body[:120])
+    paths = json.loads(get("/openapi.json")[1])["paths"]
+    assert "/v1/jobs/batch/csv" in paths, sorted(paths)
+    status, body = get("/v1/jobs")
+    assert status == 200 and "jobs" in json.loads(body), body
+    print("/v1/jobs", status, body[:120])
+
+    bound = uuid.uuid4().hex
+    parts = [("flow", None, open(sys.argv[1], "rb").read()), ("rows", "rows.csv", b"no_such_input\nx\n")]
+    form = b""
+    for field, filename, content in parts:
+        disp = f'form-data; name="{field}"' + (f'; filename="{filename}"' if filename else "")
+        form += f"--{bound}\r\nContent-Disposition: {disp}\r\n\r\n".encode() + content + b"\r\n"
+    form += f"--{bound}--\r\n".encode()
+    req = urllib.request.Request(base + "/v1/jobs/batch/csv", data=form, method="POST",
+                                 headers={"Content-Type": f"multipart/form-data; boundary={bound}",
+                                          "X-Owrl-Client": "check_extras"})  # --no-auth asks for it
+    try:
+        urllib.request.urlopen(req, timeout=30)
+        sys.exit("a CSV whose header the flow does not take was queued")
+    except urllib.error.HTTPError as err:
+        answer = json.loads(err.read())
+        print("CSV upload:", err.code, json.dumps(answer)[:300])
+        assert err.code == 422, err.code
+        locs = [d["loc"] for d in answer["detail"]]
+        assert ["body", "rows"] in locs, locs
 finally:
     proc.terminate()
     try:
@@ -183,7 +421,7 @@ EOF
 
 cat >"$SMOKE/check_scale.py" <<'EOF'
 # Ray starts a local cluster of its own (as owrl's Ray backend does: never one already running
-# here; its files in a short folder of its own, argv[1]) and runs a task; owrl's Ray backend finds ray
+# here; its files in a short folder of its own, argv[1]) and runs tasks; owrl's Ray backend finds ray
 import sys
 
 import ray
@@ -194,20 +432,20 @@ ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=Fal
          _node_ip_address="127.0.0.1", _temp_dir=sys.argv[1])
 try:
     @ray.remote
-    def square(x):
-        return x * x
+    def double(x):
+        return 2 * x
 
-    assert ray.get(square.remote(7)) == 49
-    print("ray", ray.__version__, "ran a task on", ray.cluster_resources())
+    assert ray.get([double.remote(i) for i in range(4)]) == [0, 2, 4, 6]
+    print("ray", ray.__version__, "ran 4 tasks on", ray.cluster_resources())
 finally:
     ray.shutdown()
 EOF
 
 cat >"$SMOKE/metrics.jsonl" <<'EOF'
-{"step": 0, "rl/success_rate": 0.25, "rl/probe_success": 0.0, "rl/parse_error_rate": 0.5, "rl/kl": 0.0, "rl/entropy": 2.1, "rl/adapter_drift": 0.0}
-{"step": 1, "rl/success_rate": 0.5, "rl/probe_success": 0.5, "rl/parse_error_rate": 0.25, "rl/kl": 0.01, "rl/entropy": 1.9, "rl/adapter_drift": 0.1}
+{"step": 0, "rl/success_rate": 0.2, "rl/probe_success": 0.0, "rl/parse_error_rate": 0.4, "rl/kl": 0.0, "rl/entropy": 2.0, "rl/adapter_drift": 0.0}
+{"step": 1, "rl/success_rate": 0.4, "rl/probe_success": 0.5, "rl/parse_error_rate": 0.2, "rl/kl": 0.02, "rl/entropy": 1.8, "rl/adapter_drift": 0.1}
+{"step": 2, "rl/success_rate": 0.6, "rl/probe_success": 0.5, "rl/parse_error_rate": 0.1, "rl/kl": 0.03, "rl/entropy": 1.7, "rl/adapter_drift": 0.2}
 EOF
-
 cat >"$SMOKE/sft.jsonl" <<'EOF'
 {"messages": [{"role": "user", "content": "Task: say done."}, {"role": "assistant", "content": "<tool_call>{\"name\": \"done\", \"arguments\": {\"response\": \"x\"}}</tool_call>"}]}
 EOF
@@ -237,7 +475,7 @@ print("with the LoRA adapter: generated", gen.completion_tokens, "tokens")
 EOF
 
 # ---------------------------------------------------------------------------- helpers
-# step CMD...: run CMD and show it in the log; a failure names the command and stops the extra
+# step CMD...: run CMD and show it in the log; a failure names the command and stops the set
 step() {
   printf '\n+ %s\n' "$*"
   local rc=0
@@ -252,6 +490,13 @@ has() {
   out=$("$@" 2>&1) || { printf '%s\n' "$out"; return 1; }
   printf '%s\n' "$out" | tail -n 20
   [[ $out == *"$want"* ]] || { echo "output lacks '$want'"; return 1; }
+}
+
+# json EXPR CMD...: CMD succeeds and its stdout is JSON for which EXPR (over d) holds
+json() {
+  local expr=$1; shift
+  "$@" >out.json || return $?
+  python "$SMOKE/check_json.py" "$expr" <out.json
 }
 
 # missing EXTRA CMD...: the feature of EXTRA, run without it; its message goes to $LOGS/missing.txt
@@ -276,14 +521,20 @@ missing() {
   printf '%s|%s|%s|%s\n' "$extra" "$kind" "$*" "$message" >>"$LOGS/missing.txt"
 }
 
-# ---------------------------------------------------------------------------- per extra
+# ---------------------------------------------------------------------------- per set
+# bare (core): the CLI, the plugins, the demo-shop tasks, the core's libraries through owrl's code
+# and an oracle eval of two demo-shop tasks; then each extra's feature without its extra
 smoke_bare() {
-  step has "Commands:" owrl --help
+  step sh -c 'owrl --help | grep "^Commands:"'
   step owrl --version
-  step owrl plugins
-  step sh -c 'owrl tasks demo-shop --json | python "$0/check_count.py" 1' "$SMOKE"
-  local first
-  first=$(owrl tasks demo-shop --json | python -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')
+  step env COLUMNS=160 owrl plugins
+  step json 'not d["errors"] and {"baselines", "demo", "demo-shop-adapter", "memory", "openwebrl"} <= {p["name"] for p in d["plugins"]}' \
+    owrl plugins --json
+  step json '{"shop-002", "shop-003"} <= {t["id"] for t in d}' owrl tasks demo-shop --json
+  step python "$SMOKE/check_core.py" "$FLOW"
+  step json 'd["success_rate"] == 1.0 and d["episodes"] == 2 and d["infra_errors"] == 0' \
+    timeout 300 owrl eval --suite demo-shop --policy oracle --tasks shop-002,shop-003 --out eval --json
+  step test -s eval/report.html
   : >"$LOGS/missing.txt"
   missing scaffold owrl new tool read-prices --out gen
   missing openai env OWRL_OPENAI_BASE_URL=http://127.0.0.1:9/v1 owrl run --policy openai --task "say hi" --url about:blank --max-steps 1 --out runs
@@ -291,7 +542,7 @@ smoke_bare() {
   missing excel owrl run --flow "$FLOW" --inputs rows.xlsx --out batch
   missing miniwob owrl tasks miniwob
   missing serve owrl serve --no-auth --port 9 --data-dir serve-data
-  missing scale owrl eval --suite demo-shop --tasks "$first" --policy oracle --backend ray --out eval-ray
+  missing scale owrl eval --suite demo-shop --tasks shop-002 --policy oracle --backend ray --out eval-ray
   missing bench python "$BENCH_PLOT" "$SMOKE/metrics.jsonl" --out curves.png
   missing models owrl model tiny tiny --family llama
   missing models env COLUMNS=200 owrl doctor
@@ -312,7 +563,7 @@ smoke_scaffold() {
   step grep -q shop.example gen/owrl_my_shop/owrl_my_shop/__init__.py gen/owrl_my_shop/pyproject.toml gen/owrl_my_shop/README.md
   # the generated package installs and owrl loads it as a plugin
   step python -m pip install -q --no-deps ./gen/owrl_read_prices
-  step has read-prices owrl plugins
+  step has read-prices env COLUMNS=200 owrl plugins
 }
 
 smoke_openai() {
@@ -323,25 +574,34 @@ smoke_excel() {
   step python "$SMOKE/check_excel.py"
 }
 
+# the task list, then one real episode (a random policy on click-test) that MiniWoB's page started
 smoke_miniwob() {
   step python "$SMOKE/check_imports.py" miniwob
-  step sh -c 'owrl tasks miniwob --json | python "$0/check_count.py" 10' "$SMOKE"
+  step json 'len(d) >= 10' owrl tasks miniwob --json
+  step json 'd["episodes"] == 1 and d["infra_errors"] == 0' \
+    timeout 300 owrl eval --suite miniwob --policy random --tasks click-test --out eval-mw --json
+  step python "$SMOKE/check_miniwob.py" eval-mw
 }
 
 smoke_serve() {
   step python "$SMOKE/check_imports.py" fastapi starlette uvicorn python_multipart owrl_sdk.server.app
-  step timeout 300 python "$SMOKE/check_serve.py"
+  step timeout 300 python "$SMOKE/check_serve.py" "$FLOW"
 }
 
+# Ray's own tasks, then an oracle eval through owrl's Ray backend
 smoke_scale() {
-  local raydir
+  local raydir rc=0
   raydir=$(mktemp -d /tmp/owrl-ray.XXXXXX)  # short: Ray's socket paths must stay under 107 characters
-  step env RAY_USAGE_STATS_ENABLED=0 timeout 300 python "$SMOKE/check_scale.py" "$raydir"
+  step env RAY_USAGE_STATS_ENABLED=0 timeout 300 python "$SMOKE/check_scale.py" "$raydir" || rc=$?
   [ "$KEEP" = 1 ] || rm -rf "$raydir"
+  [ "$rc" = 0 ] || return "$rc"
+  step json 'd["success_rate"] == 1.0 and d["infra_errors"] == 0 and d["backend"] == "ray"' \
+    env RAY_USAGE_STATS_ENABLED=0 timeout 400 owrl eval --suite demo-shop --policy oracle --tasks shop-002 \
+      --backend ray --workers 1 --out eval-ray --json
 }
 
 smoke_bench() {
-  step python "$SMOKE/check_imports.py" matplotlib
+  step python "$SMOKE/check_imports.py" matplotlib numpy
   step python "$BENCH_PLOT" "$SMOKE/metrics.jsonl" --labels smoke --out curves.png
   step test -s curves.png
 }
@@ -368,56 +628,67 @@ smoke_train() {
   step sh -c 'ls sft/tensorboard/events.out.tfevents.* >/dev/null'
 }
 
-# run_extra EXTRA: a fresh venv with the wheel (and the extra), then its smoke test in an empty folder
-run_extra() {
-  local extra=$1 venv=$WORK/venvs/$1 run=$WORK/runs/$1
-  mkdir -p "$run" "$WORK/home/$extra"
+# run_set SET: a fresh venv with the wheel (and the extra; with --minimums under the set's
+# constraints), then its smoke test in an empty folder
+run_set() {
+  local set=$1 venv=$WORK/venvs/$1 run=$WORK/runs/$1 home=$WORK/home/$1 spec
+  local opts=(-q)
+  mkdir -p "$run" "$home"
+  if [ "$MINIMUMS" = 1 ]; then
+    printf '+ pins of %s (with core: %s)\n' "$set" "$WITH_CORE"
+    # shellcheck disable=SC2086  # OVERRIDE: words
+    local held=()
+    # models and train: torch stays the build installed first (TORCH_SPEC); its declared minimum
+    # would pull a CUDA build of several GB, so that one minimum is not checked here
+    case $set in models|train) held=("torch==${TORCH_SPEC#torch==}") ;; esac
+    "$PY" "$WORK/pins.py" "$ROOT/pyproject.toml" "$set" "$WITH_CORE" ${OVERRIDE:-} "${held[@]}" >"$run/constraints.txt"
+    cat "$run/constraints.txt"
+    opts=(--progress-bar off -c "$run/constraints.txt")  # not -q: on a conflict pip says which requirements caused it
+  fi
   step "$PY" -m venv "$venv"
   step "$venv/bin/python" -m pip install -q --upgrade pip
-  case $extra in models|train) step "$venv/bin/python" -m pip install -q "$TORCH_SPEC" ;; esac
-  if [ "$extra" = bare ]; then
-    step "$venv/bin/python" -m pip install -q "$WHEEL"
-  else
-    step "$venv/bin/python" -m pip install -q "$WHEEL[$extra]"
-  fi
+  case $set in models|train) step "$venv/bin/python" -m pip install -q "$TORCH_SPEC" ;; esac
+  if [ "$set" = bare ]; then spec=$WHEEL; else spec="$WHEEL[$set]"; fi
+  step "$venv/bin/python" -m pip install "${opts[@]}" "$spec"
   step "$venv/bin/python" -m pip check
-  echo "install: $((SECONDS - t0))s" >"$LOGS/$extra.install"
+  printf '\n+ pip freeze\n'
+  "$venv/bin/python" -m pip freeze --exclude-editable | grep -v '^openwebrl-sdk' | tr '\n' ' '
+  echo
+  echo "install: $((SECONDS - t0))s" >"$LOGS/$set.install"
   # only this venv: its bin first, no checkout on the path, owrl's settings and caches in a folder of its own
   local v
   for v in $(compgen -e); do
-    case $v in OWRL_*|OPENAI_*|PYTHONPATH|PYTHONHOME|PYTHONSTARTUP|VIRTUAL_ENV|RAY_ADDRESS|HF_*) unset "$v" ;; esac
+    case $v in OWRL_*|OPENAI_*|PYTHONPATH|PYTHONHOME|PYTHONSTARTUP|VIRTUAL_ENV|RAY_ADDRESS|HF_*|PLAYWRIGHT_*) unset "$v" ;; esac
   done
   export VIRTUAL_ENV=$venv PATH="$venv/bin:$PATH" NO_PROXY="127.0.0.1,localhost${NO_PROXY:+,$NO_PROXY}"
-  export no_proxy=$NO_PROXY XDG_CONFIG_HOME=$WORK/home/$extra/config XDG_CACHE_HOME=$WORK/home/$extra/cache
-  export XDG_DATA_HOME=$WORK/home/$extra/data XDG_STATE_HOME=$WORK/home/$extra/state HF_HOME=$WORK/home/$extra/hf
+  export no_proxy=$NO_PROXY XDG_CONFIG_HOME=$home/config XDG_CACHE_HOME=$home/cache
+  export XDG_DATA_HOME=$home/data XDG_STATE_HOME=$home/state HF_HOME=$home/hf
   cd "$run"
   step test "$(command -v owrl)" = "$venv/bin/owrl"
-  step python "$SMOKE/check_origin.py"
-  "smoke_$extra"
+  if [ "$MINIMUMS" = 1 ]; then step python "$SMOKE/check_origin.py" "$run/constraints.txt"
+  else step python "$SMOKE/check_origin.py"; fi
+  "smoke_$set"
 }
 
 # ---------------------------------------------------------------------------- run
+[ "$MINIMUMS" = 0 ] || echo "declared minimums pinned (with the core's: $WITH_CORE${OVERRIDE:+; OVERRIDE: $OVERRIDE})"
 failed=0
-results=()
-for extra in "${WANTED[@]}"; do
+for set in "${WANTED[@]}"; do
   t0=$SECONDS
   set +e
-  (set -euo pipefail; run_extra "$extra") >"$LOGS/$extra.log" 2>&1
-  rc=$?
+  (set -euo pipefail; run_set "$set") 2>&1 | mask >"$LOGS/$set.log"
+  rc=${PIPESTATUS[0]}
   set -e
   secs=$((SECONDS - t0))
-  install=$(sed -n 's/^install: //p' "$LOGS/$extra.install" 2>/dev/null || true)
+  install=$(sed -n 's/^install: //p' "$LOGS/$set.install" 2>/dev/null || true)
   if [ "$rc" = 0 ]; then
-    line=$(printf '%-9s PASS %5ds   (install %s)' "$extra" "$secs" "${install:-?}")
-    echo "$line"
+    printf '%-9s PASS %5ds   (install %s)\n' "$set" "$secs" "${install:-?}"
   else
     failed=1
-    line=$(printf '%-9s FAIL %5ds   (log: %s)' "$extra" "$secs" "$LOGS/$extra.log")
-    echo "$line"
-    tail -n "$TAIL" "$LOGS/$extra.log" | sed 's/^/    /'
+    printf '%-9s FAIL %5ds   (log: %s)\n' "$set" "$secs" "$LOGS/$set.log"
+    tail -n "$TAIL" "$LOGS/$set.log" | sed 's/^/    /'
   fi
-  results+=("$line")
-  [ "$KEEP" = 1 ] || rm -rf "$WORK/venvs/$extra"
+  [ "$KEEP" = 1 ] || rm -rf "$WORK/venvs/$set"
 done
 
 if [ -s "$LOGS/missing.txt" ]; then
@@ -430,9 +701,9 @@ if [ -s "$LOGS/missing.txt" ]; then
     esac
     printf '  %-4s %-8s %-9s %s\n' "$mark" "$extra" "$kind" "${cmd//$WORK/\$WORK}"
     printf '       %s\n' "$message"
-  done <"$LOGS/missing.txt"
+  done < <(mask <"$LOGS/missing.txt")
 fi
 
 echo
-echo "logs: $LOGS"
+echo "total: $((SECONDS - started))s   logs: $LOGS"
 exit "$failed"
