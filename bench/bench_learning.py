@@ -260,7 +260,9 @@ def main() -> None:
                     help="after RL, evaluate again with these memories (comma-separated, e.g. weighted,summary)")
     ap.add_argument("--lora-r", type=int, default=16)
     ap.add_argument("--lora-layers", type=int, default=12, help="adapt only the last N of the 30 layers (0: all)")
-    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--max-new-tokens", type=int, default=256,
+                    help="tokens per answer; the longest demonstrated answer is 205 (multi-orderings): under it, "
+                         "the policy is cut before it ends what it learned (the runs before 2026-12-06 used 128)")
     ap.add_argument("--minibatch", type=int, default=4)
     ap.add_argument("--workers", type=int, default=8, help="browser contexts (and generation batch) in parallel")
     ap.add_argument("--sampler", default="buckets")
@@ -302,7 +304,7 @@ def main() -> None:
     from owrl_sdk.config import Settings
     from owrl_sdk.plugins import Plugins
     from owrl_train.data import trajectory_samples
-    from owrl_train.model import TrainableVL
+    from owrl_train.model import TrainableVL, answer_lengths
     from owrl_train.rl import BrowserRollouts, RLConfig, RLRun
     from owrl_train.sft import SFTConfig, train_sft
 
@@ -417,7 +419,13 @@ def main() -> None:
             samples = [s for t in solved for s in trajectory_samples(t, tools=tools, render=greedy.prompt,
                                                                        catalogue=plugins.catalogue)]
             print(f"   {len(solved)}/{len(demos)} demonstrations solved, {len(samples)} samples", flush=True)
-            results["demonstrations"] = {"episodes": len(demos), "solved": len(solved), "samples": len(samples)}
+            longest, over = answer_lengths(model.tokenizer, samples, args.max_new_tokens)
+            results["demonstrations"] = {"episodes": len(demos), "solved": len(solved), "samples": len(samples),
+                                         "longest_answer": longest, "over_max_new_tokens": over}
+            if over:  # the runs before 256 were: every login-user and multi-orderings answer was cut
+                print(f"warning: {over} of {len(samples)} demonstrated answers are longer than --max-new-tokens "
+                      f"{args.max_new_tokens} (the longest: {longest} tokens): the policy is cut before it ends "
+                      "them, so their families cannot be solved in one turn", file=sys.stderr, flush=True)
             sft_cfg = SFTConfig(model=str(model_path), out=out / "sft", lora_r=args.lora_r, epochs=sizes["sft_epochs"],
                                 lr=args.sft_lr, batch_size=4, grad_accum=1, save_every=10 ** 6, seed=args.seed)
             sft = phases.run("SFT", train_sft, samples, sft_cfg, model=model)

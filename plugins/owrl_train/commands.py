@@ -94,6 +94,8 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
     adapter = escape(str(result["adapter"]))  # a user's path: never markup
     console.print(f"adapter: {adapter} · {result['steps']} steps · final loss {result['final_loss']:.4f}",
                   highlight=False, soft_wrap=True)
+    console.print(f"longest answer: {result['longest_answer']} tokens (the policy's max_new_tokens must be at least "
+                  "that, or it is cut before it ends it)", highlight=False, soft_wrap=True)
     console.print(f"use it: owrl run --policy {escape(policy_name)} --model {adapter} ...", highlight=False, soft_wrap=True)
 
 

@@ -60,6 +60,14 @@ def target_ids(tokenizer: Any, sample: Sample) -> list[int]:
     return list(tokenizer(sample.target + eos, add_special_tokens=False)["input_ids"])
 
 
+def answer_lengths(tokenizer: Any, samples: list[Any], limit: Optional[int] = None) -> tuple[int, int]:
+    """The longest of ``samples``' answers in tokens, as a policy would generate it (its EOS
+    included), and how many are longer than ``limit`` new tokens: answers a policy with that
+    ``max_new_tokens`` is cut in before it ends them, however well it learned them."""
+    lengths = [len(target_ids(tokenizer, s)) for s in samples]
+    return max(lengths, default=0), sum(1 for n in lengths if limit is not None and n > limit)
+
+
 class TrainableVL:
     def __init__(self, model_id: str, *, lora_r: int = 16, lora_alpha: Optional[int] = None, four_bit: bool = False,
                  adapter: Optional[str] = None, device: Optional[str] = None, seed: int = 0,

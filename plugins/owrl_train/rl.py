@@ -801,6 +801,14 @@ class RLRun:
             raise ConfigError(f"anchor_data: the {self.cfg.optimizer!r} optimizer takes no anchor set")
         samples = load_samples(source, catalogue=self.plugins.catalogue, render=self.policy.prompt,
                                tools=self._tools())
+        limit = int(getattr(getattr(self.policy, "sampling", None), "max_new_tokens", 0) or 0)
+        longest, over = _model.answer_lengths(self.model.tokenizer, samples, limit or None)
+        if over:
+            import warnings
+
+            warnings.warn(f"anchor_data: {over} of {len(samples)} turns are longer than the rollouts' "
+                          f"max_new_tokens ({limit}; the longest is {longest} tokens): the policy is cut before it "
+                          f"ends them, so RL cannot reach what the anchor teaches (raise max_new_tokens)", stacklevel=2)
         self.optimizer.set_anchor(samples)
 
     @property

@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional
 from .checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
 from .data import Sample
 from .logging import Scalars
-from .model import TrainableVL
+from .model import TrainableVL, answer_lengths
 
 
 @dataclass
@@ -120,4 +120,8 @@ def train_sft(samples: list[Sample], cfg: SFTConfig, model: Optional[TrainableVL
         model.save_adapter(cfg.out / "adapter")
     finally:
         scalars.close()
-    return {"steps": state["step"], "final_loss": last_loss, "adapter": str(cfg.out / "adapter")}
+    # a policy that runs the adapter needs max_new_tokens of at least this, or it is cut
+    # before it ends the longest answers it learned
+    longest, _ = answer_lengths(model.tokenizer, samples)
+    return {"steps": state["step"], "final_loss": last_loss, "adapter": str(cfg.out / "adapter"),
+            "longest_answer": longest}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -66,6 +67,8 @@ def test_sft_on_oracle_trajectories_loads_as_a_policy(workdir):
     out = owrl("train", "sft", "--data", "ev/runs", "--model", "tiny-qwen3-vl", "--out", "sft", "--epochs", "1",
                "--grad-accum", "2", "--lr", "1e-4", "--lora-r", "4", cwd=workdir)
     assert out.returncode == 0, out.stderr[-2000:]
+    longest = re.search(r"longest answer: (\d+) tokens \(the policy's max_new_tokens must be at least that", out.stderr)
+    assert longest and int(longest.group(1)) > 20, out.stderr[-2000:]  # the shop oracle's turns: calls with text
     adapter = workdir / "sft" / "adapter"
     assert (adapter / "adapter_model.safetensors").exists()
     assert (workdir / "sft" / "metrics.jsonl").read_text().count('"sft/loss"') >= 1

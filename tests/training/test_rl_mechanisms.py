@@ -23,7 +23,7 @@ from owrl_sdk.documents import json_lines  # noqa: E402
 from owrl_sdk.errors import ConfigError  # noqa: E402
 from owrl_sdk.types import Judgement, Observation, Outcome, PolicyInfo, Step, ToolCall, Trajectory, Turn  # noqa: E402
 from owrl_train.data import Sample, trajectory_samples  # noqa: E402
-from owrl_train.model import TrainableVL, target_ids  # noqa: E402
+from owrl_train.model import TrainableVL, answer_lengths, target_ids  # noqa: E402
 from owrl_train.objectives import ppo_clip_loss, turn_weights  # noqa: E402
 from owrl_train.rl import RLConfig, RLRun  # noqa: E402
 from owrl_train.toy import TASK, TOOLS, InMemoryRollouts  # noqa: E402
@@ -435,6 +435,34 @@ def test_the_anchor_probe_takes_every_task_in_turn_and_joins_the_trust_region(ti
     assert "kl_anchor" in m and m["kl_anchor"] <= 1e-3 and m["kl_old_new"] >= m["kl_anchor"]
     run.optimizer.set_anchor([])
     assert "kl_anchor" not in run.optimizer.optimize(samples)
+
+
+def test_answer_lengths_count_what_a_policy_generates_and_what_a_limit_cuts(trainable):
+    tok = trainable.tokenizer
+    short, long = Sample(prompt=None, target="ok"), Sample(prompt=None, target=press("green") * 3)
+    n_short, n_long = (len(tok(s.target + tok.eos_token, add_special_tokens=False)["input_ids"]) for s in (short, long))
+    assert answer_lengths(tok, [short, long]) == (n_long, 0)  # no limit: nothing counted over
+    assert answer_lengths(tok, [short, long], n_long) == (n_long, 0)  # a limit it fits, EOS included
+    assert answer_lengths(tok, [short, long], n_long - 1) == (n_long, 1)
+    assert answer_lengths(tok, [short, long], n_short - 1) == (n_long, 2)
+    assert answer_lengths(tok, []) == (0, 0)
+
+
+def test_an_anchor_longer_than_the_rollouts_answers_is_a_warning(tiny_qwen3, tmp_path, plugins, settings):
+    """An anchor answer the policy is cut in before it ends (more tokens than
+    ``max_new_tokens``, its EOS included) is named at start: RL cannot reach it. Under the
+    limit, nothing is said."""
+    anchor = write_runs(tmp_path / "sft-data", [toy_trajectory([readable("green")], True, f"a{i}") for i in range(2)])
+    model = model_of(tiny_qwen3)
+    want = len(target_ids(model.tokenizer, Sample(prompt=None, target=press("green"))))
+    assert want > SAMPLING["max_new_tokens"]  # the press answer with its EOS
+    with pytest.warns(UserWarning, match=rf"2 of 2 turns are longer than the rollouts' max_new_tokens \(12; the "
+                                         rf"longest is {want} tokens\)"):
+        run_of(config(tiny_qwen3, tmp_path / "rl-cut", anchor_data=str(anchor)), model, plugins, settings)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run_of(config(tiny_qwen3, tmp_path / "rl-fits", anchor_data=str(anchor),
+                      sampling={**SAMPLING, "max_new_tokens": want}), model, plugins, settings)
 
 
 def test_an_optimizer_without_an_anchor_set_refuses_anchor_data(tiny_qwen3, tmp_path, plugins, settings):
