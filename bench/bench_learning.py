@@ -175,7 +175,10 @@ def summarise(trajectories: list) -> dict[str, Any]:
     episodes = {f"{t.task.id}#{t.task.metadata.get('seed')}": solved(t) for t in trajectories if counted(t)}
     return {**block(trajectories), "families": {f: block(ts) for f, ts in sorted(families.items())},
             "episodes": episodes,
-            "parse_errors": sum(1 for t in trajectories if any(s.turn.parse_error for s in t.steps))}
+            "parse_errors": sum(1 for t in trajectories if any(s.turn.parse_error for s in t.steps)),
+            # episodes with an answer cut at --max-new-tokens: readable or not, the policy did not end it
+            "cut_answers": sum(1 for t in trajectories
+                               if any(s.turn.truncated or s.turn.usage.get("finish_reason") == "length" for s in t.steps))}
 
 
 def mcnemar(before: dict[str, bool], after: dict[str, bool]) -> dict[str, Any]:
@@ -632,6 +635,7 @@ def report(results: dict[str, Any]) -> None:
     if multi:
         print(f"multi-step families: {', '.join(sorted(multi))}")
     print("unreadable answers: " + ", ".join(f"{k} {stages[k]['parse_errors']}" for k in stages)
+          + "; cut at --max-new-tokens: " + ", ".join(f"{k} {stages[k].get('cut_answers', '?')}" for k in stages)
           + "; infrastructure errors (left out): " + ", ".join(f"{k} {stages[k]['infra_errors']}" for k in stages))
     if "rl" in stages:
         m = results["rl_vs_sft"]
