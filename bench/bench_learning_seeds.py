@@ -49,11 +49,22 @@ def spread(values: list[float]) -> str:
     return f"{mean:5.1%} ± {sd:4.1%} [{min(values):.0%}–{max(values):.0%}]"
 
 
+def label(run: dict[str, Any]) -> str:
+    """A run's name in the tables: its seed, and its RL seed when it started RL from a saved SFT
+    adapter (runs from one adapter share the seed and differ only there)."""
+    args = run["args"]
+    return f"seed {args['seed']}" + (f" rl {args.get('rl_seed', 0)}" if args.get("from_sft") else "")
+
+
+def pair_key(run: dict[str, Any]) -> tuple[int, int]:
+    return run["args"]["seed"], run["args"].get("rl_seed", 0) if run["args"].get("from_sft") else 0
+
+
 def summary(runs: list[dict[str, Any]]) -> None:
     stages = [s for s in ("baseline", "sft", "rl") if all(s in r["stages"] for r in runs)]
-    seeds = [r["args"]["seed"] for r in runs]
-    print(f"{len(runs)} runs, seeds {seeds}; success on held-out seeds (greedy)")
-    print(f"{'stage':<10}" + "".join(f"{'seed ' + str(s):>16}" for s in seeds) + f"{'mean ± sd [min–max]':>30}")
+    names = [label(r) for r in runs]
+    print(f"{len(runs)} runs: {', '.join(names)}; success on held-out seeds (greedy)")
+    print(f"{'stage':<10}" + "".join(f"{n:>16}" for n in names) + f"{'mean ± sd [min–max]':>30}")
     for stage in stages:
         blocks = [r["stages"][stage] for r in runs]
         cells = "".join(f"{b['successes']:>6}/{b['n']:<3} {b['rate']:4.0%} " for b in blocks)
@@ -79,22 +90,29 @@ def summary(runs: list[dict[str, Any]]) -> None:
     if "rl" in stages and "sft" in stages:
         print("\nRL against SFT, same episodes, per run:")
         ahead = 0
-        for r in runs:
+        before: dict[str, bool] = {}
+        after: dict[str, bool] = {}
+        for i, r in enumerate(runs):
             m = mcnemar(r["stages"]["sft"]["episodes"], r["stages"]["rl"]["episodes"])
             ahead += m["gained"] > m["lost"]
-            print(f"  seed {r['args']['seed']}: {m['gained']} gained, {m['lost']} lost, exact McNemar p = {m['p_value']:.2g}")
+            print(f"  {label(r)}: {m['gained']} gained, {m['lost']} lost, exact McNemar p = {m['p_value']:.2g}")
+            before.update({f"{i}/{k}": v for k, v in r["stages"]["sft"]["episodes"].items()})
+            after.update({f"{i}/{k}": v for k, v in r["stages"]["rl"]["episodes"].items()})
+        m = mcnemar(before, after)
+        print(f"  pooled: {m['gained']} gained, {m['lost']} lost, exact McNemar p = {m['p_value']:.2g}")
         print(f"RL ahead of SFT in {ahead} of {len(runs)} runs")
+        by_family("pooled", after, before, ("rl", "sft"))
     minutes = [sum(r["seconds"].values()) / 60 for r in runs]
     print(f"\nminutes per run: {', '.join(f'{m:.0f}' for m in minutes)}")
 
 
 def ablation(base: list[dict[str, Any]], other: list[dict[str, Any]]) -> None:
-    by_seed = {r["args"]["seed"]: r for r in other}
-    pairs = [(r, by_seed[r["args"]["seed"]]) for r in base if r["args"]["seed"] in by_seed]
+    by_seed = {pair_key(r): r for r in other}
+    pairs = [(r, by_seed[pair_key(r)]) for r in base if pair_key(r) in by_seed]
     if not pairs:
         sys.exit("no seed in common between the runs and --against")
     stages = [s for s in ("baseline", "sft", "rl") if all(s in a["stages"] and s in b["stages"] for a, b in pairs)]
-    print(f"{len(pairs)} paired seeds: {[a['args']['seed'] for a, _ in pairs]}")
+    print(f"{len(pairs)} paired runs: {', '.join(label(a) for a, _ in pairs)}")
     print(f"runs:    {', '.join(a['folder'] for a, _ in pairs)}\nagainst: {', '.join(b['folder'] for _, b in pairs)}")
     for stage in stages:
         pooled_a: dict[str, bool] = {}
@@ -102,10 +120,10 @@ def ablation(base: list[dict[str, Any]], other: list[dict[str, Any]]) -> None:
         for a, b in pairs:
             ea, eb = a["stages"][stage]["episodes"], b["stages"][stage]["episodes"]
             m = mcnemar(eb, ea)
-            print(f"  {stage:<5} seed {a['args']['seed']}: runs {a['stages'][stage]['rate']:.0%}, against "
+            print(f"  {stage:<5} {label(a)}: runs {a['stages'][stage]['rate']:.0%}, against "
                   f"{b['stages'][stage]['rate']:.0%}; runs solved {m['gained']} the other failed, lost {m['lost']}; "
                   f"p = {m['p_value']:.2g}")
-            seed = a["args"]["seed"]
+            seed = "/".join(map(str, pair_key(a)))
             pooled_a.update({f"{seed}/{k}": v for k, v in ea.items()})
             pooled_b.update({f"{seed}/{k}": v for k, v in eb.items()})
         m = mcnemar(pooled_b, pooled_a)
@@ -126,13 +144,14 @@ def interval(episodes: dict[str, bool]) -> str:
     return f"{wins}/{n} [{low:.0%}, {high:.0%}]"
 
 
-def by_family(stage: str, a: dict[str, bool], b: dict[str, bool]) -> None:
+def by_family(stage: str, a: dict[str, bool], b: dict[str, bool], names: tuple[str, str] = ("runs", "against")) -> None:
     """Each family's successes in both arms over the paired seeds (episode keys are seed/family#n),
     with the episodes one arm solved and the other did not."""
     families: dict[str, list[str]] = {}
     for k in sorted(set(a) & set(b)):
-        families.setdefault(k.split("/", 1)[1].rsplit("#", 1)[0], []).append(k)
-    print(f"  {stage:<5} per family (runs | against | runs alone solved, against alone solved):")
+        families.setdefault(k.rsplit("/", 1)[1].rsplit("#", 1)[0], []).append(k)
+    x, y = names
+    print(f"  {stage:<5} per family ({x} | {y} | {x} alone solved, {y} alone solved):")
     for f, keys in sorted(families.items()):
         alone_a = sum(1 for k in keys if a[k] and not b[k])
         alone_b = sum(1 for k in keys if b[k] and not a[k])

@@ -365,6 +365,14 @@ def test_several_runs_read_together_and_a_repeat_compared(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "75.0% ± 35.4% [50%–100%]" in out  # RL: 100% and 50%
     assert "RL ahead of SFT in 2 of 2 runs" in out
+    assert "pooled: 2 gained, 0 lost, exact McNemar p = 0.5" in out  # a#0 in both runs
+    assert "a                       3/4  |  1/4  | +2 -0" in out  # per family, RL | SFT
+    # runs from one saved SFT adapter share the seed: they are told, and paired, by their RL seed
+    k0, k1 = (seeds.load(a) | {"args": {"seed": 0, "rl_seed": k, "from_sft": "sft"}} for k in (0, 1))
+    seeds.summary([k0, k1])
+    assert "2 runs: seed 0 rl 0, seed 0 rl 1;" in capsys.readouterr().out
+    seeds.ablation([k0, k1], [k1])
+    assert "1 paired runs: seed 0 rl 1" in capsys.readouterr().out
     assert seeds.same(seeds.load(a), seeds.load(again))  # timings aside, the same figures
     assert not seeds.same(seeds.load(a), seeds.load(b))
     seeds.ablation([seeds.load(a)], [seeds.load(again) | {"args": {"seed": 0}}])
