@@ -224,12 +224,13 @@ def main() -> None:
     ap.add_argument("--target-kl", type=float, default=0.01, help="the trust region: KL from the sampling policy a step may reach (new trainer)")
     ap.add_argument("--fixed-lr", action="store_true",
                     help="keep --rl-lr throughout (new trainer); by default the trust region lowers it to what its steps needed")
-    ap.add_argument("--anchor-coef", type=float, default=0.0, metavar="W",
+    ap.add_argument("--anchor-coef", type=float, default=1.0, metavar="W",
                     help="the anchor set (new trainer): the SFT demonstrations trained beside each RL step with "
-                         "weight W, and held in the trust region (0: none)")
-    ap.add_argument("--anchor-own", type=int, default=0, metavar="N",
+                         "weight W, and held in the trust region (0: none; default 1, set by the runs in "
+                         "docs/benchmarks.md, 'The anchor set with the policy's own successes')")
+    ap.add_argument("--anchor-own", type=int, default=2, metavar="N",
                     help="new trainer: keep the newest N clean successes per task of RL's own episodes in the "
-                         "anchor set (anchor_own; with --anchor-coef, or alone)")
+                         "anchor set (anchor_own; with --anchor-coef, or alone; 0: none; default 2, as measured)")
     ap.add_argument("--dynamic-groups", type=int, default=0, metavar="N",
                     help="draw more groups in an iteration until N have reward variance (0: one draw)")
     ap.add_argument("--dynamic-draws", type=int, default=2, help="at most this many extra draws per iteration")
