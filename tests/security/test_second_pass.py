@@ -792,10 +792,17 @@ def test_owrl_inspect_stops_at_its_time_limit_and_prints_what_it_has(tmp_path):
             handler.wfile.flush()
             time.sleep(30)
             return
+        if handler.path == "/block":  # what the page's synchronous request waits for
+            time.sleep(0.18)
+            answer(handler, b"ok")
+            return
         buttons = "".join(f"<button>Item {i}</button>" for i in range(4000))
-        # The page keeps its main thread busy 150 ms of every 200 ms, so each of inspect's reads waits its turn: the
-        # limit is reached however fast the machine is (an idle one chose all 357 listed selectors in under 20 s).
-        busy = "<script>setInterval(() => { const t = Date.now(); while (Date.now() - t < 150) {} }, 200)</script>"
+        # The page blocks its main thread 180 ms of every 200 ms (a synchronous request to a slow answer, which waits
+        # without spending CPU, where a busy loop took up to three quarters of a core for the 20 s), so each of inspect's reads waits
+        # its turn: the limit is reached however fast the machine is (an idle one chose all 357 listed selectors in
+        # under 20 s).
+        busy = ("<script>setInterval(() => { const r = new XMLHttpRequest(); r.open('GET', '/block', false); "
+                "r.send(); }, 200)</script>")
         answer(handler, f"<html><head><title>Huge</title></head><body>{buttons}{busy}</body></html>".encode())
 
     with loopback(respond) as base:
