@@ -5,7 +5,8 @@ path, or a text-only causal LM (any checkpoint without a vision config, e.g. Smo
 from ``owrl model fetch smollm2``): its ``kind`` is ``vl`` or ``text``. A text model
 reads prompts in text mode (the accessibility tree, no screenshots). On CUDA it loads in 4-bit by default (bitsandbytes nf4, bf16 compute): that is the
 INT4 policy. On CPU it loads unquantized, with a warning. An optional LoRA adapter is
-applied with peft. Generation is batched.
+applied with peft. Generation is batched. bitsandbytes is imported with the model hub offline
+(:func:`import_bitsandbytes`), so that it fetches no code from the network.
 
 For VL checkpoints it does not use the Processor class: in transformers 5 those refuse to
 build without torchvision. It renders the chat template with the tokenizer, runs the
@@ -16,7 +17,10 @@ which is what the Processor would do.
 from __future__ import annotations
 
 import io
+import logging
+import os
 import re
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -30,6 +34,43 @@ from .prompt import Prompt
 IMAGE_PAD = "<|image_pad|>"
 #: Template markers a sampled answer must not carry into the next prompt.
 CONTROL_TOKENS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>", "<|im_start|>", "<|im_end|>")
+
+
+def import_bitsandbytes() -> None:
+    """Import bitsandbytes, when it is installed and not yet imported, with the model hub offline.
+
+    On a CPU with AVX512-BF16, importing bitsandbytes (``import peft`` and a 4-bit load do)
+    asks the model hub, through the ``kernels`` package, for a compiled kernel, and downloads
+    and loads it where the hub answers: code from the network, at every model load, on a
+    machine that may have no route out (the attempt then fails or waits). owrl loads no code
+    from the network: the import runs with ``huggingface_hub`` in offline mode, bitsandbytes
+    keeps its own CPU kernels, and the two warnings it and ``kernels`` print about it are
+    held back. ``OWRL_HUB_KERNELS=1`` lets bitsandbytes fetch.
+    """
+    import importlib.util
+
+    if "bitsandbytes" in sys.modules or importlib.util.find_spec("bitsandbytes") is None:
+        return
+    if os.environ.get("OWRL_HUB_KERNELS") == "1":
+        import bitsandbytes  # noqa: F401
+        return
+    try:
+        from huggingface_hub import constants
+    except ImportError:  # no hub client: nothing to fetch with
+        import bitsandbytes  # noqa: F401
+        return
+    quiet = [logging.getLogger(name) for name in ("bitsandbytes", "kernels")]
+    levels = [logger.level for logger in quiet]
+    offline = constants.HF_HUB_OFFLINE
+    constants.HF_HUB_OFFLINE = True
+    for logger in quiet:
+        logger.setLevel(logging.ERROR)
+    try:
+        import bitsandbytes  # noqa: F401
+    finally:
+        constants.HF_HUB_OFFLINE = offline
+        for logger, level in zip(quiet, levels):
+            logger.setLevel(level)
 
 
 class WeightsUnavailable(ModelUnavailable):
@@ -81,8 +122,6 @@ def resolve_checkpoint(model_id: str) -> str:
         return snapshot_download(model_id, local_files_only=True)
     except Exception:  # noqa: BLE001 - any miss means: not here
         pass
-    import os
-
     if os.environ.get("HF_HUB_OFFLINE") or os.environ.get("OWRL_OFFLINE"):
         raise WeightsUnavailable(_remedy(model_id))
     try:
@@ -133,6 +172,7 @@ class VLBackend:
 
         if autocast not in (None, "none", "bf16"):
             raise ValueError(f"autocast is 'bf16' or 'none', not {autocast!r}")
+        import_bitsandbytes()  # before a 4-bit load or peft imports it
         #: bf16: matrix products in bfloat16, weights kept as loaded (see :meth:`compute`)
         self.autocast = autocast if autocast == "bf16" else None
         self.model_id = model_id

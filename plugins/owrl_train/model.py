@@ -73,7 +73,6 @@ class TrainableVL:
                  adapter: Optional[str] = None, device: Optional[str] = None, seed: int = 0,
                  lora_layers: Optional[int] = None, autocast: Optional[str] = None, catalogue: Any = None):
         import torch
-        from peft import LoraConfig, PeftModel, get_peft_model
 
         torch.manual_seed(seed)
         base = adapter_base(model_id)
@@ -83,6 +82,9 @@ class TrainableVL:
         # autocast="bf16": generation and training forward passes in bfloat16 (the backend's compute())
         self.backend = backend_class(model_id, quantize="4bit" if four_bit else "none", device=device, trainable=True,
                                      **({"autocast": autocast} if autocast not in (None, "none") else {}))
+        # peft after the backend, which imports bitsandbytes (that peft imports) without a fetch from the hub
+        from peft import LoraConfig, PeftModel, get_peft_model
+
         model = self.backend.model
         if adapter:
             model = PeftModel.from_pretrained(model, adapter, is_trainable=True)
