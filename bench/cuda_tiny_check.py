@@ -76,11 +76,13 @@ def main() -> int:
     if gpu and not torch.cuda.is_available():
         print("cuda_tiny_check: no CUDA device; run it on a machine with a GPU", file=sys.stderr)
         return 1
+    from owrl_openwebrl.backend import Sampling, import_bitsandbytes
+
+    import_bitsandbytes()  # with the hub offline, as every model load does
     import bitsandbytes as bnb
     import peft
     import transformers
 
-    from owrl_openwebrl.backend import Sampling
     from owrl_openwebrl.tiny import build_tiny_vl
     from owrl_sdk.plugins import Plugins
     from owrl_train import peer_policy

@@ -51,14 +51,12 @@ def import_bitsandbytes() -> None:
 
     if "bitsandbytes" in sys.modules or importlib.util.find_spec("bitsandbytes") is None:
         return
-    if os.environ.get("OWRL_HUB_KERNELS") == "1":
+    hub = importlib.util.find_spec("huggingface_hub") is not None  # without a hub client nothing fetches
+    if os.environ.get("OWRL_HUB_KERNELS") == "1" or not hub:
         import bitsandbytes  # noqa: F401
         return
-    try:
-        from huggingface_hub import constants
-    except ImportError:  # no hub client: nothing to fetch with
-        import bitsandbytes  # noqa: F401
-        return
+    from huggingface_hub import constants
+
     quiet = [logging.getLogger(name) for name in ("bitsandbytes", "kernels")]
     levels = [logger.level for logger in quiet]
     offline = constants.HF_HUB_OFFLINE

@@ -9,6 +9,7 @@ sockets record and refuse every name lookup and connection.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,8 +41,6 @@ print(json.dumps({"tried": tried, "bitsandbytes": "bitsandbytes" in sys.modules}
 
 
 def watched(mode: str, env: dict[str, str] | None = None) -> tuple[dict, str]:
-    import os
-
     full = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "OWRL_HUB_KERNELS")}
     full.update(env or {})
     done = subprocess.run([sys.executable, "-c", WATCHED, mode], capture_output=True, text=True, cwd=ROOT,
