@@ -2,6 +2,11 @@
 
 Order: ``OWRL_CHROMIUM`` (or the ``chromium`` setting), Playwright's own managed browser
 when it is installed, then a system Chromium on the PATH or at its usual place.
+
+A headless launch takes the system's headless shell when it is installed (Debian's
+``chromium-headless-shell``, the build Playwright itself runs headless): the same engine
+without the desktop browser around it, so it starts in a third of the time and draws a page
+with about a third less CPU (``bench/bench_chromium.py``). ``OWRL_CHROMIUM`` still wins.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ from typing import Optional
 
 SYSTEM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 SYSTEM_PATHS = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
+#: The headless shell, by the binary itself first (its launcher in /usr/bin is a shell script).
+HEADLESS_SHELL_PATHS = ("/usr/lib/chromium/chromium-headless-shell", "/usr/lib64/chromium/chromium-headless-shell")
+HEADLESS_SHELL_NAMES = ("chromium-headless-shell", "headless_shell")
 
 #: Flags that keep a headless Chromium quiet on a closed network and runnable as root.
 BASE_ARGS = (
@@ -33,7 +41,7 @@ BASE_ARGS = (
 @dataclass(frozen=True)
 class ChromiumChoice:
     path: Optional[str]  # None: let Playwright use its managed browser
-    source: str  # "OWRL_CHROMIUM", "playwright", "system"
+    source: str  # "OWRL_CHROMIUM", "playwright", "system", "system headless shell"
 
 
 def _playwright_managed() -> Optional[str]:
@@ -65,7 +73,22 @@ def configured_chromium(configured: Optional[str] = None) -> Optional[str]:
     return configured or os.environ.get("OWRL_CHROMIUM") or None
 
 
-def find_chromium(configured: Optional[str] = None, check_managed: bool = True) -> Optional[ChromiumChoice]:
+def headless_shell() -> Optional[str]:
+    """The system's Chromium headless shell, if one is installed."""
+    for path in HEADLESS_SHELL_PATHS:
+        if os.access(path, os.X_OK):
+            return path
+    for name in HEADLESS_SHELL_NAMES:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def find_chromium(configured: Optional[str] = None, check_managed: bool = True,
+                  headless: bool = False) -> Optional[ChromiumChoice]:
+    """The Chromium to launch; with ``headless``, the headless shell where the system has one
+    (an explicit choice and Playwright's managed browser, which picks its own, come first)."""
     explicit = configured_chromium(configured)
     if explicit:
         resolved = explicit if Path(explicit).exists() else shutil.which(explicit)
@@ -76,6 +99,9 @@ def find_chromium(configured: Optional[str] = None, check_managed: bool = True) 
         managed = _playwright_managed()
         if managed:
             return ChromiumChoice(None, "playwright")
+    shell = headless_shell() if headless else None
+    if shell:
+        return ChromiumChoice(shell, "system headless shell")
     for name in SYSTEM_CANDIDATES:
         found = shutil.which(name)
         if found:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up owrl in ./.venv on a fresh machine: torch (CPU 2.13.0) first, then the project
-# with its extras, then a Chromium when none is found. Safe to run again.
+# with its extras, then a Chromium when none is found, and the system's headless shell beside a
+# system Chromium (headless runs launch it: faster to start, lighter to draw). Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -17,9 +18,17 @@ if ! python -c "from owrl_sdk.chromium import find_chromium; import sys; sys.exi
   echo "no Chromium found: trying Playwright's download, then the system package" >&2
   if ! python -m playwright install chromium >/dev/null 2>&1; then
     if command -v apt-get >/dev/null; then
-      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-headless-shell >/dev/null
     else
       echo "cannot install Chromium here: install one and set OWRL_CHROMIUM" >&2; exit 3
     fi
   fi
+fi
+# a system Chromium without its headless shell: add the shell where the package manager has it
+# (optional: headless runs use the full browser without it)
+if python -c "from owrl_sdk.chromium import find_chromium; import sys; c = find_chromium(headless=True); sys.exit(0 if c and c.source == 'system' else 1)" \
+    && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  shell_install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium-headless-shell >/dev/null 2>&1; }
+  shell_install || { apt-get update -qq >/dev/null 2>&1 && shell_install; } \
+    || echo "no chromium-headless-shell package here: headless runs use the full Chromium" >&2
 fi

@@ -22,7 +22,7 @@ from owrl_sdk.documents import load_trajectory, save_trajectory
 from owrl_sdk.report import write_run_report
 from owrl_sdk.types import Observation, PolicyInfo, Step, Task, Trajectory, Turn
 
-CHROMIUM = find_chromium(check_managed=False)
+CHROMIUM = find_chromium(check_managed=False, headless=True)
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine")
 
 HOSTILE_TASK = 'Press Go <script>window.__pwned = "task"</script><img src=x onerror="window.__pwned=1">'

@@ -271,7 +271,7 @@ class BrowserHost:
                 managed = None
             if managed and Path(managed).exists():
                 return None
-        choice = find_chromium(self.settings.chromium, check_managed=False)
+        choice = find_chromium(self.settings.chromium, check_managed=False, headless=self.settings.headless)
         if choice is None:
             where = f" at '{configured}'" if configured else ""
             raise InfraError(f"no Chromium found{where}: {REMEDY}", code="no_browser")

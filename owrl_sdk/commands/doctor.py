@@ -40,7 +40,7 @@ def _playwright() -> Check:
 def _chromium() -> list[Check]:
     from owrl_sdk.chromium import BASE_ARGS, REMEDY, find_chromium
 
-    choice = find_chromium()
+    choice = find_chromium(headless=True)  # what a headless run launches
     if choice is None:
         return [Check("chromium", "fail", "none found", REMEDY)]
     where = choice.path or "Playwright's managed browser"

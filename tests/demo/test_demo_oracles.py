@@ -19,10 +19,11 @@ import pytest_asyncio
 from playwright.async_api import async_playwright
 
 from owrl_demo import DemoShopSuite, load_tasks
+from owrl_sdk.chromium import find_chromium
 from owrl_sdk.config import Settings
 from owrl_sdk.types import Outcome, PolicyInfo, Trajectory
 
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = find_chromium(check_managed=False, headless=True).path  # the one owrl launches headless
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 

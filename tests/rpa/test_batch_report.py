@@ -36,7 +36,7 @@ def test_the_batch_page_shows_each_row_and_links_its_run(tmp_path, invoice_site)
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(find_chromium(check_managed=False).path))
+        browser = pw.chromium.launch(executable_path=str(find_chromium(check_managed=False, headless=True).path))
         tab = browser.new_page()
         tab.goto((batch / "report.html").resolve().as_uri())
         assert tab.locator("h1").inner_text() == "flow.json"
