@@ -14,6 +14,9 @@ episodes alternate, so the machine's state weighs on both alike.
   alone (``ToolResult.page["settle_ms"]``) is printed per page.
 - observe: the observation alone (BrowserEnv's ``observe()`` against one screenshot plus
   one aria snapshot).
+- CPU per episode: the CPU of this process, Playwright's driver and the browser's processes
+  over one whole episode (reset, steps, observations, close), read from /proc around it; the
+  two sides alternate, so what the browser does for one is not counted to the other.
 - load: the page's ``goto`` of a local page with 30 images, to the load event (31 requests;
   the click of a step makes none). BrowserEnv's side goes through its context, so under a
   domain policy each request is routed; raw Playwright routes nothing.
@@ -38,6 +41,7 @@ import asyncio
 import functools
 import http.server
 import importlib.util
+import os
 import re
 import statistics
 import sys
@@ -48,7 +52,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from builtin_tools.browser import Click
-from owrl_sdk.browser import BrowserHost
+from owrl_sdk.browser import BrowserHost, processes
 from owrl_sdk.config import Settings
 from owrl_sdk.types import Task, ToolCall
 
@@ -102,10 +106,34 @@ def serve(html: str) -> tuple[str, Callable[[], None]]:
     return f"http://127.0.0.1:{server.server_address[1]}/form.html", server.shutdown
 
 
+def tree_cpu() -> float:
+    """CPU seconds of this process and every process under it (Playwright's driver, the
+    browser and its renderers), with what each collected from its ended children."""
+    tick = os.sysconf("SC_CLK_TCK")
+    tree = processes.children_map()
+    total = 0
+    for pid in [os.getpid(), *processes.descendants(os.getpid(), tree)]:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        total += sum(int(x) for x in text[text.rfind(")") + 2:].split()[11:15])  # utime stime cutime cstime
+    return total / tick
+
+
 class Timer:
     def __init__(self) -> None:
         self.wall: dict[str, list[float]] = {}
         self.cpu: dict[str, list[float]] = {}
+        self.tree: dict[str, list[float]] = {}
+
+    async def episode(self, key: str, work: Awaitable[Any]) -> Any:
+        """The CPU of a whole episode, the browser's and the driver's included (``tree_cpu``)."""
+        before = tree_cpu()
+        result = await work
+        self.tree.setdefault(key, []).append((tree_cpu() - before) * 1000)
+        return result
 
     async def measure(self, key: str, work: Awaitable[Any]) -> Any:
         wall, cpu = time.perf_counter(), time.process_time()
@@ -118,10 +146,11 @@ class Timer:
         values = (self.cpu if cpu else self.wall).get(key, [])
         return statistics.median(values) if values else float("nan")
 
-    def paired(self, row: str) -> float:
+    def paired(self, row: str, figures: dict[str, list[float]] | None = None) -> float:
         """The median of owrl / raw over the measurements of ``row`` taken in the same order
         (the n-th of one side beside the n-th of the other)."""
-        pairs = list(zip(self.wall.get(f"{row} owrl", []), self.wall.get(f"{row} raw", [])))
+        figures = self.wall if figures is None else figures
+        pairs = list(zip(figures.get(f"{row} owrl", []), figures.get(f"{row} raw", [])))
         return statistics.median(ours / raw for ours, raw in pairs) if pairs else float("nan")
 
 
@@ -244,16 +273,17 @@ async def run(episodes: int, steps: int, allow_domains: list[str], settle_max_ms
         await owrl_local()
         timer.wall.clear()
         timer.cpu.clear()
+        timer.tree.clear()
         for waits in settle_ms.values():
             waits.clear()
         for i in range(episodes):
             order = [raw_local, owrl_local] if i % 2 == 0 else [owrl_local, raw_local]
             for work in order:
-                await work()
+                await timer.episode(f"local episode {work.__name__.split('_')[0]}", work())
             if click_button is not None:
                 order = [raw_miniwob, owrl_miniwob] if i % 2 == 0 else [owrl_miniwob, raw_miniwob]
                 for work in order:
-                    await work(i)
+                    await timer.episode(f"miniwob episode {work.__name__.split('_')[0]}", work(i))
     stop_server()
 
     policy = f"; BrowserEnv's domain policy allows {', '.join(allow_domains)}" if allow_domains else ""
@@ -269,6 +299,12 @@ async def run(episodes: int, steps: int, allow_domains: list[str], settle_max_ms
             f"{row:18}{raw:9.1f}{ours:9.1f}{ours / raw:8.2f}{timer.paired(row):8.2f}   "
             f"{timer.median(f'{row} raw', cpu=True):11.1f}{timer.median(f'{row} owrl', cpu=True):12.1f}"
         )
+    print("CPU per episode in ms (this process, Playwright's driver and the browser)")
+    print(f"{'':18}{'raw':>9}{'owrl':>9}{'ratio':>8}{'paired':>8}")
+    for row in ("local episode", "miniwob episode"):
+        raw_cpu, our_cpu = (statistics.median(timer.tree[f"{row} {side}"]) if timer.tree.get(f"{row} {side}")
+                            else float("nan") for side in ("raw", "owrl"))
+        print(f"{row:18}{raw_cpu:9.1f}{our_cpu:9.1f}{our_cpu / raw_cpu:8.2f}{timer.paired(row, timer.tree):8.2f}")
     if click_button is None:
         print("MiniWoB++ rows skipped: `pip install miniwob` to add them")
     else:
