@@ -257,3 +257,28 @@ async def test_no_chromium_is_a_clear_infra_error():
         await host.close()
     assert raised.value.code == "no_browser"
     assert "/nonexistent/chromium" in str(raised.value) and REMEDY in str(raised.value)
+
+
+async def test_a_headless_launch_takes_the_headless_shell_and_a_chosen_chromium_wins(site, tmp_path):
+    """Where the system has Chromium's headless shell, a headless host launches it (lighter than
+    the full browser, bench/bench_chromium.py); a headed one would get the full browser, and the
+    chromium setting (OWRL_CHROMIUM) still chooses."""
+    from owrl_sdk.chromium import find_chromium, headless_shell
+
+    shell = headless_shell()
+    if shell is None:  # pragma: no cover - setup installs it beside a system Chromium
+        pytest.skip("no chromium-headless-shell on this machine")
+    full = find_chromium(check_managed=False)
+    assert full is not None and full.path != shell and "headless" not in full.path
+    assert find_chromium(check_managed=False, headless=True).path == shell
+    async with BrowserHost(quick_settings()) as host:
+        assert host.launch_options["executable_path"] == shell
+        assert os.readlink(f"/proc/{host.pid}/exe") == os.path.realpath(shell)  # the process running is the shell
+        env = await host.new_env()
+        await env.reset(task(f"{site}/basic.html"))
+        assert (await env.observe()).screenshot  # it draws pages like the full browser
+        await env.close()
+    assert find_chromium(headless=False, check_managed=False).path == full.path  # a headed run's
+    async with BrowserHost(quick_settings(chromium=full.path)) as host:
+        assert host.launch_options["executable_path"] == full.path
+        assert "headless" not in os.readlink(f"/proc/{host.pid}/exe")
