@@ -96,7 +96,9 @@ class Settings(BaseModel):
         12000, ge=0, description="longest page snapshot an observation holds, in characters; over it the viewport, what "
         "is near it and interactive elements are kept and the rest named (0: unbounded; under 1000 counts as 1000)")
     headless: bool = True
-    chromium: Optional[str] = Field(None, description="path of the Chromium executable; unset: Playwright's managed browser, else the system's (headless: its headless shell, chromium-headless-shell, where installed)")
+    chromium: Optional[str] = Field(None, description="path of the Chromium executable; unset: Playwright's managed "
+                                    "browser, else the system's (headless: its headless shell, chromium-headless-shell, "
+                                    "where installed)")
     browser_endpoint: Optional[str] = Field(
         None, description="ws:// address of a Playwright browser server (playwright run-server) to connect to "
         "instead of launching Chromium")
