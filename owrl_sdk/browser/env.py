@@ -295,9 +295,9 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
                     snapshot = page.aria_snapshot(mode="ai", boxes=boxes, timeout=slow)
                     # its empty fields sorted, for the next call's before-snapshot: only where
                     # change feedback is read
-                    done, aria = await self._dialogs.gather(
+                    done, snapped = await self._dialogs.gather(
                         self._sorting_fields(page, snapshot) if self._changes else snapshot)
-                    results = [results[0], *aria, *results[1:]]
+                    results = [results[0], *snapped, *results[1:]]
             except Exception as err:
                 if not _is_playwright_error(err):
                     raise
