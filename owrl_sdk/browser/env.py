@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Optional, Sequence
 
 from .. import secrets
 from ..domains import DomainPolicy
@@ -285,19 +285,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         boxes = self.settings.observation_chars > 0 and getattr(self, "_over_budget", None) == (id(page), page.url)
         for attempt in range(2):
             try:
-                slow = self.settings.navigation_timeout * 1000  # a heavy page is not an action gone wrong
-                # the screenshot (with the tabs' titles), then the snapshot: in this order the
-                # observation is quicker, and so is the next action's first animation frame,
-                # than with the two taken together (bench/bench_browser.py, headless shell)
-                done, results = await self._dialogs.gather(
-                    page.screenshot(timeout=slow, **self._screenshot_options()), *titles)
-                if done:
-                    snapshot = page.aria_snapshot(mode="ai", boxes=boxes, timeout=slow)
-                    # its empty fields sorted, for the next call's before-snapshot: only where
-                    # change feedback is read
-                    done, snapped = await self._dialogs.gather(
-                        self._sorting_fields(page, snapshot) if self._changes else snapshot)
-                    results = [results[0], *snapped, *results[1:]]
+                done, results = await self._look(page, boxes, titles)
             except Exception as err:
                 if not _is_playwright_error(err):
                     raise
@@ -326,6 +314,24 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
             aria_total_chars=total,
             screenshot=shot,
         ))
+
+    async def _look(self, page: "Page", boxes: bool, titles: Sequence[Awaitable[str]]) -> tuple[bool, list[Any]]:
+        """The screenshot, the snapshot and the tabs' titles; (False, []) when a dialog opens first.
+
+        Where nothing reads change feedback, the screenshot (with the titles) comes first and
+        the snapshot after it; where something does, all at once, the snapshot's empty fields
+        sorted meanwhile for the next call's before-snapshot. On the headless shell each order
+        gave the quicker step in its own case (docs/benchmarks.md, "The headless shell")."""
+        slow = self.settings.navigation_timeout * 1000  # a heavy page is not an action gone wrong
+        shot = page.screenshot(timeout=slow, **self._screenshot_options())
+        if self._changes:
+            snapshot = page.aria_snapshot(mode="ai", boxes=boxes, timeout=slow)
+            return await self._dialogs.gather(shot, self._sorting_fields(page, snapshot), *titles)
+        done, results = await self._dialogs.gather(shot, *titles)
+        if not done:
+            return False, []
+        done, snapped = await self._dialogs.gather(page.aria_snapshot(mode="ai", boxes=boxes, timeout=slow))
+        return (True, [results[0], *snapped, *results[1:]]) if done else (False, [])
 
     async def _bound_aria(self, page: "Page", text: str, boxed: bool) -> tuple[str, str, Optional[int]]:
         """The whole snapshot (refs and change feedback read it), the one the policy reads
