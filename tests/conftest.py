@@ -27,6 +27,7 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
 # Persistent state (the host blocklist) goes to a throwaway folder, for subprocesses too.
 os.environ["OWRL_STATE_DIR"] = tempfile.mkdtemp(prefix="owrl-state-")
 
+import background_checks  # noqa: E402 - tests/ is on the path (pyproject.toml)
 from owrl_sdk.config import Settings  # noqa: E402 - after OWRL_STATE_DIR is set
 from owrl_sdk.plugins import Plugins  # noqa: E402
 
@@ -57,6 +58,11 @@ _ON_WORKER = False
 def pytest_configure(config: Any) -> None:
     global _ON_WORKER
     _ON_WORKER = hasattr(config, "workerinput")
+    background_checks.start(config)  # mypy beside the tests, on the leading process only
+
+
+def pytest_unconfigure(config: Any) -> None:
+    background_checks.stop()
 
 
 def _tables() -> dict[str, tuple[list, type]]:
