@@ -4,6 +4,7 @@ a killed worker's episodes retried elsewhere, and a cluster started with ``ray s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -14,6 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from owrl_sdk.browser import processes
 
 ray = pytest.importorskip("ray")
 
@@ -145,11 +148,21 @@ def test_cli_joins_a_cluster_started_with_ray_start(tmp_path):
         assert summary["backend"] == "ray" and summary["episodes"] == 2 and summary["success_rate"] == 1.0
         assert len(read_records(out / "episodes.jsonl")) == 2
     finally:
+        # `ray start --block` takes about half a minute to stop its cluster after SIGTERM; this
+        # throwaway one gets a few seconds, then the whole session (head, GCS, raylet, workers)
+        # is killed, and none of its processes may be left
         os.killpg(head.pid, signal.SIGTERM)
         try:
-            head.wait(timeout=60)
+            head.wait(timeout=3)
         except subprocess.TimeoutExpired:
+            pass
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(head.pid, signal.SIGKILL)
+        head.wait(timeout=60)
+        deadline = time.time() + 10
+        while processes.group_members(head.pid) and time.time() < deadline:
+            time.sleep(0.1)
+        assert not processes.group_members(head.pid), "the cluster left processes behind"
 
 
 def test_ray_address_without_the_ray_backend_is_a_usage_error(tmp_path):
