@@ -144,6 +144,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         self._downloads, self._download_bytes = 0, 0  # this episode's, against max_downloads / max_download_mb
         self._screenshot_type = "jpeg"
         self._changes = True  # change feedback (configure(changes=...))
+        self._acted = False  # a call ran since the episode's start (observe's order, see _look)
         self._tabs_opened = 0
         self._snapshot: Optional[_Snapshot] = None
         self._last_screenshot: Optional[bytes] = None
@@ -272,6 +273,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
             raise InfraError(failure, code="start_page_unreachable", kind=kind)
         self._events.clear()
         self._tabs_opened = 0
+        self._acted = False
 
     async def observe(self) -> Observation:
         self._check_alive()
@@ -318,15 +320,18 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
     async def _look(self, page: "Page", boxes: bool, titles: Sequence[Awaitable[str]]) -> tuple[bool, list[Any]]:
         """The screenshot, the snapshot and the tabs' titles; (False, []) when a dialog opens first.
 
-        Where nothing reads change feedback, the screenshot (with the titles) comes first and
-        the snapshot after it; where something does, all at once, the snapshot's empty fields
-        sorted meanwhile for the next call's before-snapshot. On the headless shell each order
-        gave the quicker step in its own case (docs/benchmarks.md, "The headless shell")."""
+        After a call, where nothing reads change feedback, the screenshot (with the titles)
+        comes first and the snapshot after it; otherwise (the episode's first look, after its
+        start page loaded, or where change feedback is read) all at once, the snapshot's empty
+        fields sorted meanwhile for the next call's before-snapshot. On the headless shell each
+        order gave the quicker step or reset in its own case (docs/benchmarks.md, "The
+        headless shell")."""
         slow = self.settings.navigation_timeout * 1000  # a heavy page is not an action gone wrong
         shot = page.screenshot(timeout=slow, **self._screenshot_options())
-        if self._changes:
+        if self._changes or not self._acted:
             snapshot = page.aria_snapshot(mode="ai", boxes=boxes, timeout=slow)
-            return await self._dialogs.gather(shot, self._sorting_fields(page, snapshot), *titles)
+            return await self._dialogs.gather(shot, self._sorting_fields(page, snapshot) if self._changes else snapshot,
+                                              *titles)
         done, results = await self._dialogs.gather(shot, *titles)
         if not done:
             return False, []
@@ -365,6 +370,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
                                       kind="action.dialog_blocked")
         # events not yet reported (a download announced after the last feedback) stay in the list
         self._tabs_opened = 0
+        self._acted = True
         self._pages_before_call = self.host.pages_created(self._context_id)
         before = await self._before()
         began = time.monotonic()

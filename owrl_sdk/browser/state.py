@@ -45,6 +45,8 @@ class EnvState:
     _tabs_opened: int
     #: Whether each call's change is described (a snapshot after it): ``configure(changes=...)``.
     _changes: bool
+    #: Whether a call ran since the episode's start (observe's order).
+    _acted: bool
     _snapshot: Optional["_Snapshot"]
     _crashed: set[int]
     #: Set when a page passed the episode's download limits: the episode ends with it.
