@@ -11,7 +11,9 @@ file alone, runs mypy in the test itself, as before.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -49,15 +51,17 @@ def start(config: Any) -> None:
               "rc = subprocess.call(sys.argv[2:], stdout=out, stderr=subprocess.STDOUT); out.close(); "
               "open(sys.argv[1] + '/returncode.tmp', 'w').write(str(rc)); "
               "import os; os.replace(sys.argv[1] + '/returncode.tmp', sys.argv[1] + '/returncode')")
+    # a session of its own: stop() ends mypy with the wrapper that waits for it
     _started = subprocess.Popen([sys.executable, "-c", script, str(folder), *COMMAND], cwd=ROOT, env=ENV,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     os.environ[VARIABLE] = str(folder)  # the workers are started after this, with this environment
 
 
 def stop() -> None:
     """At the end of the run: a mypy still running (the run was cut short) is ended."""
     if _started is not None and _started.poll() is None:
-        _started.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(_started.pid, signal.SIGKILL)  # the wrapper and mypy under it
         _started.wait()
 
 
