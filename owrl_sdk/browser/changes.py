@@ -236,7 +236,11 @@ class ChangeFeedbackMixin(EnvState):
         after = None
         if origin is not None and before.aria is not None and not self._dialogs.held and _same_document(origin.url, before.url):
             # taken first: it also gives a popup the call opened time to announce itself
+            marks = self._marks[1] if self._marks is not None and self._marks[0] is origin else None
             after = await self._with_values(origin, await self._aria(origin))
+            snap = self._snapshot
+            if marks is not None and after is not None and snap is not None and snap.page is origin:
+                self._after_look = (snap, marks)  # the next observation may stand on it
         if origin is not None and origin.url != before.url:
             parts.append(f"navigated: {short(before.url, 80)} -> {short(origin.url, 80)}")
             if not _same_document(origin.url, before.url):

@@ -48,7 +48,7 @@ from ..errors import InfraError
 from ..observation_budget import bound_snapshot
 from ..types import Expectation, Failure, Observation, Target, Task, ToolCall, ToolResult, Verdict
 from . import expect as expectations
-from .changes import ChangeFeedbackMixin, _Snapshot
+from .changes import FRESH_SNAPSHOT_S, ChangeFeedbackMixin, _Snapshot
 from .dialogs import Dialogs
 from .errors import ActionError, describe
 from .feedback import short
@@ -147,6 +147,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         self._acted = False  # a call ran since the episode's start (observe's order, see _look)
         self._tabs_opened = 0
         self._snapshot: Optional[_Snapshot] = None
+        self._marks = self._after_look = None
         self._last_screenshot: Optional[bytes] = None
         self._crashed: set[int] = set()
         self._limit_failure: Optional[Failure] = None
@@ -320,22 +321,43 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
     async def _look(self, page: "Page", boxes: bool, titles: Sequence[Awaitable[str]]) -> tuple[bool, list[Any]]:
         """The screenshot, the snapshot and the tabs' titles; (False, []) when a dialog opens first.
 
-        After a call, where nothing reads change feedback, the screenshot (with the titles)
-        comes first and the snapshot after it; otherwise (the episode's first look, after its
-        start page loaded, or where change feedback is read) all at once, the snapshot's empty
-        fields sorted meanwhile for the next call's before-snapshot. On the headless shell each
-        order gave the quicker step or reset in its own case (docs/benchmarks.md, "The
-        headless shell")."""
+        Where change feedback is read, the last call's after-snapshot stands for this one when
+        it is of this page and URL, less than :data:`FRESH_SNAPSHOT_S` old, and no frame of the
+        page changed since the settling report before it (:meth:`_unchanged`, asked before the
+        screenshot): one aria snapshot a step, as without change feedback. Otherwise, after a
+        call, the screenshot (with the titles) comes first and the snapshot after it; the
+        episode's first look (after its start page loaded) and a look with change feedback but
+        no after-snapshot to stand on take all at once, the snapshot's empty fields sorted
+        meanwhile for the next call's before-snapshot where change feedback is read. On the
+        headless shell each order gave the quicker step or reset in its own case
+        (docs/benchmarks.md, "The headless shell")."""
         slow = self.settings.navigation_timeout * 1000  # a heavy page is not an action gone wrong
-        shot = page.screenshot(timeout=slow, **self._screenshot_options())
-        if self._changes or not self._acted:
+        stand, self._after_look = self._after_look, None
+        if stand is not None and not boxes and stand[0].page is page and stand[0].url == page.url \
+                and time.monotonic() - stand[0].at < FRESH_SNAPSHOT_S:
+            # the last call's after-snapshot stands for this one while no frame changed since; asked
+            # before the screenshot, which hides the caret with a style of its own (a DOM mutation)
+            done, unchanged = await self._dialogs.gather(self._unchanged(page, stand[1]))
+            if not done:
+                return False, []
+            shot = page.screenshot(timeout=slow, **self._screenshot_options())
+            done, results = await self._dialogs.gather(shot, *titles)
+            if not done:
+                return False, []
+            if unchanged[0]:
+                return True, [results[0], stand[0].text, *results[1:]]
+        elif self._changes or not self._acted:
+            shot = page.screenshot(timeout=slow, **self._screenshot_options())
             snapshot = page.aria_snapshot(mode="ai", boxes=boxes, timeout=slow)
             return await self._dialogs.gather(shot, self._sorting_fields(page, snapshot) if self._changes else snapshot,
                                               *titles)
-        done, results = await self._dialogs.gather(shot, *titles)
-        if not done:
-            return False, []
-        done, snapped = await self._dialogs.gather(page.aria_snapshot(mode="ai", boxes=boxes, timeout=slow))
+        else:
+            shot = page.screenshot(timeout=slow, **self._screenshot_options())
+            done, results = await self._dialogs.gather(shot, *titles)
+            if not done:
+                return False, []
+        snapshot = page.aria_snapshot(mode="ai", boxes=boxes, timeout=slow)
+        done, snapped = await self._dialogs.gather(self._sorting_fields(page, snapshot) if self._changes else snapshot)
         return (True, [results[0], *snapped, *results[1:]]) if done else (False, [])
 
     async def _bound_aria(self, page: "Page", text: str, boxed: bool) -> tuple[str, str, Optional[int]]:
@@ -371,6 +393,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         # events not yet reported (a download announced after the last feedback) stay in the list
         self._tabs_opened = 0
         self._acted = True
+        self._marks = self._after_look = None
         self._pages_before_call = self.host.pages_created(self._context_id)
         before = await self._before()
         began = time.monotonic()
@@ -579,6 +602,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         self._titles = {}
         self._crashed = set()
         self._snapshot = None
+        self._marks = self._after_look = None
         self._last_screenshot = None
         self._watches = {}
         self._targets = {}

@@ -46,6 +46,18 @@ is found quiet by the first check, which is made at once (one round trip per fra
 still busy at ``settle_max_ms`` (an endless animation, polling) is left as it is: the
 call's ``ToolResult.page`` says ``settled: false`` and its feedback ends with a note that
 the page was still changing.
+
+Each frame's report also carries a mark: the document's own id and a count of everything
+that may change what an aria snapshot shows, DOM mutations and request ends as above, and
+besides them the focus moving, a field's value or check set (typed, or by a script through
+the element's own setters), a form reset, a popover shown or hidden, a style sheet changed
+through the CSSOM, a CSS animation or transition starting or ending. The last report's marks
+are kept; where change feedback is read, the next observation asks each frame for its mark
+again (:meth:`SettleMixin._unchanged`, one round trip), and while none moved and no
+animation runs, the call's after-snapshot stands for the observation's: a step then takes one
+snapshot, as without change feedback. What no mark sees (a style rule's property set through
+``rule.style``, a native setter taken from a frame the script did not reach) is left as the
+after-snapshot showed it, until the next look.
 """
 
 from __future__ import annotations
@@ -68,7 +80,11 @@ QUIET_SCRIPT = r"""(() => {
   const now = performance.now.bind(performance);
   // activity (a DOM change, a request ending): the last time; a request's end, also on its own
   let last = -Infinity, ended = -Infinity;
-  const active = () => { last = now(); };
+  // and a count of everything that may change what a snapshot shows (this document's own: a
+  // frame's next document starts another), read by __owrlSeen
+  const doc = Math.random().toString(36).slice(2);
+  let seen = 0;
+  const active = () => { last = now(); seen++; };
   const timers = new Map(), frames = new Map(), requests = new Set();
   // a frame loop is pending while it asks for its next frame and its last frames changed the DOM
   // (an animation); one that only draws (a canvas) is not waited for
@@ -79,11 +95,16 @@ QUIET_SCRIPT = r"""(() => {
     try { observer.observe(root, {subtree: true, childList: true, attributes: true, characterData: true}); } catch (e) {}
   };
   watch(document);
+  // events that move the mark (below)
+  const TOUCHING = ['focusin', 'focusout', 'input', 'change', 'reset', 'toggle', 'animationstart', 'animationend',
+                    'transitionstart', 'transitionend'];
+  let listen = () => {};
   const attach = Element.prototype.attachShadow;
   if (attach) {
     Element.prototype.attachShadow = function () {
       const root = attach.apply(this, arguments);
       watch(root);
+      listen(root);
       return root;
     };
   }
@@ -149,7 +170,7 @@ QUIET_SCRIPT = r"""(() => {
   const marking = (owner, name) => {
     const f = owner && owner[name];
     if (typeof f !== 'function') return;
-    try { owner[name] = function () { posted = now(); return f.apply(this, arguments); }; } catch (e) {}
+    try { owner[name] = function () { posted = now(); seen++; return f.apply(this, arguments); }; } catch (e) {}
   };
   marking(window, 'postMessage');
   if (window.MessagePort) marking(window.MessagePort.prototype, 'postMessage');
@@ -196,9 +217,53 @@ QUIET_SCRIPT = r"""(() => {
     // once the action ended
     const recent = Math.max(last > stop ? last : -Infinity, ended);
     const quiet = recent > -Infinity ? t - recent : null;
-    return {pending, due: due === Infinity ? null : Math.max(0, due), quiet};
+    return {pending, due: due === Infinity ? null : Math.max(0, due), quiet, seen: doc + ':' + seen};
   };
+  // What changes a snapshot with no DOM mutation moves the mark too: the focus, a field's value
+  // or check (typed, or set by a script), a form reset, a popover shown or hidden, a style
+  // sheet changed, a CSS animation or transition (events that do not leave a shadow root are
+  // heard in each root as it is attached, above).
+  const touch = () => { seen++; };
+  listen = (root) => {
+    for (const type of TOUCHING) { try { root.addEventListener(type, touch, true); } catch (e) {} }
+  };
+  listen(window);
+  const wrap = (proto, name) => {
+    const d = proto && Object.getOwnPropertyDescriptor(proto, name);
+    if (!d || !d.configurable) return;
+    try {
+      if (d.set) {
+        const set = d.set;
+        Object.defineProperty(proto, name, {get: d.get, set: function (v) { seen++; return set.call(this, v); },
+                                            enumerable: d.enumerable, configurable: true});
+      } else if (typeof d.value === 'function') {
+        const f = d.value;
+        Object.defineProperty(proto, name, {value: function () { seen++; return f.apply(this, arguments); },
+                                            enumerable: d.enumerable, configurable: true, writable: true});
+      }
+    } catch (e) {}
+  };
+  const touching = {
+    HTMLInputElement: ['value', 'checked', 'indeterminate', 'valueAsNumber', 'valueAsDate', 'setRangeText', 'stepUp',
+                       'stepDown'],
+    HTMLTextAreaElement: ['value', 'setRangeText'], HTMLSelectElement: ['value', 'selectedIndex'],
+    HTMLOptionElement: ['selected'], HTMLFormElement: ['reset'],
+    HTMLElement: ['showPopover', 'hidePopover', 'togglePopover'],
+    // style sheets changed through the CSSOM (what CSS-in-JS libraries do) hide or show elements
+    CSSStyleSheet: ['insertRule', 'deleteRule', 'addRule', 'removeRule', 'replace', 'replaceSync'],
+    CSSGroupingRule: ['insertRule', 'deleteRule'], CSSStyleDeclaration: ['setProperty', 'removeProperty', 'cssText'],
+    StyleSheet: ['disabled'], Document: ['adoptedStyleSheets'], ShadowRoot: ['adoptedStyleSheets'],
+  };
+  for (const kind of Object.keys(touching)) {
+    for (const name of touching[kind]) wrap(window[kind] && window[kind].prototype, name);
+  }
   Object.defineProperty(window, '__owrlQuiet', {value: report, enumerable: false, configurable: false, writable: false});
+  // while an animation runs (CSS, a transition, the Web Animations API) no mark holds: it may
+  // show or hide an element between its start and its end
+  const getAnimations = Document.prototype.getAnimations;
+  const animating = () => { try { return getAnimations.call(document).length > 0; } catch (e) { return true; } };
+  Object.defineProperty(window, '__owrlSeen', {value: () => (animating() ? null : doc + ':' + seen), enumerable: false,
+                                               configurable: false, writable: false});
 })();"""
 
 _PROBE = "(a) => (typeof window.__owrlQuiet === 'function' ? window.__owrlQuiet(a[0], a[1], a[2]) : null)"
@@ -303,6 +368,8 @@ class SettleMixin(EnvState):
             return 1, None, None
         if not done:
             return None
+        self._marks = (page, [(frame, report.get("seen") if isinstance(report, dict) else None)
+                              for frame, report in zip(frames, reports)])
         # the requests as they stand now that the frames have answered: one that ended while
         # the probes were on their way counts
         now = time.monotonic()
@@ -323,8 +390,34 @@ class SettleMixin(EnvState):
                     quiet_for = frame_quiet if quiet_for is None else min(quiet_for, frame_quiet)
         return pending, due, quiet_for
 
+    async def _unchanged(self, page: "Page", marks: list[tuple["Frame", Optional[str]]]) -> bool:
+        """Whether every frame of ``page`` is the one that gave ``marks`` and nothing that a
+        snapshot shows changed in it since: no DOM mutation, request end, posted message, focus
+        or input event, no field value or check set by a script (each moves the frame's mark).
+        One round trip per frame; False wherever a frame cannot tell."""
+        frames = list(page.frames)
+        if len(frames) != len(marks) or any(f is not m for f, (m, _) in zip(frames, marks)):
+            return False
+        if any(mark is None for _, mark in marks):
+            return False
+        seen = await asyncio.gather(*(_seen(frame) for frame in frames))
+        return all(now == mark for now, (_, mark) in zip(seen, marks))
+
 
 _BUSY = object()
+
+_SEEN = "() => (typeof window.__owrlSeen === 'function' ? window.__owrlSeen() : null)"
+
+
+async def _seen(frame: "Frame") -> Optional[str]:
+    """A frame's mark now (None where it cannot tell: between documents, without the script)."""
+    try:
+        mark = await frame.evaluate(_SEEN)
+    except Exception as err:
+        if not _is_playwright_error(err):
+            raise
+        return None
+    return mark if isinstance(mark, str) else None
 
 
 async def _probe(frame: "Frame", arg: list[float]) -> Any:

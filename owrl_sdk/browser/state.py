@@ -48,6 +48,11 @@ class EnvState:
     #: Whether a call ran since the episode's start (observe's order).
     _acted: bool
     _snapshot: Optional["_Snapshot"]
+    #: The marks each frame of a page gave at the last settling report (:mod:`.settle`), and the
+    #: after-snapshot taken since with those marks: the next observation stands on it while no
+    #: frame's mark moved (:meth:`SettleMixin._unchanged`).
+    _marks: Optional[tuple["Page", list[tuple["Frame", Optional[str]]]]]
+    _after_look: Optional[tuple["_Snapshot", list[tuple["Frame", Optional[str]]]]]
     _crashed: set[int]
     #: Set when a page passed the episode's download limits: the episode ends with it.
     _limit_failure: Optional["Failure"]

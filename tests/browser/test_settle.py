@@ -64,10 +64,26 @@ PAGES: dict[str, str] = {
 <a id=go href="/arrive">Go</a>""",
     "/arrive": """<!doctype html><title>Arrive</title><p id=out>Loading</p>
 <script>setTimeout(() => out.textContent = 'Arrived and loaded', 200);</script>""",
+    "/still": """<!doctype html><title>Still</title>
+<button id=nothing>Nothing</button><button id=now onclick="out.textContent = 'At once'">Now</button>
+<input id=f aria-label=Field><input id=c type=checkbox aria-label=Check>
+<select id=s aria-label=Pick><option value=a>Apple</option><option value=b>Banana</option></select>
+<div id=p popover>Popover text</div><p id=out>Waiting</p><div id=host></div>
+<form id=form><input id=g aria-label=Other value=start></form><style>.unused { color: red }</style>
+<iframe src="/still-inner" title="Inner"></iframe>
+<script>
+const root = host.attachShadow({mode: 'open'});
+root.innerHTML = '<input aria-label="Shadow field">';
+window.shadowField = root.querySelector('input');
+window.later = (ms) => setTimeout(() => { f.value = 'set by a timer'; }, ms);
+</script>""",
+    "/still-inner": """<!doctype html><title>Still inner</title><p id=msg>Inner idle</p>""",
     "/tamper": """<!doctype html><title>Tamper</title>
 <button id=go onclick="setTimeout(() => out.textContent = 'Changed late', 300)">Go</button><p id=out>Idle</p>
 <script>try { window.__owrlQuiet = () => ({pending: 0, due: null, quiet: null}); } catch (e) {}
-try { Object.defineProperty(window, '__owrlQuiet', {value: () => ({pending: 0, due: null, quiet: null})}); } catch (e) {}</script>""",
+try { Object.defineProperty(window, '__owrlQuiet', {value: () => ({pending: 0, due: null, quiet: null})}); } catch (e) {}
+try { window.__owrlSeen = () => 'always the same'; } catch (e) {}
+try { Object.defineProperty(window, '__owrlSeen', {value: () => 'always the same'}); } catch (e) {}</script>""",
 }
 
 
@@ -214,6 +230,91 @@ async def test_a_page_cannot_replace_the_quiet_report(senv, server):
     await senv.observe()
     result = await act(senv, "click", selector="#go")
     assert "Changed late" in result.feedback, result.feedback
+    # nor the mark that lets the next observation stand on the call's after-snapshot
+    await act(senv, "click", selector="#go")
+    await senv.page.evaluate("out.textContent = 'Changed after the snapshot'")
+    observation = await senv.observe()
+    assert "Changed after the snapshot" in observation.aria, observation.aria
+
+
+def _count_snapshots(page: Any) -> list[int]:
+    """Counts the aria snapshots taken of ``page`` from now on (one item each)."""
+    taken: list[int] = []
+    original = page.aria_snapshot
+
+    async def counted(*args: Any, **kwargs: Any) -> str:
+        taken.append(1)
+        return str(await original(*args, **kwargs))
+
+    page.aria_snapshot = counted
+    return taken
+
+
+async def test_the_observation_after_a_call_stands_on_its_after_snapshot_while_nothing_changed(senv, server):
+    """With change feedback on, a step takes one aria snapshot, as without it: the one after
+    the call, which the next observation reuses (the same text a snapshot taken then gives)."""
+    await senv.reset(task(server + "/still"))
+    await senv.observe()
+    taken = _count_snapshots(senv.page)
+    for button in ("now", "nothing", "now"):
+        result = await act(senv, "click", selector=f"#{button}")
+        assert result.ok and result.page["settled"] is True, result
+        before = len(taken)
+        observation = await senv.observe()
+        assert len(taken) == before, "the observation took a snapshot of its own"
+        assert "At once" in observation.aria
+        assert observation.aria == await senv.page.aria_snapshot(mode="ai")
+        assert observation.screenshot
+
+
+@pytest.mark.parametrize("prepare, change, shown, gone", [
+    ("", "f.value = 'set by a script'", 'textbox "Field" [ref=e4]: set by a script', None),
+    ("", "c.checked = true", 'checkbox "Check" [checked]', None),
+    ("", "s.value = 'b'", 'option "Banana" [selected]', None),
+    ("", "s.selectedIndex = 1", 'option "Banana" [selected]', None),
+    ("", "f.setRangeText('ranged')", 'textbox "Field" [ref=e4]: ranged', None),
+    ("g.value = 'edited'", "form.reset()", 'textbox "Other"', "edited"),
+    ("", "f.focus()", 'textbox "Field" [active]', None),
+    ("", "p.showPopover()", "Popover text", None),
+    ("", "out.textContent = 'Changed'", "Changed", None),
+    ("", "document.styleSheets[0].insertRule('#out { display: none }')", "Nothing", "Waiting"),
+    ("", "out.animate({visibility: ['hidden', 'hidden']}, 60000)", "Nothing", "Waiting"),
+    ("", "shadowField.value = 'in the shadow'", "in the shadow", None),
+    ("", "document.querySelector('iframe').contentDocument.getElementById('msg').textContent = 'Inner changed'",
+     "Inner changed", None),
+])
+async def test_a_change_after_the_after_snapshot_is_seen_by_the_observation(senv, server, prepare, change, shown, gone):
+    """What a page's script changes between the call's after-snapshot and the next look (a
+    timer that falls due later, a message, a poll's answer) is in the observation: a field's
+    value, a check, a selection, a form reset, the focus, a popover, a style rule, a running
+    animation, a field in a shadow root, an iframe's text. None of these but the two texts is
+    a DOM mutation."""
+    await senv.reset(task(server + "/still"))
+    if prepare:
+        await senv.page.evaluate(prepare)
+    await senv.observe()
+    result = await act(senv, "click", selector="#nothing")
+    assert result.ok and result.page["settled"] is True, result
+    taken = _count_snapshots(senv.page)
+    await senv.page.evaluate(change)
+    observation = await senv.observe()
+    assert taken, "the observation stood on a snapshot taken before the change"
+    assert shown in observation.aria, observation.aria
+    assert gone is None or gone not in observation.aria, observation.aria
+
+
+async def test_a_timer_set_before_the_call_that_changes_a_field_later_is_seen(senv, server):
+    """The page's own timer, set well before the call (the wait after the call does not wait
+    for it), sets a field's value after the call's snapshot: the observation shows the value."""
+    await senv.reset(task(server + "/still"))
+    await senv.observe()
+    await senv.page.evaluate("later(700)")
+    await asyncio.sleep(0.35)  # older than the 250 ms the settling counts before an action
+    result = await act(senv, "click", selector="#nothing")
+    assert result.ok, result
+    await asyncio.sleep(0.5)
+    observation = await senv.observe()
+    assert "set by a timer" in observation.aria, observation.aria
 
 
 async def test_the_page_keeps_working_under_the_bookkeeping(senv, server):
@@ -232,11 +333,17 @@ async def test_the_page_keeps_working_under_the_bookkeeping(senv, server):
       window.fromString = 0; setTimeout('window.fromString = 1', 1);
       await new Promise(r => setTimeout(r, 30));
       out.fromString = window.fromString;
-      out.enumerable = Object.keys(window).includes('__owrlQuiet');
+      out.enumerable = Object.keys(window).some(k => k.startsWith('__owrl'));
+      const field = document.createElement('input'); field.value = 'typed'; out.value = field.value;
+      const box = document.createElement('input'); box.type = 'checkbox'; box.checked = true; out.checked = box.checked;
+      const pick = document.createElement('select'); pick.innerHTML = '<option>a</option><option>b</option>';
+      pick.selectedIndex = 1; out.picked = pick.value;
+      try { field.value = {toString() { throw new RangeError('no'); }}; } catch (e) { out.setterError = e.constructor.name; }
       return out;
     }""")
     assert checks == {"args": ["x", "y"], "idsDiffer": True, "rafError": "TypeError", "fetchError": "TypeError",
-                      "json": "ok", "frame": "number", "fromString": 1, "enumerable": False}, checks
+                      "json": "ok", "frame": "number", "fromString": 1, "enumerable": False, "value": "typed",
+                      "checked": True, "picked": "b", "setterError": "RangeError"}, checks
 
 
 async def test_settling_off(tmp_path, server):
