@@ -244,8 +244,11 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         except Exception as err:
             raise self._infra(err, "could not open a page") from None
         self._on_page(page)
-        self._context_id = await self._find_context_id(context, page)
+        # the context's id counts the tabs a call opens; the hop guard needs it before the start
+        # page, the count only from the first call: without a policy it is read beside the load
+        finding = None if self.domains.routes else asyncio.ensure_future(self._find_context_id(context, page))
         if self.domains.routes:
+            self._context_id = await self._find_context_id(context, page)
             if not await self.host.guard_hops(self, self._context_id):
                 self.warnings.append("redirect hops are not checked against the domain policy "
                                      "(this browser gives no browser-level CDP session)")
@@ -265,6 +268,9 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
                 self.warnings.append(f"the start page was still loading after {self.settings.navigation_timeout:g} s")
             else:
                 failure, kind = describe(err, f"opening the start page {task.start_url}")
+        finally:
+            if finding is not None:
+                self._context_id = await finding
         # the start page's own navigation (or a hop of it) refused; a refused iframe does not count
         refused = [obj for kind, obj in self._events if kind == "blocked" and obj.frame_id != ""]
         if refused and (failure is not None or page.url in ("", "about:blank")):
