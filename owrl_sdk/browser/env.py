@@ -257,9 +257,17 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
                 await asyncio.wait({watch}, timeout=self.settings.action_timeout)
         self._events.clear()
         self._tabs_opened = 0
+        await self._open_start_page(page, task.start_url, finding)
+        self._events.clear()
+        self._tabs_opened = 0
+        self._acted = False
+
+    async def _open_start_page(self, page: "Page", url: str, finding: "Optional[asyncio.Future[Optional[str]]]") -> None:
+        """Load the episode's start page (an InfraError where it cannot be opened); ``finding``:
+        the context's id being read beside it."""
         failure: Optional[str] = None
         try:
-            await self._dialogs.until(page.goto(task.start_url, wait_until="load"))
+            await self._dialogs.until(page.goto(url, wait_until="load"))
         except Exception as err:
             if not _is_playwright_error(err):
                 raise
@@ -267,20 +275,17 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
             if "Timeout" in str(err) and page.url not in ("", "about:blank"):
                 self.warnings.append(f"the start page was still loading after {self.settings.navigation_timeout:g} s")
             else:
-                failure, kind = describe(err, f"opening the start page {task.start_url}")
+                failure, kind = describe(err, f"opening the start page {url}")
         finally:
             if finding is not None:
                 self._context_id = await finding
         # the start page's own navigation (or a hop of it) refused; a refused iframe does not count
         refused = [obj for kind, obj in self._events if kind == "blocked" and obj.frame_id != ""]
         if refused and (failure is not None or page.url in ("", "about:blank")):
-            raise InfraError(f"the start page {task.start_url} was refused: {refused[-1]}",
+            raise InfraError(f"the start page {url} was refused: {refused[-1]}",
                              code="start_page_unreachable", kind="network.blocked")
         if failure is not None:
             raise InfraError(failure, code="start_page_unreachable", kind=kind)
-        self._events.clear()
-        self._tabs_opened = 0
-        self._acted = False
 
     async def observe(self) -> Observation:
         self._check_alive()
