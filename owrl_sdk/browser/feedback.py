@@ -8,6 +8,7 @@ changed rather than as one gone and one new.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -68,7 +69,10 @@ def parse_line(line: str) -> Optional[Element]:
 _FIELDS = {"textbox", "searchbox", "combobox", "spinbutton"}
 
 
+@functools.lru_cache(maxsize=2)
 def elements(snapshot: str) -> Counter[Element]:
+    """The elements of a snapshot, counted. Remembered for the last two snapshots (a call's
+    after-snapshot is the next call's before-snapshot): the result is shared, not to be changed."""
     listed: list[list[Any]] = []  # [indent, element]
     parents: list[int] = []  # indices into listed, by depth
     for line in snapshot.splitlines():
@@ -132,6 +136,8 @@ def _change(old: Element, new: Element) -> str:
 
 
 def diff(before: str, after: str) -> ElementDiff:
+    if before == after:
+        return ElementDiff()
     old, new = elements(before), elements(after)
     gone = [e for e in (old - new).elements() if e.telling]
     came = [e for e in (new - old).elements() if e.telling]

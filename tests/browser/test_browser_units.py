@@ -27,6 +27,23 @@ def test_nothing_changed_when_only_refs_and_focus_moved():
     assert not diff(BEFORE, moved)
 
 
+def test_a_remembered_parse_gives_the_same_diff_as_a_fresh_one():
+    """A call's after-snapshot is the next call's before-snapshot: its parse is remembered,
+    and the diffs of a chain of snapshots are the same as each computed alone."""
+    from owrl_sdk.browser.feedback import elements
+
+    chain = [BEFORE, BEFORE.replace("3 results", "2 results"), BEFORE.replace('"In stock"', '"In stock" [checked]')]
+    alone = []
+    for old, new in zip(chain, chain[1:]):
+        elements.cache_clear()
+        alone.append(diff(old, new).describe())
+    elements.cache_clear()
+    chained = [diff(old, new).describe() for old, new in zip(chain, chain[1:])]
+    assert chained == alone and all(alone), alone
+    assert elements.cache_info().hits >= 1
+    assert not diff(BEFORE, BEFORE)
+
+
 def test_appeared_disappeared_and_changed_are_told_apart():
     after = (
         BEFORE.replace('checkbox "In stock" [ref=e4]', 'checkbox "In stock" [checked] [ref=e4]')
