@@ -244,11 +244,10 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         except Exception as err:
             raise self._infra(err, "could not open a page") from None
         self._on_page(page)
-        # the context's id counts the tabs a call opens; the hop guard needs it before the start
-        # page, the count only from the first call: without a policy it is read beside the load
-        finding = None if self.domains.routes else asyncio.ensure_future(self._find_context_id(context, page))
+        # read before the start page: a CDP session attached while the page shows an alert
+        # would wait for the alert (read beside the load, reset stalled on such a page)
+        self._context_id = await self._find_context_id(context, page)
         if self.domains.routes:
-            self._context_id = await self._find_context_id(context, page)
             if not await self.host.guard_hops(self, self._context_id):
                 self.warnings.append("redirect hops are not checked against the domain policy "
                                      "(this browser gives no browser-level CDP session)")
@@ -257,14 +256,13 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
                 await asyncio.wait({watch}, timeout=self.settings.action_timeout)
         self._events.clear()
         self._tabs_opened = 0
-        await self._open_start_page(page, task.start_url, finding)
+        await self._open_start_page(page, task.start_url)
         self._events.clear()
         self._tabs_opened = 0
         self._acted = False
 
-    async def _open_start_page(self, page: "Page", url: str, finding: "Optional[asyncio.Future[Optional[str]]]") -> None:
-        """Load the episode's start page (an InfraError where it cannot be opened); ``finding``:
-        the context's id being read beside it."""
+    async def _open_start_page(self, page: "Page", url: str) -> None:
+        """Load the episode's start page (an InfraError where it cannot be opened)."""
         failure: Optional[str] = None
         try:
             await self._dialogs.until(page.goto(url, wait_until="load"))
@@ -276,9 +274,6 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
                 self.warnings.append(f"the start page was still loading after {self.settings.navigation_timeout:g} s")
             else:
                 failure, kind = describe(err, f"opening the start page {url}")
-        finally:
-            if finding is not None:
-                self._context_id = await finding
         # the start page's own navigation (or a hop of it) refused; a refused iframe does not count
         refused = [obj for kind, obj in self._events if kind == "blocked" and obj.frame_id != ""]
         if refused and (failure is not None or page.url in ("", "about:blank")):
