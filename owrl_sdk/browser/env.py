@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Optional
 
 from .. import secrets
 from ..domains import DomainPolicy
@@ -289,12 +289,11 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
             return Observation(url="", title="", tabs=[], aria="(no tab is open)")
         if self._dialogs.held:
             return self._dialog_observation(page)
-        titles = [self._title(p) for p in self.pages]
         # a page over the observation budget last time is snapshotted with boxes at once
         boxes = self.settings.observation_chars > 0 and getattr(self, "_over_budget", None) == (id(page), page.url)
         for attempt in range(2):
             try:
-                done, results = await self._look(page, boxes, titles)
+                look = await self._look(page, boxes)
             except Exception as err:
                 if not _is_playwright_error(err):
                     raise
@@ -302,14 +301,13 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
                 if attempt == 1:
                     raise InfraError(f"could not observe the page: {short(str(err), 200)}", code="observe_failed") from None
                 await self._settle(page)
-                titles = [self._title(p) for p in self.pages]
                 continue
-            if not done:
+            if look is None:
                 return self._dialog_observation(page)
             break
-        shot, boxed, *names = results
-        for p, name in zip(self.pages, names):
-            self._titles[id(p)] = name
+        assert look is not None  # a second failure raised
+        shot, boxed, names = look
+        self._titles.update(names)
         self._last_screenshot = shot
         aria, shown, total = await self._bound_aria(page, boxed, boxes)
         self._snapshot = _Snapshot(page, page.url, aria, time.monotonic())
@@ -324,47 +322,62 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
             screenshot=shot,
         ))
 
-    async def _look(self, page: "Page", boxes: bool, titles: Sequence[Awaitable[str]]) -> tuple[bool, list[Any]]:
-        """The screenshot, the snapshot and the tabs' titles; (False, []) when a dialog opens first.
+    async def _look(self, page: "Page", boxes: bool) -> Optional[tuple[bytes, str, dict[int, str]]]:
+        """The screenshot, the snapshot and the tabs' titles (by ``id`` of each page); None when
+        a dialog opens first.
 
         Where change feedback is read, the last call's after-snapshot stands for this one when
         it is of this page and URL, less than :data:`FRESH_SNAPSHOT_S` old, and no frame of the
-        page changed since the settling report before it (:meth:`_unchanged`, asked before the
-        screenshot): one aria snapshot a step, as without change feedback. Otherwise, after a
-        call, the screenshot (with the titles) comes first and the snapshot after it; the
-        episode's first look (after its start page loaded) and a look with change feedback but
-        no after-snapshot to stand on take all at once, the snapshot's empty fields sorted
+        page changed since the settling report before it (:meth:`_unchanged`, asked beside the
+        screenshot, whose caret-hiding moves no mark; the page's title comes with its answer):
+        one aria snapshot a step, as without change feedback. Otherwise, after a call, the
+        screenshot (with the titles) comes first and the snapshot after it; the episode's first
+        look (after its start page loaded) and a look with change feedback but no
+        after-snapshot to stand on take all at once, the snapshot's empty fields sorted
         meanwhile for the next call's before-snapshot where change feedback is read. On the
         headless shell each order gave the quicker step or reset in its own case
         (docs/benchmarks.md, "The headless shell")."""
         slow = self.settings.navigation_timeout * 1000  # a heavy page is not an action gone wrong
         stand, self._after_look = self._after_look, None
+        pages = list(self.pages)
         if stand is not None and not boxes and stand[0].page is page and stand[0].url == page.url \
                 and time.monotonic() - stand[0].at < FRESH_SNAPSHOT_S:
-            # the last call's after-snapshot stands for this one while no frame changed since; asked
-            # before the screenshot, which hides the caret with a style of its own (a DOM mutation)
-            done, unchanged = await self._dialogs.gather(self._unchanged(page, stand[1]))
+            others = [p for p in pages if p is not page]
+            done, results = await self._dialogs.gather(
+                self._unchanged(page, stand[1]), page.screenshot(timeout=slow, **self._screenshot_options()),
+                *(self._title(p) for p in others))
             if not done:
-                return False, []
-            shot = page.screenshot(timeout=slow, **self._screenshot_options())
-            done, results = await self._dialogs.gather(shot, *titles)
-            if not done:
-                return False, []
-            if unchanged[0]:
-                return True, [results[0], stand[0].text, *results[1:]]
+                return None
+            (unchanged, title), shot, *named = results
+            names = dict(zip(map(id, others), named))
+            if title is None:  # the main frame could not tell: asked as for any tab
+                done, results = await self._dialogs.gather(self._title(page))
+                if not done:
+                    return None
+                title = results[0]
+            names[id(page)] = title
+            if unchanged:
+                return shot, stand[0].text, names
         elif self._changes or not self._acted:
-            shot = page.screenshot(timeout=slow, **self._screenshot_options())
-            snapshot = page.aria_snapshot(mode="ai", boxes=boxes, timeout=slow)
-            return await self._dialogs.gather(shot, self._sorting_fields(page, snapshot) if self._changes else snapshot,
-                                              *titles)
-        else:
-            shot = page.screenshot(timeout=slow, **self._screenshot_options())
-            done, results = await self._dialogs.gather(shot, *titles)
+            done, results = await self._dialogs.gather(
+                page.screenshot(timeout=slow, **self._screenshot_options()),
+                self._sorting_fields(page, page.aria_snapshot(mode="ai", boxes=boxes, timeout=slow))
+                if self._changes else page.aria_snapshot(mode="ai", boxes=boxes, timeout=slow),
+                *(self._title(p) for p in pages))
             if not done:
-                return False, []
+                return None
+            shot, text, *named = results
+            return shot, text, dict(zip(map(id, pages), named))
+        else:
+            done, results = await self._dialogs.gather(page.screenshot(timeout=slow, **self._screenshot_options()),
+                                                       *(self._title(p) for p in pages))
+            if not done:
+                return None
+            shot, *named = results
+            names = dict(zip(map(id, pages), named))
         snapshot = page.aria_snapshot(mode="ai", boxes=boxes, timeout=slow)
         done, snapped = await self._dialogs.gather(self._sorting_fields(page, snapshot) if self._changes else snapshot)
-        return (True, [results[0], *snapped, *results[1:]]) if done else (False, [])
+        return (shot, snapped[0], names) if done else None
 
     async def _bound_aria(self, page: "Page", text: str, boxed: bool) -> tuple[str, str, Optional[int]]:
         """The whole snapshot (refs and change feedback read it), the one the policy reads

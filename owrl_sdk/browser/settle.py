@@ -53,9 +53,12 @@ besides them the focus moving, a field's value or check set (typed, or by a scri
 the element's own setters), a form reset, a popover shown or hidden, a style sheet changed
 through the CSSOM, a CSS animation or transition starting or ending. The last report's marks
 are kept; where change feedback is read, the next observation asks each frame for its mark
-again (:meth:`SettleMixin._unchanged`, one round trip), and while none moved and no
-animation runs, the call's after-snapshot stands for the observation's: a step then takes one
-snapshot, as without change feedback. What no mark sees (a style rule's property set through
+again (:meth:`SettleMixin._unchanged`, one round trip beside the screenshot; the main frame
+answers with the page's title too, read with the getter as it was before the page's scripts
+ran), and while none moved and no animation runs, the call's after-snapshot stands for the
+observation's: a step then takes one snapshot, as without change feedback. A style attribute
+that changed in its ``caret-color`` alone moves no mark: that is how the screenshot hides the
+caret in each field (and puts it back), and no snapshot shows it. What no mark sees (a style rule's property set through
 ``rule.style``, a native setter taken from a frame the script did not reach) is left as the
 after-snapshot showed it, until the next look.
 """
@@ -90,9 +93,21 @@ QUIET_SCRIPT = r"""(() => {
   // (an animation); one that only draws (a canvas) is not waited for
   const looping = new Set();
   let inFrame = false, animated = -Infinity;
-  const observer = new MutationObserver(active);
+  // A style attribute that changed in its caret-color alone shows nothing new to a snapshot:
+  // the screenshot hides the caret that way in each field (and puts it back), and is taken
+  // beside a look at the marks. Anything else in a batch of mutations is activity.
+  const getAttr = Element.prototype.getAttribute;
+  const CARET = /(^|;)\s*caret-color\s*:[^;]*/gi;
+  const bare = (v) => String(v || '').replace(CARET, '$1').replace(/[\s;]+/g, '');
+  const caretOnly = (r) => r.type === 'attributes' && r.attributeName === 'style' &&
+    bare(r.oldValue) === bare(getAttr.call(r.target, 'style'));
+  const touched = (records) => { for (const r of records) if (!caretOnly(r)) return true; return false; };
+  const observer = new MutationObserver((records) => { if (touched(records)) active(); });
   const watch = (root) => {
-    try { observer.observe(root, {subtree: true, childList: true, attributes: true, characterData: true}); } catch (e) {}
+    try {
+      observer.observe(root, {subtree: true, childList: true, attributes: true, attributeOldValue: true,
+                              characterData: true});
+    } catch (e) {}
   };
   watch(document);
   // events that move the mark (below)
@@ -133,7 +148,7 @@ QUIET_SCRIPT = r"""(() => {
         inFrame = true;
         try { return fn.apply(this, arguments); } finally {
           inFrame = false;
-          if (observer.takeRecords().length) { active(); animated = now(); }
+          if (touched(observer.takeRecords())) { active(); animated = now(); }
         }
       });
       if (looped) looping.add(id); else frames.set(id, now());
@@ -262,8 +277,12 @@ QUIET_SCRIPT = r"""(() => {
   // show or hide an element between its start and its end
   const getAnimations = Document.prototype.getAnimations;
   const animating = () => { try { return getAnimations.call(document).length > 0; } catch (e) { return true; } };
-  Object.defineProperty(window, '__owrlSeen', {value: () => (animating() ? null : doc + ':' + seen), enumerable: false,
-                                               configurable: false, writable: false});
+  // titled: [mark, the document's title], read with the getter as it was before the page's scripts ran
+  const titleOf = (Object.getOwnPropertyDescriptor(Document.prototype, 'title') || {}).get;
+  const title = () => { try { return titleOf ? String(titleOf.call(document)) : null; } catch (e) { return null; } };
+  const mark = () => (animating() ? null : doc + ':' + seen);
+  Object.defineProperty(window, '__owrlSeen', {value: (titled) => (titled ? [mark(), title()] : mark()),
+                                               enumerable: false, configurable: false, writable: false});
 })();"""
 
 _PROBE = "(a) => (typeof window.__owrlQuiet === 'function' ? window.__owrlQuiet(a[0], a[1], a[2]) : null)"
@@ -390,34 +409,39 @@ class SettleMixin(EnvState):
                     quiet_for = frame_quiet if quiet_for is None else min(quiet_for, frame_quiet)
         return pending, due, quiet_for
 
-    async def _unchanged(self, page: "Page", marks: list[tuple["Frame", Optional[str]]]) -> bool:
+    async def _unchanged(self, page: "Page", marks: list[tuple["Frame", Optional[str]]]) -> tuple[bool, Optional[str]]:
         """Whether every frame of ``page`` is the one that gave ``marks`` and nothing that a
         snapshot shows changed in it since: no DOM mutation, request end, posted message, focus
-        or input event, no field value or check set by a script (each moves the frame's mark).
+        or input event, no field value or check set by a script (each moves the frame's mark);
+        and the page's title, read with its main frame's mark (None where it cannot be read so).
         One round trip per frame; False wherever a frame cannot tell."""
-        frames = list(page.frames)
-        if len(frames) != len(marks) or any(f is not m for f, (m, _) in zip(frames, marks)):
-            return False
-        if any(mark is None for _, mark in marks):
-            return False
-        seen = await asyncio.gather(*(_seen(frame) for frame in frames))
-        return all(now == mark for now, (_, mark) in zip(seen, marks))
+        frames, main = list(page.frames), page.main_frame
+        same = len(frames) == len(marks) and all(f is m for f, (m, _) in zip(frames, marks)) \
+            and all(mark is not None for _, mark in marks)
+        asked = frames if same else [main]
+        seen = await asyncio.gather(*(_seen(frame, frame is main) for frame in asked))
+        title, now = None, []
+        for frame, answer in zip(asked, seen):
+            if frame is main and isinstance(answer, list) and len(answer) == 2:
+                answer, title = answer[0], answer[1] if isinstance(answer[1], str) else None
+            now.append(answer)
+        return same and all(isinstance(n, str) and n == mark for n, (_, mark) in zip(now, marks)), title
 
 
 _BUSY = object()
 
-_SEEN = "() => (typeof window.__owrlSeen === 'function' ? window.__owrlSeen() : null)"
+_SEEN = "(t) => (typeof window.__owrlSeen === 'function' ? window.__owrlSeen(t) : null)"
 
 
-async def _seen(frame: "Frame") -> Optional[str]:
-    """A frame's mark now (None where it cannot tell: between documents, without the script)."""
+async def _seen(frame: "Frame", titled: bool = False) -> Any:
+    """A frame's mark now (None where it cannot tell: between documents, without the script);
+    ``titled``: [mark, the document's title]."""
     try:
-        mark = await frame.evaluate(_SEEN)
+        return await frame.evaluate(_SEEN, titled)
     except Exception as err:
         if not _is_playwright_error(err):
             raise
         return None
-    return mark if isinstance(mark, str) else None
 
 
 async def _probe(frame: "Frame", arg: list[float]) -> Any:

@@ -279,6 +279,9 @@ async def test_the_observation_after_a_call_stands_on_its_after_snapshot_while_n
     ("", "out.textContent = 'Changed'", "Changed", None),
     ("", "document.styleSheets[0].insertRule('#out { display: none }')", "Nothing", "Waiting"),
     ("", "out.animate({visibility: ['hidden', 'hidden']}, 60000)", "Nothing", "Waiting"),
+    ("", "out.style.display = 'none'", "Nothing", "Waiting"),
+    # a caret colour beside a change that counts (the screenshot's caret-hiding alone moves no mark)
+    ("", "out.setAttribute('style', 'caret-color: red; display: none')", "Nothing", "Waiting"),
     ("", "shadowField.value = 'in the shadow'", "in the shadow", None),
     ("", "document.querySelector('iframe').contentDocument.getElementById('msg').textContent = 'Inner changed'",
      "Inner changed", None),
@@ -301,6 +304,55 @@ async def test_a_change_after_the_after_snapshot_is_seen_by_the_observation(senv
     assert taken, "the observation stood on a snapshot taken before the change"
     assert shown in observation.aria, observation.aria
     assert gone is None or gone not in observation.aria, observation.aria
+
+
+async def test_screenshots_hide_the_caret_without_moving_the_mark(senv, server):
+    """The screenshot hides the caret of every field by setting its caret colour, and puts it
+    back: the marks are read beside it, so neither counts as a change (a field with a style of
+    its own, a focused one, one in a shadow root); the observation still stands on the
+    after-snapshot after extra screenshots, and the title comes with the mark."""
+    await senv.reset(task(server + "/still"))
+    await senv.page.evaluate("f.setAttribute('style', 'color:blue;caret-color:green'); f.focus()")
+    await senv.observe()
+    result = await act(senv, "click", selector="#now")
+    assert result.ok, result
+    taken = _count_snapshots(senv.page)
+    for _ in range(2):
+        await senv.page.screenshot()
+    titles = _count_titles(senv.page)
+    observation = await senv.observe()
+    assert not taken, "a screenshot's caret-hiding moved a mark"
+    assert not titles and observation.title == "Still", observation.title
+    assert await senv.page.evaluate("f.getAttribute('style')") == "color: blue; caret-color: green;"
+
+
+def _count_titles(page: Any) -> list[int]:
+    """Counts the titles read through Playwright from now on."""
+    read: list[int] = []
+    original = page.title
+
+    async def counted() -> str:
+        read.append(1)
+        return str(await original())
+
+    page.title = counted
+    return read
+
+
+async def test_the_title_read_with_the_mark_is_the_documents_own(senv, server):
+    """The title comes with the main frame's mark: one the page set after the call shows, and a
+    getter the page's script put over ``document.title`` does not replace the real one."""
+    await senv.reset(task(server + "/still"))
+    await senv.observe()
+    await act(senv, "click", selector="#now")
+    await senv.page.evaluate("document.title = 'Renamed'")
+    assert (await senv.observe()).title == "Renamed"
+    await act(senv, "click", selector="#now")
+    await senv.page.evaluate("Object.defineProperty(document, 'title', {get: () => 'Forged', configurable: true})")
+    titles = _count_titles(senv.page)
+    observation = await senv.observe()
+    assert not titles, "the title was read apart from the mark"
+    assert observation.title == "Renamed" == await senv.page.title(), observation.title
 
 
 async def test_a_timer_set_before_the_call_that_changes_a_field_later_is_seen(senv, server):
