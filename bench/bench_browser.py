@@ -28,6 +28,17 @@ the ratios of measurements taken a second or so apart (the n-th of one side's ep
 the n-th of the other's, the two run one after the other), the steadier figure when other
 work loads the machine and moves both sides' times together.
 
+``--think-ms MS`` puts a pause of 0 to MS ms (drawn per step, the same for both sides, not
+measured) before each step, as a policy's thinking does between an observation and the next
+call. Back to back (the default), a step starts where the last one ended against the
+browser's 60 Hz frames, and a click waits for two animation frames (Playwright's stability
+check): one that starts just after a screenshot, the last thing an observation does where it
+stands on the call's after-snapshot, waits nearly a frame longer than one that starts after a
+snapshot, raw Playwright's last call. Raw Playwright with its snapshot taken before its
+screenshot, owrl's order with change feedback, measured 83.6 ms a step against 66.8 in the
+other order (docs/benchmarks.md, "Steps against the frame clock"). A pause of up to one frame
+(17 ms) draws each step's phase at random for both sides, as a policy does.
+
 ``--allow-domain DOMAIN`` (repeatable) gives BrowserEnv's episodes a domain policy, as
 ``owrl run --allow-domain`` does: every request of their contexts is then routed through
 the policy's checks, which is what this measures (raw Playwright routes nothing). Allow
@@ -42,6 +53,7 @@ import functools
 import http.server
 import importlib.util
 import os
+import random
 import re
 import statistics
 import sys
@@ -172,7 +184,7 @@ def miniwob_selector(utterance: str) -> str:
 
 
 async def run(episodes: int, steps: int, allow_domains: list[str], settle_max_ms: int = 1500,
-              changes: bool = True) -> None:
+              changes: bool = True, think_ms: float = 0.0) -> None:
     settings = Settings(allowed_domains=allow_domains, settle_max_ms=settle_max_ms)
     quality = settings.screenshot_quality
     viewport = {"width": settings.viewport_width, "height": settings.viewport_height}
@@ -184,12 +196,17 @@ async def run(episodes: int, steps: int, allow_domains: list[str], settle_max_ms
     rewards = {"raw": 0, "owrl": 0}
     settle_ms: dict[str, list[float]] = {"local": [], "miniwob": []}
 
+    async def think(episode: int, step: int) -> None:
+        """The pause before a step (not measured): the same on both sides for the same step."""
+        if think_ms > 0:
+            await asyncio.sleep(random.Random(f"{episode}:{step}").uniform(0, think_ms) / 1000)
+
     async with BrowserHost(settings) as host:
         env = await host.new_env()
         env.configure(changes=changes)  # --no-changes: as an episode whose change feedback nobody reads
         browser = host.browser
 
-        async def raw_local() -> None:
+        async def raw_local(i: int) -> None:
             async def reset() -> Any:
                 context = await browser.new_context(viewport=viewport)
                 page = await context.new_page()
@@ -198,7 +215,8 @@ async def run(episodes: int, steps: int, allow_domains: list[str], settle_max_ms
                 return context, page
 
             context, page = await timer.measure("local reset raw", reset())
-            for _ in range(steps):
+            for k in range(steps):
+                await think(i, k)
                 async def step() -> None:
                     await page.click("#go")
                     await raw_observe(page, quality)
@@ -208,7 +226,7 @@ async def run(episodes: int, steps: int, allow_domains: list[str], settle_max_ms
             await timer.measure("local load raw", page.goto(load_url, wait_until="load"))
             await context.close()
 
-        async def owrl_local() -> None:
+        async def owrl_local(i: int) -> None:
             async def reset() -> None:
                 await env.reset(Task(intent="add to cart", start_url=local_url))
                 await env.observe()
@@ -216,7 +234,8 @@ async def run(episodes: int, steps: int, allow_domains: list[str], settle_max_ms
             await timer.measure("local reset owrl", reset())
             args = click.parse_args({"selector": "#go"})
             call = ToolCall(name="click", arguments={"selector": "#go"})
-            for _ in range(steps):
+            for k in range(steps):
+                await think(i, k)
                 async def step() -> None:
                     result = await env.execute(click, args, call)
                     assert result.ok, result.error
@@ -238,6 +257,7 @@ async def run(episodes: int, steps: int, allow_domains: list[str], settle_max_ms
                 return context, page, utterance
 
             context, page, utterance = await timer.measure("miniwob reset raw", reset())
+            await think(seed, 0)
 
             async def step() -> None:
                 await page.click(miniwob_selector(utterance))
@@ -257,6 +277,7 @@ async def run(episodes: int, steps: int, allow_domains: list[str], settle_max_ms
             utterance = await timer.measure("miniwob reset owrl", reset())
             selector = miniwob_selector(utterance)
             args = click.parse_args({"selector": selector})
+            await think(seed, 0)
 
             async def step() -> None:
                 result = await env.execute(click, args, ToolCall(name="click", arguments={"selector": selector}))
@@ -269,8 +290,8 @@ async def run(episodes: int, steps: int, allow_domains: list[str], settle_max_ms
             await env.close()
 
         # warm-up, not counted
-        await raw_local()
-        await owrl_local()
+        await raw_local(-1)
+        await owrl_local(-1)
         timer.wall.clear()
         timer.cpu.clear()
         timer.tree.clear()
@@ -279,7 +300,7 @@ async def run(episodes: int, steps: int, allow_domains: list[str], settle_max_ms
         for i in range(episodes):
             order = [raw_local, owrl_local] if i % 2 == 0 else [owrl_local, raw_local]
             for work in order:
-                await timer.episode(f"local episode {work.__name__.split('_')[0]}", work())
+                await timer.episode(f"local episode {work.__name__.split('_')[0]}", work(i))
             if click_button is not None:
                 order = [raw_miniwob, owrl_miniwob] if i % 2 == 0 else [owrl_miniwob, raw_miniwob]
                 for work in order:
@@ -288,6 +309,7 @@ async def run(episodes: int, steps: int, allow_domains: list[str], settle_max_ms
 
     policy = f"; BrowserEnv's domain policy allows {', '.join(allow_domains)}" if allow_domains else ""
     what = "" if changes else "; no change feedback (no after-call snapshot)"
+    what += f"; a pause of 0 to {think_ms:g} ms before each step" if think_ms > 0 else ""
     print(f"BrowserEnv vs raw Playwright, medians in ms ({episodes} episodes; local: {steps} steps each{policy}{what})")
     print(f"{'':18}{'raw':>9}{'owrl':>9}{'ratio':>8}{'paired':>8}   {'py-cpu raw':>11}{'py-cpu owrl':>12}")
     rows = ["local reset", "local step", "local observe", "local load"]
@@ -316,6 +338,7 @@ async def run(episodes: int, steps: int, allow_domains: list[str], settle_max_ms
     allow = "".join(f" --allow-domain {d}" for d in allow_domains)
     settle = f" --settle-max-ms {settle_max_ms}" if settle_max_ms != Settings().settle_max_ms else ""
     off = "" if changes else " --no-changes"
+    off += f" --think-ms {think_ms:g}" if think_ms > 0 else ""
     print(f"reproduce: .venv/bin/python bench/bench_browser.py --episodes {episodes} --steps {steps}{allow}{settle}{off}")
 
 
@@ -330,8 +353,12 @@ def main() -> None:
     parser.add_argument("--no-changes", dest="changes", action="store_false",
                         help="BrowserEnv without change feedback (configure(changes=False)): what an episode pays "
                              "when nothing reads what its calls changed")
+    parser.add_argument("--think-ms", type=float, default=0.0, metavar="MS",
+                        help="before each step, a pause of 0 to MS ms (the same on both sides, not measured), as a "
+                             "policy's thinking puts between an observation and the next call (see the module doc)")
     options = parser.parse_args()
-    asyncio.run(run(options.episodes, options.steps, options.allow_domain, options.settle_max_ms, options.changes))
+    asyncio.run(run(options.episodes, options.steps, options.allow_domain, options.settle_max_ms, options.changes,
+                    options.think_ms))
 
 
 if __name__ == "__main__":
