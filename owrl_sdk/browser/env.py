@@ -307,7 +307,8 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
             break
         assert look is not None  # a second failure raised
         shot, boxed, names = look
-        self._titles.update(names)
+        open_now = {id(p) for p in self.pages}  # not a tab that closed while it was looked at
+        self._titles.update((key, name) for key, name in names.items() if key in open_now)
         self._last_screenshot = shot
         aria, shown, total = await self._bound_aria(page, boxed, boxes)
         self._snapshot = _Snapshot(page, page.url, aria, time.monotonic())
