@@ -57,10 +57,11 @@ again (:meth:`SettleMixin._unchanged`, one round trip beside the screenshot; the
 answers with the page's title too, read with the getter as it was before the page's scripts
 ran), and while none moved and no animation runs, the call's after-snapshot stands for the
 observation's: a step then takes one snapshot, as without change feedback. A style attribute
-that changed in its ``caret-color`` alone moves no mark: that is how the screenshot hides the
-caret in each field (and puts it back), and no snapshot shows it. What no mark sees (a style rule's property set through
-``rule.style``, a native setter taken from a frame the script did not reach) is left as the
-after-snapshot showed it, until the next look.
+that changed in its ``caret-color`` alone (both values read by the CSS parser) moves no mark:
+that is how the screenshot hides the caret in each field (and puts it back), and no snapshot
+shows it. What no mark sees (a style rule's property set through ``rule.style``, a native
+setter taken from a frame the script did not reach) is left as the after-snapshot showed it,
+until the next look.
 """
 
 from __future__ import annotations
@@ -96,11 +97,26 @@ QUIET_SCRIPT = r"""(() => {
   // A style attribute that changed in its caret-color alone shows nothing new to a snapshot:
   // the screenshot hides the caret that way in each field (and puts it back), and is taken
   // beside a look at the marks. Anything else in a batch of mutations is activity.
-  const getAttr = Element.prototype.getAttribute;
-  const CARET = /(^|;)\s*caret-color\s*:[^;]*/gi;
-  const bare = (v) => String(v || '').replace(CARET, '$1').replace(/[\s;]+/g, '');
-  const caretOnly = (r) => r.type === 'attributes' && r.attributeName === 'style' &&
-    bare(r.oldValue) === bare(getAttr.call(r.target, 'style'));
+  // Both values are read by the CSS parser (a detached element's style, with the methods as
+  // they were before the page's scripts ran), so a change of their letters that the parser
+  // reads otherwise (a semicolon taken out, a space put in a keyword) is activity.
+  const getAttr = Element.prototype.getAttribute, setAttr = Element.prototype.setAttribute;
+  const styleOf = Object.getOwnPropertyDescriptor(HTMLElement.prototype, 'style').get;
+  const cssTextOf = Object.getOwnPropertyDescriptor(CSSStyleDeclaration.prototype, 'cssText').get;
+  const removeProp = CSSStyleDeclaration.prototype.removeProperty;
+  const scratch = document.createElement('div');
+  const parsed = (v) => {
+    setAttr.call(scratch, 'style', v || '');
+    const style = styleOf.call(scratch);
+    removeProp.call(style, 'caret-color');
+    return cssTextOf.call(style);
+  };
+  const caretOnly = (r) => {
+    if (r.type !== 'attributes' || r.attributeName !== 'style') return false;
+    const now = getAttr.call(r.target, 'style');
+    if (!/caret-color/i.test(String(r.oldValue || '') + String(now || ''))) return false;
+    try { return parsed(r.oldValue) === parsed(now); } catch (e) { return false; }
+  };
   const touched = (records) => { for (const r of records) if (!caretOnly(r)) return true; return false; };
   const observer = new MutationObserver((records) => { if (touched(records)) active(); });
   const watch = (root) => {

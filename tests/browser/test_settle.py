@@ -282,6 +282,10 @@ async def test_the_observation_after_a_call_stands_on_its_after_snapshot_while_n
     ("", "out.style.display = 'none'", "Nothing", "Waiting"),
     # a caret colour beside a change that counts (the screenshot's caret-hiding alone moves no mark)
     ("", "out.setAttribute('style', 'caret-color: red; display: none')", "Nothing", "Waiting"),
+    # a style that the CSS parser reads otherwise, though its letters are the same
+    ("out.setAttribute('style', 'display:none;color:red')", "out.setAttribute('style', 'display:nonecolor:red')",
+     "Waiting", None),
+    ("out.setAttribute('style', 'display: none')", "out.setAttribute('style', 'display: no ne')", "Waiting", None),
     ("", "shadowField.value = 'in the shadow'", "in the shadow", None),
     ("", "document.querySelector('iframe').contentDocument.getElementById('msg').textContent = 'Inner changed'",
      "Inner changed", None),
