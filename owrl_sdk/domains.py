@@ -2,10 +2,16 @@
 
 A :class:`DomainPolicy` combines a task's ``allowed_domains``, the ``allowed_domains`` and
 ``blocked_domains`` settings and ``--allow-domain``. With no allowed domain, every host is
-allowed except blocked ones. A host matches a domain when it equals it or ends with
+allowed except blocked ones. A host name matches a domain when it equals it or ends with
 ``.domain``; entries and hosts are compared normalised (:func:`normalize_domain`: case,
-trailing dot, ``*.``, internationalised names as punycode, IPv4-mapped IPv6 as IPv4), and an
-entry with a port, path or scheme is refused where the lists load. Schemes: http, https and about:blank are navigable; ``data:``, ``blob:``,
+trailing dot, ``*.``, internationalised names as punycode), and an entry with a port, path or
+scheme is refused where the lists load. An address is compared by the address it reaches,
+not by its spelling (:mod:`owrl_sdk.addresses`: ``127.1``, ``2130706433``, ``0x7f000001``,
+``::ffff:127.0.0.1``, ``64:ff9b::7f00:1`` and ``2002:7f00:1::`` are all 127.0.0.1), and an
+entry may be a network (``10.0.0.0/8``). A blocklist is read widely: an entry for this
+machine (``127.0.0.1``, ``::1``, ``0.0.0.0``, ``localhost``) blocks every address and local name
+that reaches it (``0``, ``[::]``, ``127.0.0.2``, ``x.localhost``). An allowlist is read
+narrowly: it admits the addresses it names, in any spelling, and the names it names. Schemes: http, https and about:blank are navigable; ``data:``, ``blob:``,
 ``javascript:``, ``file:`` and ``filesystem:`` are refused when an allowlist or a blocklist
 is set (a ``data:`` page has no host to check, which is how such a policy is usually slipped
 past), and ``file:`` is refused unless the start page itself is a file. :attr:`routes` says
@@ -23,8 +29,10 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
-from urllib.parse import urlsplit
+from typing import Iterable, Optional, Union
+from urllib.parse import SplitResult, urlsplit
+
+from .addresses import IP, Network, NotAHost, in_network, internal, local_name, parse_ip, parse_network, reached, same_place, this_machine
 
 OPAQUE_SCHEMES = ("data", "blob", "javascript", "file", "filesystem")
 
@@ -36,31 +44,39 @@ _BLANK = ("", "about:blank", "about:srcdoc")
 
 
 def _ip(text: str) -> Optional[str]:
-    """``text`` as a canonical IP address (an IPv4-mapped IPv6 address as its IPv4), or None."""
+    """``text`` as the canonical address it reaches (:mod:`owrl_sdk.addresses`: any spelling a
+    browser or a client accepts; an IPv6 address carrying an IPv4 one as that IPv4), or None."""
     try:
-        ip = ipaddress.ip_address(text.strip("[]"))
-    except ValueError:
+        ip = parse_ip(text)
+    except NotAHost:
         return None
-    mapped = getattr(ip, "ipv4_mapped", None)
-    return str(mapped if mapped is not None else ip)
+    return str(reached(ip)) if ip is not None else None
 
 
 def normalize_domain(entry: str) -> str:
     """A domain list's entry as hosts are compared: lower case, the trailing dot and a leading
     ``*.`` or ``.`` dropped (an entry covers its subdomains anyway), an internationalised name
-    as its punycode (what the browser puts in a URL), an IP address canonical (an IPv4-mapped
-    IPv6 address as its IPv4). ValueError for what is no host: a port, a path, a scheme, a
-    wildcard elsewhere, an empty entry."""
+    as its punycode (what the browser puts in a URL), an IP address as the canonical address it
+    reaches (``127.1`` and ``::ffff:127.0.0.1`` are ``127.0.0.1``), a network as its CIDR
+    (``10.0.0.0/8``). ValueError for what is no host: a port, a path, a scheme, a wildcard
+    elsewhere, an empty entry, a number no client would connect to."""
     d = str(entry).strip().lower()
     if d.startswith("*."):
         d = d[2:]
     d = d.lstrip(".").rstrip(".")
-    ip = _ip(d)
+    net = parse_network(d)
+    if net is not None:
+        return str(net)
+    try:
+        ip = parse_ip(d)
+    except NotAHost:
+        ip, d = None, ""  # a number no client connects to (256.1.1.1), or a port after an address
     if ip is not None:
-        return ip
+        return str(reached(ip))
     if not d or any(c in d for c in ":/*@?# ") or "[" in d:
-        raise ValueError(f"{entry!r} is not a domain: give a host name or an IP address (no scheme, port or path; "
-                         "a leading *. is allowed and means the same as the name alone)")
+        raise ValueError(f"{entry!r} is not a domain: give a host name, an IP address or a network such as "
+                         "10.0.0.0/8 (no scheme, port or path; a leading *. is allowed and means the same as the "
+                         "name alone)")
     try:
         return d.encode("idna").decode("ascii")
     except UnicodeError:
@@ -71,21 +87,56 @@ def normalize_domains(entries: Iterable[str]) -> list[str]:
     return [normalize_domain(e) for e in entries]
 
 
-def _host_key(host: str) -> str:
-    host = host.lower().strip("[]").rstrip(".")
-    ip = _ip(host)
+def host_place(host: str) -> Union[IP, str, None]:
+    """What a URL's host reaches: an address (however it is spelled), a name (as punycode), or
+    None for a host no browser or client would connect to."""
+    host = host.strip().lower()
+    try:
+        ip = parse_ip(host)
+    except NotAHost:
+        return None
     if ip is not None:
         return ip
+    host = host.rstrip(".")
     try:
         return host.encode("idna").decode("ascii") if host else host
     except UnicodeError:
         return host
 
 
-def _matches(host: str, domains: Iterable[str]) -> bool:
-    host = _host_key(host)
+def _entry_place(entry: str) -> Union[IP, Network, str]:
+    net = parse_network(entry)
+    if net is not None:
+        return net
+    ip = _ip(entry)
+    return ipaddress.ip_address(ip) if ip is not None else entry
+
+
+def _matches(host: str, domains: Iterable[str], wide: bool = False) -> bool:
+    """Whether ``host`` is covered by one of ``domains``. Addresses are compared by the address
+    they reach. ``wide`` (a blocklist): an entry for this machine (127.0.0.1, ``::1``,
+    ``0.0.0.0``, ``localhost``, ...) covers every address and local name of this machine, and a
+    host that is no valid address is covered by every list (the browser will not load it anyway)."""
+    place = host_place(host)
+    if place is None:
+        return wide
     for d in domains:
-        if host == d or (not _ip(d) and host.endswith("." + d)):
+        entry = _entry_place(d)
+        if isinstance(place, str):
+            if isinstance(entry, str):
+                if place == entry or place.endswith("." + entry):
+                    return True
+            elif wide and local_name(place) and (
+                    this_machine(entry) if not isinstance(entry, (ipaddress.IPv4Network, ipaddress.IPv6Network))
+                    else in_network(ipaddress.ip_address("127.0.0.1"), entry)):
+                return True
+        elif isinstance(entry, (ipaddress.IPv4Network, ipaddress.IPv6Network)):
+            if in_network(place, entry):
+                return True
+        elif isinstance(entry, str):
+            if wide and local_name(entry) and this_machine(place):
+                return True
+        elif reached(place) == entry or (wide and same_place(place, entry)):
             return True
     return False
 
@@ -134,9 +185,30 @@ class DomainPolicy:
             return None
         if scheme in OPAQUE_SCHEMES:
             return f"{scheme}: addresses are not allowed in this task"
-        host = parts.hostname or ""
-        if _matches(host, self.blocked):
+        host = _hostname(parts)
+        if _matches(host, self.blocked, wide=True):
             return f"{host} is a blocked domain"
         if self.allowed and not _matches(host, self.allowed):
             return f"{host or url[:40]} is not an allowed domain (allowed: {', '.join(self.allowed)})"
         return None
+
+
+def internal_host(url: str) -> Optional[str]:
+    """Why ``url``'s host is not on the public internet (:func:`owrl_sdk.addresses.internal`,
+    a local name such as ``localhost`` counting as this machine), or None. Names are not
+    resolved here: a name's address is the egress check's to judge when it connects."""
+    place = host_place(_hostname(urlsplit(url.strip())))
+    if place is None:
+        return "no valid address"
+    if isinstance(place, str):
+        return "this machine (a local name)" if local_name(place) else None
+    return internal(place)
+
+
+def _hostname(parts: SplitResult) -> str:
+    """The URL's host with IPv6 brackets kept off, as ``hostname`` gives it; ``netloc`` read
+    directly when ``hostname`` cannot parse it (a bracketed host it rejects)."""
+    try:
+        return parts.hostname or ""
+    except ValueError:
+        return parts.netloc.rsplit("@", 1)[-1]
