@@ -34,7 +34,7 @@ from ..agent import Agent
 from ..batch import BAD_INPUTS, Batch
 from ..config import Settings, openai_endpoint
 from ..documents import Flow, flow_from_data
-from ..domains import DomainPolicy
+from ..domains import DomainPolicy, internal_host
 from ..errors import OwrlError
 from ..executors import InProcessExecutor, WorkItem, WorkResult
 from ..flowplayer import FLOW_POLICY
@@ -259,6 +259,11 @@ class JobRunner:
             raise SpecError(where, f"'{key}' is an endpoint the server would call, {where_to}: {reason}")
         operator = {str(u).rstrip("/") for u in (openai_endpoint().base_url,
                                                   self.settings.plugin(policy).get(key)) if u}
+        inside = internal_host(url) if not self.allowed and url.rstrip("/") not in operator else None
+        if inside:
+            raise SpecError(where, f"'{key}' is an endpoint the server would call at {inside}: a job reaches "
+                                   "an internal address only when the operator allowed it (allowed_domains, "
+                                   "by address or network, e.g. 10.0.0.0/8)")
         if url.rstrip("/") not in operator and not options.get("api_key"):
             options["api_key"] = "none"  # the operator's key goes only to the operator's endpoint
 

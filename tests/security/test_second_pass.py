@@ -160,9 +160,12 @@ def test_a_job_that_names_its_own_endpoint_never_gets_the_operators_key(listener
     base, seen = listener
     monkeypatch.setenv("OWRL_OPENAI_API_KEY", "sk-operator-secret")
     monkeypatch.setenv("OWRL_OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # the operator's own server
-    runner = job_runner(tmp_path)
+    from owrl_sdk.config import Settings
+
+    # the stranger listens on loopback, an internal address: the operator allows it by address
+    runner = job_runner(tmp_path, Settings(runs_dir=str(tmp_path), allowed_domains=["127.0.0.1"]))
     options = {"base_url": f"{base}{how}"}
-    with attack("endpoints", f"job's policy_options.base_url = {how} on a stranger, no allowlist",
+    with attack("endpoints", f"job's policy_options.base_url = {how} on a stranger the allowlist admits",
                 "the operator's key stays with the operator's endpoint"):
         runner.check_policy_options("openai", options, None, ("body", "policy_options"))
         ask(options, tmp_path)
@@ -637,21 +640,22 @@ def test_a_recording_is_held_to_the_allowed_and_blocked_domains(tmp_path):
     from owrl_sdk.recorder import Recorder
 
     seen: list[tuple[str, str]] = []
+    other = ["localhost"]  # the other host's name in the page's links
 
     def respond(handler):
         seen.append((handler.headers.get("Host", ""), handler.path))
         port = handler.server.server_address[1]
         if handler.path == "/hop":
             handler.send_response(302)
-            handler.send_header("Location", f"http://localhost:{port}/elsewhere-by-redirect")
+            handler.send_header("Location", f"http://{other[0]}:{port}/elsewhere-by-redirect")
             handler.send_header("Content-Length", "0")
             handler.end_headers()
             return
         answer(handler, (f'<html><head><title>Start</title></head><body>'
-                         f'<a href="http://localhost:{port}/elsewhere">Other host</a> <a href="/hop">Via redirect</a> '
-                         f'<button onclick="fetch(\'http://localhost:{port}/beacon\').catch(() => 0); '
+                         f'<a href="http://{other[0]}:{port}/elsewhere">Other host</a> <a href="/hop">Via redirect</a> '
+                         f'<button onclick="fetch(\'http://{other[0]}:{port}/beacon\').catch(() => 0); '
                          f'document.getElementById(\'s\').textContent = \'Saved\'">Save</button>'
-                         f'<p id="s"></p><script>new WebSocket("ws://localhost:{port}/socket")</script>'
+                         f'<p id="s"></p><script>new WebSocket("ws://{other[0]}:{port}/socket")</script>'
                          f'</body></html>').encode())
 
     async def session(url, settings, out):
@@ -670,18 +674,22 @@ def test_a_recording_is_held_to_the_allowed_and_blocked_domains(tmp_path):
             await recorder.stop()
 
     with loopback(respond) as base:
-        for how, settings in (("--allow-domain 127.0.0.1", Settings(headless=True, allowed_domains=["127.0.0.1"])),
-                              ("blocked_domains = [localhost]", Settings(headless=True, blocked_domains=["localhost"]))):
+        # a blocklist naming any name of this machine blocks all of it (the start page too), so
+        # the blocklist's other host is a name outside it
+        for how, name, settings in (
+                ("--allow-domain 127.0.0.1", "localhost", Settings(headless=True, allowed_domains=["127.0.0.1"])),
+                ("blocked_domains = [other.test]", "other.test", Settings(headless=True, blocked_domains=["other.test"]))):
             seen.clear()
+            other[0] = name
             out = tmp_path / f"{len(how)}.json"
             with attack("recorder", f"a person follows a link, a redirect and a script's fetch to another host "
                         f"while recording with {how}", "routed: a 204 and a warning, nothing recorded"):
                 url, refused = asyncio.run(session(base + "/start", settings, out))
                 assert url == base + "/start", url
-                assert not [s for s in seen if s[0].startswith("localhost")], seen
+                assert not [s for s in seen if not s[0].startswith("127.0.0.1")], seen
                 assert [u.rsplit("/", 1)[1] for u, _ in refused] == ["elsewhere", "elsewhere-by-redirect"], refused
                 text = out.read_text()
-                assert "localhost" not in text and "elsewhere" not in text, text
+                assert name not in text and "elsewhere" not in text, text
                 assert "Save" in text
 
 
