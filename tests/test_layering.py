@@ -43,8 +43,8 @@ def test_import_contracts_are_kept() -> None:
     # the root packages are found as installed (the editable install maps plugins/ too)
     proc = subprocess.run([str(lint), "--no-cache", "--config", str(ROOT / ".importlinter")], cwd=ROOT,
                           capture_output=True, text=True, timeout=240, env={**os.environ, "NO_COLOR": "1"})
+    # its exit status says it (its wording is import-linter's own, not owrl's to pin)
     assert proc.returncode == 0, f"lint-imports found a broken contract:\n{proc.stdout}{proc.stderr}"
-    assert "broken" in proc.stdout and " 0 broken" in proc.stdout
 
 
 def test_no_entry_point_plugins_still_has_the_flow_player() -> None:

@@ -182,7 +182,7 @@ def create_app(data_dir: Path, token: Optional[str], max_concurrent: int = 1,
     for error, handler in ERROR_HANDLERS.items():
         app.add_exception_handler(error, handler)
     # the bearer scheme, declared so the OpenAPI document shows it; BearerAuth enforces it
-    security = [Depends(HTTPBearer(auto_error=False, description="the server's OWRL_SERVE_TOKEN"))] if token else []
+    security = [Depends(HTTPBearer(auto_error=False, scheme_name="HTTPBearer", description="the server's OWRL_SERVE_TOKEN"))] if token else []
     app.include_router(public)
     app.include_router(jobs, prefix="/v1", dependencies=security, responses=ERRORS)
     app.add_middleware(BodyLimit)
