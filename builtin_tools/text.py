@@ -47,6 +47,26 @@ _TEXT_ROLES = ("textbox", "searchbox", "combobox")
 
 _VALUE = "el => ('value' in el && typeof el.value === 'string') ? el.value : (el.innerText ?? '')"
 
+#: Sets a text field's or an editable element's text from inside its own document, with the
+#: setter of the element's own realm (what a framework watching ``value`` expects), then the
+#: events a person's typing ends with. False for an element that takes no text.
+_SET_INSIDE = """(el, text) => {
+  const win = el.ownerDocument.defaultView;
+  const tag = el.tagName.toLowerCase();
+  const nonText = ['checkbox', 'radio', 'button', 'submit', 'reset', 'file', 'image', 'range', 'color', 'hidden'];
+  if (tag === 'textarea' || (tag === 'input' && !nonText.includes((el.type || '').toLowerCase()))) {
+    const proto = tag === 'textarea' ? win.HTMLTextAreaElement.prototype : win.HTMLInputElement.prototype;
+    Object.getOwnPropertyDescriptor(proto, 'value').set.call(el, text);
+  } else if (el.isContentEditable) {
+    el.textContent = text;
+  } else {
+    return false;
+  }
+  el.dispatchEvent(new win.InputEvent('input', {bubbles: true, composed: true, inputType: 'insertText', data: text}));
+  el.dispatchEvent(new win.Event('change', {bubbles: true}));
+  return true;
+}"""
+
 
 class WriteArgs(_OptionalTarget):
     message: str = Field(description="the text to type")
@@ -88,10 +108,13 @@ class Write(BrowserTool):
                 await page.keyboard.type(args.message)
             held = await locator.evaluate(_VALUE)
             return ToolResult(feedback=_held_feedback(args, held))
+        at: Optional[tuple[float, float]] = None
         if target is not None and target.point_2d is not None:
-            await page.mouse.click(*env.to_pixels(target.point_2d))
+            at = env.to_pixels(target.point_2d)
+            await page.mouse.click(*at)
         if secrets.has_placeholder(args.message):
-            handle = await _focused_element(page)
+            # the element at the point, not the focus (a frame may take the focus at any moment)
+            handle = await (_element_at(page, *at) if at is not None else _focused_element(page))
             if handle is None:
                 _, refused = _with_secrets(env, args, [page.url])  # a secret not set says so first
                 return refused or ToolResult.failure("no text field has the focus, so the secret was not typed: "
@@ -116,23 +139,29 @@ class Write(BrowserTool):
 
 async def _write_secret(env: BrowserEnv, args: WriteArgs, handle: ElementHandle) -> ToolResult:
     """Write a message holding secrets into ``handle``, the element that was checked: the
-    hosts are checked on its own frames, the text goes into it in one fill (never key by key
-    to whatever has the focus, never through a fresh lookup that could find another page's
-    field), and its frames are checked again after; if it moved meanwhile, what was typed is
-    taken back and the write fails (``policy.secret_refused``)."""
+    hosts are checked on its own frames, and the value is set inside that element's own
+    document (:data:`_SET_INSIDE`: the native value setter, then the ``input`` and ``change``
+    events a page listens for), never sent as keys or inserted text to whatever has the
+    keyboard focus: a frame of another host that takes the focus at any moment (its own
+    loop, the field's focus handler, a lie about ``document.activeElement``) receives no input
+    at all. The element's frames are checked again after; if it moved meanwhile, what was set
+    is taken back and the write fails (``policy.secret_refused``). An element that is neither
+    a text field nor editable is refused, as it could take text only through the focus."""
     page = env.page
     before = [page.url, *await _frames_of_handle(handle)]
     resolved, refused = _with_secrets(env, args, before)
     if refused is not None:
         return refused
     kept = "" if args.clear else str(await handle.evaluate(_VALUE) or "")
-    await handle.fill(kept + resolved.message)
+    if not await handle.evaluate(_SET_INSIDE, kept + resolved.message):
+        return ToolResult.failure("a secret is set only into a text field or an editable element, and this element "
+                                  "is neither, so nothing was typed", kind="policy.secret_refused")
     after = [page.url, *await _frames_of_handle(handle)]
     if after != before:
         _, moved = _with_secrets(env, args, after)
         if moved is not None:
             try:
-                await handle.fill(kept)
+                await handle.evaluate(_SET_INSIDE, kept)
             except Exception:  # noqa: BLE001 - gone with its page: nothing of it is left to clear
                 pass
             return ToolResult.failure(f"{moved.error} (it moved while the secret was typed: taken back)",
@@ -152,6 +181,34 @@ async def _frames_of_handle(handle: ElementHandle) -> list[str]:
         found.append(frame.url)
         frame = frame.parent_frame
     return found
+
+
+async def _element_at(page: Page, x: float, y: float) -> Optional[ElementHandle]:
+    """The element drawn at ``(x, y)`` of the viewport, down through frames and open shadow
+    roots, or None. A page's script may answer for its own document; the element it gives is
+    held to the hosts of its own frames like any other."""
+    frame = page.main_frame
+    for _ in range(16):
+        element = (await frame.evaluate_handle(_AT_POINT, [x, y])).as_element()
+        if element is None:
+            return None
+        inner = await element.content_frame()
+        if inner is None:
+            tag = str(await element.evaluate("e => e.tagName")).lower()
+            return None if tag in ("body", "html") else element
+        offset = await element.evaluate(_CONTENT_ORIGIN)
+        x, y = x - offset[0], y - offset[1]
+        frame = inner
+    return None
+
+
+_AT_POINT = """([x, y]) => { let e = document.elementFromPoint(x, y);
+  while (e && e.shadowRoot) { const inner = e.shadowRoot.elementFromPoint(x, y); if (!inner || inner === e) break; e = inner; }
+  return e; }"""
+
+#: Where a frame element's document starts in its parent's viewport (border and padding in).
+_CONTENT_ORIGIN = """(e) => { const r = e.getBoundingClientRect(), s = getComputedStyle(e);
+  return [r.left + e.clientLeft + parseFloat(s.paddingLeft || '0'), r.top + e.clientTop + parseFloat(s.paddingTop || '0')]; }"""
 
 
 async def _focused_element(page: Page) -> Optional[ElementHandle]:

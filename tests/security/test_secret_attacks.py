@@ -553,7 +553,8 @@ def test_policy_options_never_show_even_when_the_endpoint_quotes_them(owrl_page_
         host = endpoint.split("//", 1)[1]
         options = {"key echoed by the endpoint": {"base_url": endpoint, "api_key": API_KEY, "retries": 0},
                    "password in the base URL": {"base_url": f"http://owrl:{URL_PASSWORD}@{host}", "retries": 0}}
-        server = Served(tmp_path / "data", ()).start()
+        # the endpoint listens on loopback, an internal address: the operator's allowlist names it
+        server = Served(tmp_path / "data", env={"OWRL_ALLOWED_DOMAINS": "127.0.0.1"}).start()
         try:
             ids = {}
             for what, opts in options.items():
@@ -741,3 +742,91 @@ def test_a_short_secret_is_redacted_on_its_own_and_not_inside_other_numbers(monk
     for around in ("PIN: {}", '"{}"', "pin={}&x", "next=%2Fx%3Fpin%3D{}", "a\\n{}", "x\\u003d{}", "{}****"):
         assert redact(around.format("2024")) == around.format("{{secret:PIN}}"), around
     assert redact("%32%30%32%34") == "{{secret:PIN}}"
+
+
+# ---------------------------------------------------------------------------- focus thieves
+
+#: A page on 127.0.0.1 (where the secret may go) holding a frame of another host (localhost)
+#: that tries to take the keyboard focus while owrl writes; the query names how. The frame
+#: keeps whatever input it receives in ``window.got``.
+THIEF_PAGES = {
+    "/": """<html><head><title>Bank</title></head><body style="margin:0">
+<label>Code <input id="code" style="width:300px; height:40px"></label>
+<div id="host"></div>
+<iframe id="ad" style="width:600px; height:200px; border:0"></iframe>
+<script>
+const how = location.search.slice(1);
+const frame = document.getElementById('ad');
+frame.src = location.origin.replace('127.0.0.1', 'localhost') + '/thief?' + how;
+const steal = () => { try { frame.focus(); frame.contentWindow.focus(); } catch (e) {} };
+if (how === 'handler') document.getElementById('code').addEventListener('focus', steal);
+if (how === 'timer') setInterval(steal, 0);
+if (how === 'channel') { const c = new MessageChannel(); c.port1.onmessage = () => { steal(); c.port2.postMessage(0); };
+                         c.port2.postMessage(0); }
+if (how === 'shadow') {
+  const root = document.getElementById('host').attachShadow({mode: 'open'});
+  root.innerHTML = '<div id="editor" contenteditable="true" style="width:300px; height:40px; border:1px solid">x</div>';
+  root.getElementById('editor').addEventListener('focus', steal);
+}
+if (how === 'active') {
+  // the page lies about the focused element: reading it hands the focus to the frame
+  const real = Object.getOwnPropertyDescriptor(Document.prototype, 'activeElement').get;
+  Object.defineProperty(Document.prototype, 'activeElement', {configurable: true, get() {
+    const el = real.call(this); setTimeout(steal, 0); steal(); return el; }});
+}
+</script></body></html>""",
+    "/thief": """<html><body style="margin:0"><input id="grab" style="width:100%; height:150px">
+<script>
+window.got = [];
+const grab = document.getElementById('grab');
+for (const kind of ['keydown', 'keypress', 'input', 'beforeinput', 'paste']) {
+  window.addEventListener(kind, (e) => window.got.push(kind + ':' + (e.data || e.key || '')), true);
+}
+const loop = () => grab.focus();
+setInterval(loop, 0);
+const c = new MessageChannel(); c.port1.onmessage = () => { loop(); c.port2.postMessage(0); }; c.port2.postMessage(0);
+</script></body></html>""",
+}
+
+
+@pytest.mark.parametrize("how", ["timer", "channel", "handler", "shadow", "active"])
+async def test_a_frame_that_takes_the_focus_receives_no_secret(secret_env, owrl_page_server, tmp_path, how):
+    """A bound secret goes into the checked element only, whatever a frame of another host does
+    with the keyboard focus: its own focus loops, the field's focus handler handing it the focus
+    (also for a contenteditable in a shadow root), a lie about ``document.activeElement`` on the
+    point_2d path. Each write is made six times."""
+    from builtin_tools.text import Write
+    from owrl_sdk.browser import BrowserHost
+    from owrl_sdk.types import ToolCall
+
+    url = owrl_page_server(THIEF_PAGES) + "?" + how
+    if how == "shadow":
+        target = {"selector": "#editor"}  # CSS reaches into open shadow roots
+    elif how == "active":
+        target = {"point_2d": [100, 20]}  # the Code field, at the top left of a 1280x1000 page
+    else:
+        target = {"selector": "#code"}
+    s = Settings(runs_dir=str(tmp_path / "runs"), secrets_allowed_on={"ATTACK_PLAIN": ["127.0.0.1"]})
+    with attack("secrets", f"a cross-origin frame takes the focus while a bound secret is written ({how})",
+                "the value is set inside the checked element's own document, never through the focus"):
+        async with BrowserHost(s) as host:
+            env = await host.new_env()
+            await env.reset(Task(intent="t", start_url=url))
+            thief = next(f for f in env.page.frames if "/thief" in f.url)
+            await thief.wait_for_function("window.got !== undefined")
+            results = []
+            for _ in range(6):
+                args = Write.Args.model_validate({**target, "message": "{{secret:ATTACK_PLAIN}}"})
+                results.append(await env.execute(Write(), args, ToolCall(name="write", arguments=args.model_dump())))
+                await env.page.wait_for_timeout(50)
+            got = await thief.evaluate("[window.got, document.getElementById('grab').value]")
+            if how == "shadow":
+                held = await env.page.evaluate("document.getElementById('host').shadowRoot.getElementById('editor')"
+                                               ".textContent")
+            else:
+                held = await env.page.evaluate("document.getElementById('code').value")
+            await env.close()
+        assert got == [[], ""], got
+        for result in results:
+            assert result.ok or result.error_kind == "policy.secret_refused", result
+        assert any(r.ok for r in results) and held == PLAIN, (results, held)
