@@ -105,6 +105,8 @@ def test_without_owrl_importing_bitsandbytes_reaches_for_the_hub(checkpoint_and_
     """The control: bitsandbytes imported by itself tries the network on this CPU (so the
     test above would fail without import_bitsandbytes), and so does owrl's load with the opt-in."""
     seen, _ = watched("import")
-    assert seen["bitsandbytes"] is True and seen["tried"], "no network attempt: the control shows nothing"
+    assert seen["bitsandbytes"] is True
+    if not seen["tried"]:  # a bitsandbytes that no longer fetches: the guarantee holds without owrl's guard
+        pytest.skip("importing this bitsandbytes tries no network on this CPU: the control has nothing to show")
     seen, _ = watched("load", *checkpoint_and_adapter, env={"OWRL_HUB_KERNELS": "1"})
     assert seen["tried"], "OWRL_HUB_KERNELS=1 should leave bitsandbytes free to fetch"
