@@ -125,8 +125,12 @@ class Settings(BaseModel):
                                    "page.download_limit")
     navigation_timeout: float = Field(30.0, gt=0)
     action_timeout: float = Field(5.0, gt=0)
-    allowed_domains: list[str] = Field(default_factory=list, description="hosts an episode may visit (empty: any): names (subdomains included), addresses in any spelling, networks such as 10.0.0.0/8")
-    blocked_domains: list[str] = Field(default_factory=list, description="hosts an episode may never visit; an entry for this machine (127.0.0.1, localhost, ::1, 0.0.0.0) blocks every address and local name of it")
+    allowed_domains: list[str] = Field(default_factory=list, description=(
+        "hosts an episode may visit (empty: any): names (subdomains included), addresses in any spelling, "
+        "networks such as 10.0.0.0/8"))
+    blocked_domains: list[str] = Field(default_factory=list, description=(
+        "hosts an episode may never visit; an entry for this machine (127.0.0.1, localhost, ::1, 0.0.0.0) "
+        "blocks every address and local name of it"))
 
     @field_validator("allowed_domains", "blocked_domains")
     @classmethod
