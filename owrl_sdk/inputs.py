@@ -27,7 +27,14 @@ How a value is written where it lands:
   starts the string (the whole address, or its beginning) or stands in the host
   (``https://{{input:host}}/``) is written as it is, since it is meant to make the address;
 - in ``url_matches`` (a regular expression): encoded as in a URL, then escaped (``re.escape``)
-  so that it matches itself.
+  so that it matches itself;
+- in a ``selector``: as a value of the context the placeholder sits in. Inside a quoted string
+  (``role=option[name="{{input:customer}}"]``) its backslashes and that quote are escaped;
+  inside an attribute's regular expression (``role=row[name=/{{input:order}}/]``) it is escaped
+  to match itself; outside quotes (``#row-{{input:id}}``) only a value of letters, digits, ``-``
+  and ``_`` is written, and any other is refused, since it could add a combinator, a selector
+  list or another engine (``nope .x, #danger``). A line break or control character is refused
+  anywhere in a selector.
 
 Substitution is one pass: a value that holds ``{{input:OTHER}}`` is written as that text and not
 filled in again.
@@ -291,6 +298,8 @@ def _fill(text: str, values: Mapping[str, Any], how: str) -> str:
         if name not in values:
             return m.group(0)
         value = text_of(values[name])
+        if how == "selector":
+            return _in_selector(text, m.start(), name, value)
         if how in ("url", "regex"):
             before = text[: m.start()]
             host = "://" in before and not any(c in before.split("://", 1)[1] for c in "/?#")
@@ -313,6 +322,57 @@ def _fill(text: str, values: Mapping[str, Any], how: str) -> str:
     return filled
 
 
+#: What a value may be where a selector holds its placeholder outside quotes (``#row-{{input:id}}``):
+#: a name's letters only, so it cannot add a combinator, a list or another engine.
+_BARE_SAFE = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _selector_context(before: str) -> str:
+    """Where a selector's text ``before`` leaves the next character: inside a double-quoted
+    or a single-quoted string (``"``, ``'``), inside a regular expression of an attribute
+    (``/``, as in ``role=row[name=/...]``), or outside all of them (``""``)."""
+    state, depth, i = "", 0, 0
+    while i < len(before):
+        c = before[i]
+        if state:
+            if c == "\\":
+                i += 2
+                continue
+            if c == state:
+                state = ""
+        elif c in "\"'":
+            state = c
+        elif c == "[":
+            depth += 1
+        elif c == "]":
+            depth = max(0, depth - 1)
+        elif c == "/" and depth and before[:i].rstrip().endswith("="):
+            state = "/"
+        i += 1
+    return state
+
+
+def _in_selector(text: str, at: int, name: str, value: str) -> str:
+    """An input's value written into a selector as a value of the context it sits in: escaped
+    inside a quoted string or a regular expression, and outside them only when it is a plain
+    name (letters, digits, ``-``, ``_``), so that no value changes what the selector means
+    (``#row-{{input:id}} .view`` with ``nope .x, #danger`` would click another element)."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise UsageError(f"input {name!r} is placed in the selector {text!r}, and its value holds a line break or "
+                         "a control character, which a selector cannot hold")
+    where = _selector_context(text[:at])
+    if where in ("\"", "'"):
+        return value.replace("\\", "\\\\").replace(where, "\\" + where)
+    if where == "/":
+        return re.escape(value).replace("/", "\\/")
+    if not _BARE_SAFE.fullmatch(value):
+        raise UsageError(f"input {name!r} is placed in the selector {text!r} outside quotes, where its value "
+                         f"{value!r} would change what the selector means: put the placeholder inside quotes "
+                         f"(role=row[name=\"{{{{input:{name}}}}}\"], [data-id=\"{{{{input:{name}}}}}\"]) or give a "
+                         "value of letters, digits, - and _ only")
+    return value
+
+
 def fill(text: str, values: Mapping[str, Any], url: bool = False) -> str:
     """``text`` with the ``{{input:NAME}}`` of ``values`` filled in; ``url``: it is an address
     (``--url``), whose path, query and fragment get the values percent-encoded."""
@@ -320,7 +380,7 @@ def fill(text: str, values: Mapping[str, Any], url: bool = False) -> str:
 
 
 #: Keys whose strings are URLs (or pieces of one), and url_matches, a regular expression.
-_URL_KEYS = {"start_url": "url", "url": "url", "url_contains": "url", "url_matches": "regex"}
+_URL_KEYS = {"start_url": "url", "url": "url", "url_contains": "url", "url_matches": "regex", "selector": "selector"}
 
 
 #: A condition (``when`` of a flow's turn or call): ``{{input:NAME}}`` or ``{{output:NAME}}`` (a
