@@ -23,7 +23,7 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any, Optional
 
-from .outputschema import check_output, check_schema
+from .outputschema import check_output, check_output_boxed, check_schema
 from .plugins import hookimpl
 from .types import ToolResult
 
@@ -90,8 +90,9 @@ def after_tool_call(call: "ToolCall", result: ToolResult, env: Any) -> None:
 
 
 @hookimpl
-def before_tool_call(call: "ToolCall", env: Any, task: Any) -> Optional[ToolResult]:
-    """Refuse a ``done`` whose output does not match the task's or flow's ``output_schema``."""
+async def before_tool_call(call: "ToolCall", env: Any, task: Any) -> Optional[ToolResult]:
+    """Refuse a ``done`` whose output does not match the task's or flow's ``output_schema``;
+    the check runs in a child process with a time and memory limit (the schema is untrusted)."""
     if call.name != "done":
         return None
     schema = output_schema_of(task)
@@ -99,7 +100,7 @@ def before_tool_call(call: "ToolCall", env: Any, task: Any) -> Optional[ToolResu
         return None
     output = call.arguments.get("output")
     merged = {**_so_far(env), **(output if isinstance(output, dict) else {})}
-    problem = check_output(schema, merged)
+    problem = await check_output_boxed(schema, merged)
     if problem is None:
         return None
     return ToolResult.failure(f"{problem}. Call done again with an output that matches it.",
