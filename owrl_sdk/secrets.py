@@ -13,6 +13,11 @@ JSON-escaped, percent-encoded (``+`` for a space), HTML-escaped or raw form, wit
 whitespace collapsed or encoded. :func:`scrub` applies it to every string of any value (a
 pydantic model, dicts and lists): it is the one choke point the run store, the CLI and
 ``owrl serve`` pass everything through before it leaves the process.
+
+Values that belong to one job (the cookies of its saved session, the key and URL password of
+an endpoint it names) are kept in the job's own scope (:func:`scope`, which ``owrl serve``
+opens around each job): they are redacted from that job's records only, never from another
+job's. Outside any scope (``owrl run``, one process per run) they are kept for the process.
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ import os
 import re
 import threading
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar, Union, cast
@@ -38,6 +46,26 @@ MIN_PREFIX = 6
 
 _known: dict[str, str] = {}  # value -> name, for every secret resolved in this process
 _lock = threading.Lock()
+#: value -> name of the job running in this context (asyncio tasks and threads it starts share it)
+_scoped: ContextVar[Optional[dict[str, str]]] = ContextVar("owrl_secret_scope", default=None)
+
+
+@contextmanager
+def scope() -> Iterator[dict[str, str]]:
+    """A scope of its own for the secrets registered or resolved inside it (what one job owns):
+    they are redacted in this context and the tasks it starts, and nowhere else."""
+    mine: dict[str, str] = {}
+    token = _scoped.set(mine)
+    try:
+        yield mine
+    finally:
+        _scoped.reset(token)
+
+
+def _remember(value: str, name: str) -> None:
+    with _lock:
+        mine = _scoped.get()
+        (mine if mine is not None else _known).setdefault(value, name)
 _resolutions = 0  # how many times a placeholder was resolved in this process
 _traces_allowed = False
 
@@ -67,8 +95,8 @@ def resolve(text: str, lookup: Optional[Callable[[str], Optional[str]]] = None) 
             raise SecretMissing(name)
         with _lock:
             _resolutions += 1
-            if len(found) >= _MIN_LEN:
-                _known[found] = name
+        if len(found) >= _MIN_LEN:
+            _remember(found, name)
         return found
 
     return PLACEHOLDER.sub(value, text)
@@ -81,8 +109,7 @@ def register(value: Optional[str], name: str) -> None:
     characters are ignored: a stand-in key such as ``EMPTY`` or ``none`` is no secret, and
     redacting it would blank ordinary words."""
     if value and len(value) >= MIN_PREFIX:
-        with _lock:
-            _known.setdefault(value, name)
+        _remember(value, name)
 
 
 def credentials_in_url(url: Optional[str], name: str) -> None:
@@ -110,9 +137,13 @@ def resolution_count() -> int:
 
 
 def known() -> dict[str, str]:
-    """value -> name for every secret this process redacts: the resolved ones and ``OWRL_SECRET_*``."""
+    """value -> name for every secret redacted here: the resolved ones, ``OWRL_SECRET_*`` and
+    those of the current scope (:func:`scope`)."""
     with _lock:
         found = dict(_known)
+        mine = _scoped.get()
+        if mine:
+            found.update({k: v for k, v in mine.items() if k not in found})
     for key, value in os.environ.items():
         if key.startswith(ENV_PREFIX) and len(value) >= _MIN_LEN:
             found.setdefault(value, key[len(ENV_PREFIX):])

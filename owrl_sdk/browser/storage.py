@@ -3,9 +3,12 @@ episode's context, or saved when an episode ends.
 
 A storage state holds a log-in: its cookies are credentials. So a file is written with mode
 0600 (atomically, never wider, never into a runs folder), a file others can read is refused
-when loaded, and every cookie value and local-storage value read or written is registered
-as a secret (:func:`owrl_sdk.secrets.register`): a page that echoes a session cookie has it
-redacted from trajectories, reports and the terminal like a typed password.
+when loaded, and every cookie value and local-storage value read or written that looks like
+a credential (:data:`TOKEN_MIN` characters or more, no space, no address; the
+:data:`MOST_VALUES` longest) is registered as a secret (:func:`owrl_sdk.secrets.register`): a
+page that echoes a session cookie has it redacted from trajectories, reports and the terminal
+like a typed password. In ``owrl serve`` it belongs to the job's scope
+(:func:`owrl_sdk.secrets.scope`): another job's records are not touched.
 """
 
 from __future__ import annotations
@@ -21,14 +24,32 @@ from ..errors import UsageError
 from ..files import write_atomic
 
 
-def _register(state: dict[str, Any]) -> None:
+#: A cookie or storage value is taken for a credential when it is this long, has no space and is
+#: no address: session tokens are; ``finished``, ``en-GB`` or a page's own words are not, and
+#: redacting them would blank that text wherever it shows.
+TOKEN_MIN = 12
+#: The most values of one state registered (the longest first): a page that sets thousands of
+#: cookies must not make every redaction slow.
+MOST_VALUES = 100
+
+
+def _credential_like(value: str) -> bool:
+    return len(value) >= TOKEN_MIN and not any(c.isspace() for c in value) and "://" not in value
+
+
+def register_values(state: dict[str, Any]) -> None:
+    """The credential-like values of a storage state, as secrets of the current scope."""
+    found: list[tuple[str, str]] = []
     for cookie in state.get("cookies") or []:
         if isinstance(cookie, dict):
-            secrets.register(str(cookie.get("value") or ""), f"COOKIE_{str(cookie.get('name') or '').upper()}")
+            found.append((str(cookie.get("value") or ""), f"COOKIE_{str(cookie.get('name') or '').upper()}"))
     for origin in state.get("origins") or []:
         for item in (origin.get("localStorage") or []) if isinstance(origin, dict) else []:
             if isinstance(item, dict):
-                secrets.register(str(item.get("value") or ""), f"STORAGE_{str(item.get('name') or '').upper()}")
+                found.append((str(item.get("value") or ""), f"STORAGE_{str(item.get('name') or '').upper()}"))
+    likely = sorted((pair for pair in found if _credential_like(pair[0])), key=lambda pair: -len(pair[0]))
+    for value, name in likely[:MOST_VALUES]:
+        secrets.register(value, name)
 
 
 def load_state(path: Union[str, Path]) -> dict[str, Any]:
@@ -51,13 +72,15 @@ def load_state(path: Union[str, Path]) -> dict[str, Any]:
     return checked_state(state, f"storage state {p}")
 
 
-def checked_state(state: Any, where: str = "storage state") -> dict[str, Any]:
+def checked_state(state: Any, where: str = "storage state", register: bool = True) -> dict[str, Any]:
     """``state`` as a storage state (an object with ``cookies`` and ``origins`` lists), its
-    values made secrets; a UsageError naming ``where`` otherwise."""
+    values made secrets (``register``; a server registers a job's when the job runs, in its
+    scope); a UsageError naming ``where`` otherwise."""
     if not isinstance(state, dict) or not isinstance(state.get("cookies", []), list) \
             or not isinstance(state.get("origins", []), list):
         raise UsageError(f"{where}: not a storage state (an object with cookies and origins lists)")
-    _register(state)
+    if register:
+        register_values(state)
     return {"cookies": state.get("cookies", []), "origins": state.get("origins", [])}
 
 
@@ -76,6 +99,6 @@ async def save_state(context: Any, path: Union[str, Path]) -> None:
     """Write ``context``'s storage state to ``path``: mode 0600 from the first byte, replaced
     atomically; its values become secrets."""
     state = await context.storage_state()
-    _register(state)
+    register_values(state)
 
     write_atomic(Path(path).expanduser(), json.dumps(state), mode=0o600)

@@ -82,11 +82,12 @@ def copy_capped(source: Any, target: Path, limit: int, chunk: int = 64 * 1024) -
 
 
 def session_of(state: Optional[dict[str, Any]], loc: tuple[str, ...]) -> dict[str, Any]:
-    """A job's own storage state, checked (its values made secrets), as a spec entry."""
+    """A job's own storage state, checked, as a spec entry (its values become secrets of the
+    job's own scope when it runs, not of the server's)."""
     if state is None:
         return {}
     try:
-        return {"storage_state": checked_state(state, "storage_state")}
+        return {"storage_state": checked_state(state, "storage_state", register=False)}
     except UsageError as err:
         raise SpecError(loc, str(err)) from None
 

@@ -44,6 +44,8 @@ from ..runner import failed_record
 from ..runrequest import RunRequest
 from ..runstore import RunDir
 from ..secrets import dumps, redact, scrub
+from ..secrets import scope as secrets_scope
+from ..browser.storage import register_values
 from ..types import Step, Task, Trajectory
 from .jobs import ENDED, INTERRUPTED, Job, JobStore
 from .webhooks import CallbackRefused, check_callback, deliver, summary
@@ -349,6 +351,10 @@ class JobRunner:
     # ------------------------------------------------------------------ running
 
     async def _run(self, job_id: str) -> None:
+        with secrets_scope():  # what this job registers (its cookies, its endpoint's key) is its own
+            await self._run_scoped(job_id)
+
+    async def _run_scoped(self, job_id: str) -> None:
         assert self._slots is not None
         try:
             job = self.store.get(job_id)
@@ -477,8 +483,11 @@ class JobRunner:
 
     async def new_env(self, run_dir: Optional[Path], trace: bool = False,
                       session: Optional[dict[str, Any]] = None) -> Any:
-        """A fresh context of the server's one browser (launched on first use, again if it died)."""
+        """A fresh context of the server's one browser (launched on first use, again if it died).
+        A job's session's values are secrets of the job's scope (its task runs in one)."""
         assert self._host_lock is not None
+        if session:
+            register_values(session)
         async with self._host_lock:
             if self._host is None:
                 from ..browser import browser_host

@@ -89,3 +89,32 @@ def test_a_batch_jobs_session_reaches_every_row_and_no_other_job(server, owrl_pa
     for path in server.data_dir.rglob("*"):
         if path.is_file():
             assert SID.encode() not in path.read_bytes(), path
+
+
+def test_a_jobs_cookies_change_nothing_in_another_jobs_records(server, owrl_page_server):
+    """A job's cookie values are secrets of that job only: another job whose page shows the same
+    text, and whose status is the same word, keeps its own words. A cookie that is no credential
+    (short, a word) is not made a secret at all."""
+    from security_support import attack
+
+    shared = "tok-Shared-7731-visible-text"
+    page = {"/account": ACCOUNT, "/plain": f"<title>Plain</title><p id='who'>Signed in with {shared}</p>"}
+    url = owrl_page_server(page)
+    state = {"cookies": [{"name": "sid", "value": shared, "domain": "127.0.0.1", "path": "/", "expires": -1,
+                          "httpOnly": False, "secure": False, "sameSite": "Lax"},
+                         {"name": "state", "value": "finished", "domain": "127.0.0.1", "path": "/", "expires": -1,
+                          "httpOnly": False, "secure": False, "sameSite": "Lax"}], "origins": []}
+    with attack("serve", "job A's cookie values equal job B's page text and status word",
+                "secrets scoped to the job that owns them"):
+        mine = server.request("POST", "/v1/jobs/flow", {"flow": account_flow(url), "storage_state": state})
+        assert mine.status == 201, mine.body
+        first = server.wait(mine.json()["id"], timeout=90)
+        assert first["outputs"]["who"] == "Signed in with {{secret:COOKIE_SID}}", first["outputs"]
+        plain = account_flow(url)
+        plain["start_url"] = url + "plain"
+        other = server.wait(server.submit_flow(plain)["id"], timeout=90)
+        assert other["status"] == "finished" and other["outputs"]["who"] == f"Signed in with {shared}", other
+        again = server.request("GET", f"/v1/jobs/{other['id']}").json()
+        assert again["status"] == "finished" and shared in json.dumps(again), again
+        # the first job's own records stay redacted when read later, from another request
+        assert shared not in server.request("GET", f"/v1/jobs/{first['id']}").body.decode()
