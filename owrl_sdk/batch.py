@@ -323,6 +323,37 @@ def _cell(value: Any) -> Any:
     return value
 
 
+#: What a workbook (a zip archive) may unpack to, checked from its directory before anything in
+#: it is opened: one part, all parts, how many parts. A workbook of 10,000 rows by 50 columns of
+#: text is a few tens of megabytes; an 8.5 KB archive that unpacks to gigabytes is a bomb.
+XLSX_MAX_PART_MB = 64
+XLSX_MAX_TOTAL_MB = 256
+XLSX_MAX_PARTS = 10_000
+
+
+def _check_archive(path: Path) -> None:
+    """Refuse a workbook whose parts would unpack past the limits above (their sizes are read
+    from the archive's directory; nothing is decompressed), or that is no archive at all."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            parts = archive.infolist()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except (zipfile.BadZipFile, OSError) as err:
+        raise UsageError(f"{path}: not readable as an Excel workbook ({err})") from None
+    mb = 1 << 20
+    biggest = max(parts, key=lambda part: part.file_size, default=None)
+    total = sum(part.file_size for part in parts)
+    if len(parts) > XLSX_MAX_PARTS or total > XLSX_MAX_TOTAL_MB * mb or \
+            (biggest is not None and biggest.file_size > XLSX_MAX_PART_MB * mb):
+        largest = f"{biggest.filename} {biggest.file_size / mb:,.0f} MB" if biggest is not None else "none"
+        raise UsageError(f"{path}: the workbook unpacks past what a batch reads ({len(parts)} parts, "
+                         f"{total / mb:,.0f} MB in all, the largest {largest}; at most {XLSX_MAX_PARTS:,} parts, "
+                         f"{XLSX_MAX_TOTAL_MB} MB, {XLSX_MAX_PART_MB} MB a part): save the sheet as CSV, or split it")
+
+
 def _read_xlsx(path: Path, max_rows: Optional[int] = None) -> list[Row]:
     """The rows of the first sheet of an Excel workbook (openpyxl, the ``excel`` extra), as a CSV
     is read: the first non-blank row names the columns, blank rows are skipped, formulas give the
@@ -332,6 +363,7 @@ def _read_xlsx(path: Path, max_rows: Optional[int] = None) -> list[Row]:
     except ImportError:
         raise UsageError(f"{path}: reading .xlsx files needs openpyxl: pip install 'openwebrl-sdk[excel]' "
                          "(or save the sheet as CSV)") from None
+    _check_archive(path)
     try:
         book = openpyxl.load_workbook(path, read_only=True, data_only=True)
     except FileNotFoundError:

@@ -1,0 +1,69 @@
+"""Files whose size on disk hides what they unpack to: checked before anything is opened."""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+import zipfile
+
+import pytest
+from security_support import attack
+
+from owrl_sdk.batch import read_rows
+from owrl_sdk.errors import UsageError
+
+pytest.importorskip("openpyxl")
+
+
+def workbook(path, rows):
+    from openpyxl import Workbook
+
+    book = Workbook()
+    sheet = book.active
+    for row in rows:
+        sheet.append(row)
+    book.save(path)
+    return path
+
+
+def bomb(tmp_path, part: str, megabytes: int):
+    """A real workbook whose ``part`` is (or is added as) ``megabytes`` of one repeated
+    character (a few hundred kilobytes compressed)."""
+    plain = workbook(tmp_path / "plain.xlsx", [["name"], ["a"]])
+    out = tmp_path / "bomb.xlsx"
+    with zipfile.ZipFile(plain) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for item in src.infolist():
+            data = src.read(item.filename)
+            if item.filename == part:
+                data = b"<sst>" + b"a" * (megabytes << 20) + b"</sst>"
+            dst.writestr(item, data, compress_type=zipfile.ZIP_DEFLATED)
+        if part not in src.namelist():  # a workbook that keeps its strings shared has this part
+            dst.writestr(part, b"<sst>" + b"a" * (megabytes << 20) + b"</sst>", compress_type=zipfile.ZIP_DEFLATED)
+    return out
+
+
+@pytest.mark.parametrize("part", ["xl/sharedStrings.xml", "xl/worksheets/sheet1.xml"])
+def test_a_workbook_that_unpacks_to_hundreds_of_megabytes_is_refused_before_it_is_opened(tmp_path, part):
+    path = bomb(tmp_path, part, 100)
+    assert path.stat().st_size < 2 << 20
+    with attack("inputs", f"a {path.stat().st_size // 1024} KB .xlsx whose {part} unpacks to 100 MB",
+                "part sizes read from the archive's directory, refused before opening"):
+        tracemalloc.start()
+        started = time.monotonic()
+        try:
+            with pytest.raises(UsageError, match="unpacks past what a batch reads"):
+                read_rows(path)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert time.monotonic() - started < 2.0
+        assert peak < 5 << 20, peak
+
+
+def test_an_ordinary_workbook_still_reads_and_a_non_archive_is_refused(tmp_path):
+    assert [r.values for r in read_rows(workbook(tmp_path / "ok.xlsx", [["name", "qty"], ["tea", 2]]))] == \
+        [{"name": "tea", "qty": 2}]
+    fake = tmp_path / "fake.xlsx"
+    fake.write_text("name\ntea\n")
+    with pytest.raises(UsageError, match="not readable as an Excel workbook"):
+        read_rows(fake)
