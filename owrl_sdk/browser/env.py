@@ -66,6 +66,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Context options that lower safety defaults; each one set puts a warning in the trajectory.
 UNSAFE_CONTEXT_OPTIONS = ("ignore_https_errors", "bypass_csp")
+#: The most characters of a page's title an observation keeps (a page chooses its title: a 4 MB
+#: one made each step's record 4 MB); longer ones are cut and marked.
+TITLE_MAX = 300
+
+
+def _title_cut(title: str) -> str:
+    return title if len(title) <= TITLE_MAX else title[:TITLE_MAX] + f"… [title cut: {len(title):,} characters]"
 
 POLL_S = 0.1
 
@@ -308,7 +315,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         assert look is not None  # a second failure raised
         shot, boxed, names = look
         open_now = {id(p) for p in self.pages}  # not a tab that closed while it was looked at
-        self._titles.update((key, name) for key, name in names.items() if key in open_now)
+        self._titles.update((key, _title_cut(name)) for key, name in names.items() if key in open_now)
         self._last_screenshot = shot
         aria, shown, total = await self._bound_aria(page, boxed, boxes)
         self._snapshot = _Snapshot(page, page.url, aria, time.monotonic())

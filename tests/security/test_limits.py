@@ -1,4 +1,4 @@
-"""Files whose size on disk hides what they unpack to: checked before anything is opened."""
+"""Limits on what a file or a page controls: sizes checked before anything is opened or kept."""
 
 from __future__ import annotations
 
@@ -67,3 +67,22 @@ def test_an_ordinary_workbook_still_reads_and_a_non_archive_is_refused(tmp_path)
     fake.write_text("name\ntea\n")
     with pytest.raises(UsageError, match="not readable as an Excel workbook"):
         read_rows(fake)
+
+
+async def test_a_page_title_of_megabytes_is_cut_in_every_observation(owrl_page_server, tmp_path):
+    from owrl_sdk.browser import BrowserHost
+    from owrl_sdk.config import Settings
+    from owrl_sdk.types import Task
+
+    url = owrl_page_server({"/": "<title>t</title><h1>Long title</h1><script>document.title = 'x'.repeat(4000000)</script>"})
+    with attack("limits", "a page sets a 4 MB document.title", "an observation keeps 300 characters of a title"):
+        async with BrowserHost(Settings(runs_dir=str(tmp_path / "runs"))) as host:
+            env = await host.new_env()
+            await env.reset(Task(intent="t", start_url=url))
+            first = await env.observe()
+            again = await env.observe()
+            await env.close()
+        for obs in (first, again):
+            assert obs.title.startswith("xxx") and "title cut: 4,000,000 characters" in obs.title, obs.title[:80]
+            assert len(obs.title) < 400 and all(len(t.title) < 400 for t in obs.tabs)
+            assert len(obs.model_dump_json(exclude={"screenshot"})) < 50_000
