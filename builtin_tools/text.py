@@ -146,8 +146,11 @@ async def _write_secret(env: BrowserEnv, args: WriteArgs, handle: ElementHandle)
     loop, the field's focus handler, a lie about ``document.activeElement``) receives no input
     at all. The element's frames are checked again after; if it moved meanwhile, what was set
     is taken back and the write fails (``policy.secret_refused``). An element that is neither
-    a text field nor editable is refused, as it could take text only through the focus."""
+    a text field nor editable is refused, as it could take text only through the focus. The
+    element is first waited for as a person's typing would be: visible, enabled, editable."""
     page = env.page
+    for state in ("visible", "enabled", "editable"):  # what a person (and fill) would wait for
+        await handle.wait_for_element_state(state)
     before = [page.url, *await _frames_of_handle(handle)]
     resolved, refused = _with_secrets(env, args, before)
     if refused is not None:
@@ -167,7 +170,7 @@ async def _write_secret(env: BrowserEnv, args: WriteArgs, handle: ElementHandle)
             return ToolResult.failure(f"{moved.error} (it moved while the secret was typed: taken back)",
                                       kind="policy.secret_refused")
     held = await handle.evaluate(_VALUE)
-    return ToolResult(feedback=_held_feedback(args, held))
+    return ToolResult(feedback=_held_feedback(resolved.model_copy(update={"message": kept + resolved.message}), held))
 
 
 async def _frames_of_handle(handle: ElementHandle) -> list[str]:
