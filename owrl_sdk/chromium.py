@@ -35,6 +35,9 @@ BASE_ARGS = (
     "--disable-component-update",
     "--disable-sync",
     "--disable-dev-shm-usage",
+    # WebRTC sends UDP (STUN, TURN) below every proxy and route: a page chose its address and a
+    # TURN user name (data out) past the domain policy. Only proxied traffic is left to it.
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
 )
 
 

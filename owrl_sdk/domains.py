@@ -170,6 +170,10 @@ class DomainPolicy:
         """Whether anything at all can be refused."""
         return self.routes or self.deny_local
 
+    def blocks_address(self, address: str) -> bool:
+        """Whether the blocklist covers ``address`` (an address a name resolved to)."""
+        return _matches(address, self.blocked, wide=True)
+
     def refusal(self, url: str) -> Optional[str]:
         """Why ``url`` may not be opened, or None when it may."""
         url = url.strip()

@@ -52,7 +52,8 @@ from .changes import FRESH_SNAPSHOT_S, ChangeFeedbackMixin, _Snapshot
 from .dialogs import Dialogs
 from .errors import ActionError, describe
 from .feedback import short
-from .guard import DomainGuardMixin
+from .egress import EgressGate
+from .guard import DomainGuardMixin, _Blocked
 from .liveness import LivenessMixin, _forget, _is_playwright_error
 from .settle import SettleMixin
 from .storage import check_target, load_state, save_state
@@ -143,6 +144,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         self._active: Optional["Page"] = None
         self._generation = 0
         self._titles: dict[int, str] = {}
+        self._gate: Optional[EgressGate] = None  # the current context's egress gate (under a domain policy)
         self._events: list[tuple[str, Any]] = []
         self._dialogs = Dialogs(spawn=self._spawn, report=lambda text: self._events.append(("dialog", text)),
                                 shown=self._show_dialog_box)
@@ -229,6 +231,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
             options["storage_state"] = load_state(s.storage_state)
         if self.domains.routes and options.get("service_workers") != "block":
             self.warnings.append("service workers are allowed: their requests are not held to the domain policy")
+        await self._open_gate(options)
         try:
             context = await browser.new_context(**options)
         except Exception as err:
@@ -267,6 +270,24 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         self._events.clear()
         self._tabs_opened = 0
         self._acted = False
+
+    async def _open_gate(self, options: dict[str, Any]) -> None:
+        """Under a domain policy, the context's egress gate (:mod:`.egress`): every connection
+        of the context, whoever makes it, goes through a check of the host and of the address
+        it resolves to. Not for a browser elsewhere (it cannot reach this loopback) or a proxy
+        of the user's own; each of those says so in a warning."""
+        if not self.domains.routes:
+            return
+        if self.host.remote or "proxy" in options:
+            why = "the browser runs elsewhere" if self.host.remote else "a proxy of its own is set"
+            self.warnings.append(f"no egress gate ({why}): only the requests Playwright routes are held to the "
+                                 "domain policy")
+            return
+        self._gate = EgressGate(self.domains, on_refused=self._gate_refused)
+        options["proxy"] = {"server": await self._gate.start(), "bypass": "<-loopback>"}
+
+    def _gate_refused(self, url: str, reason: str) -> None:
+        self._events.append(("blocked", _Blocked(url, f"{reason} (the egress gate)", frame_id="")))
 
     async def _open_start_page(self, page: "Page", url: str) -> None:
         """Load the episode's start page (an InfraError where it cannot be opened)."""
@@ -620,6 +641,9 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
                 await asyncio.wait_for(context.close(), timeout=10)
             except Exception:  # noqa: BLE001 - the browser may be going down; the host kills it
                 pass
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            await gate.close()
         for task in list(self._background):
             task.cancel()
         self._background.clear()
