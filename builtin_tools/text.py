@@ -190,17 +190,30 @@ async def _element_at(page: Page, x: float, y: float) -> Optional[ElementHandle]
     """The element drawn at ``(x, y)`` of the viewport, down through frames and open shadow
     roots, or None. A page's script may answer for its own document; the element it gives is
     held to the hosts of its own frames like any other."""
+    return await _down_frames(page, _AT_POINT, (x, y))
+
+
+async def _focused_element(page: Page) -> Optional[ElementHandle]:
+    """The element that has the focus, down through frames and shadow roots (as the browser
+    holds it, a handle), or None when nothing editable-looking has it."""
+    return await _down_frames(page, _ACTIVE, None)
+
+
+async def _down_frames(page: Page, script: str, point: Optional[tuple[float, float]]) -> Optional[ElementHandle]:
+    """The element ``script`` finds in the main frame and, while it is a frame, in that frame
+    (``point`` moved into the frame's own coordinates); None for nothing or the page itself."""
     frame = page.main_frame
     for _ in range(16):
-        element = (await frame.evaluate_handle(_AT_POINT, [x, y])).as_element()
+        element = (await frame.evaluate_handle(script, list(point) if point is not None else None)).as_element()
         if element is None:
             return None
         inner = await element.content_frame()
         if inner is None:
             tag = str(await element.evaluate("e => e.tagName")).lower()
             return None if tag in ("body", "html") else element
-        offset = await element.evaluate(_CONTENT_ORIGIN)
-        x, y = x - offset[0], y - offset[1]
+        if point is not None:
+            offset = await element.evaluate(_CONTENT_ORIGIN)
+            point = (point[0] - offset[0], point[1] - offset[1])
         frame = inner
     return None
 
@@ -212,22 +225,6 @@ _AT_POINT = """([x, y]) => { let e = document.elementFromPoint(x, y);
 #: Where a frame element's document starts in its parent's viewport (border and padding in).
 _CONTENT_ORIGIN = """(e) => { const r = e.getBoundingClientRect(), s = getComputedStyle(e);
   return [r.left + e.clientLeft + parseFloat(s.paddingLeft || '0'), r.top + e.clientTop + parseFloat(s.paddingTop || '0')]; }"""
-
-
-async def _focused_element(page: Page) -> Optional[ElementHandle]:
-    """The element that has the focus, down through frames and shadow roots (as the browser
-    holds it, a handle), or None when nothing editable-looking has it."""
-    frame = page.main_frame
-    for _ in range(16):
-        element = (await frame.evaluate_handle(_ACTIVE)).as_element()
-        if element is None:
-            return None
-        inner = await element.content_frame()
-        if inner is None:
-            tag = str(await element.evaluate("e => e.tagName")).lower()
-            return None if tag in ("body", "html") else element
-        frame = inner
-    return None
 
 
 def _with_secrets(env: BrowserEnv, args: WriteArgs, documents: list[str]) -> tuple[WriteArgs, Optional[ToolResult]]:

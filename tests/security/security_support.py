@@ -55,3 +55,43 @@ def print_table(terminalreporter: Any) -> None:
         terminalreporter.write_line(line)
     held = sum(r.held for r in ROWS)
     terminalreporter.write_line(f"{len(ROWS)} attacks: {held} stopped, {len(ROWS) - held} got through")
+
+
+class CountingServer:
+    """An HTTP server that counts the requests and connections reaching it (a refused host:
+    anything it counts got through). ``bind`` 0.0.0.0 serves every address of this machine."""
+
+    def __init__(self, bind: str = "127.0.0.1", body: bytes = b"<title>Reached</title><h1>Refused host reached</h1>"):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.hits: list[str] = []
+        self.connections = 0
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def handle(self) -> None:
+                owner.connections += 1
+                super().handle()
+
+            def _answer(self) -> None:
+                owner.hits.append(f"{self.command} {self.path}")
+                self.send_response(200)
+                self.send_header("Access-Control-Allow-Origin", "*")
+                self.send_header("Content-Type", "text/javascript" if self.path.endswith(".js") else "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = do_HEAD = _answer
+
+        self.server = ThreadingHTTPServer((bind, 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

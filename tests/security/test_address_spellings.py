@@ -9,12 +9,10 @@ own allowlist. Each server here listens on 127.0.0.1 only.
 from __future__ import annotations
 
 import ipaddress
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from security_support import attack
+from security_support import CountingServer, attack
 
 from owrl_sdk.addresses import NotAHost, internal, parse_ip, reached
 from owrl_sdk.config import Settings
@@ -140,38 +138,11 @@ def test_a_callback_at_a_spelling_of_this_machine_is_refused(host, tmp_path, mon
 # ---------------------------------------------------------------------------- the browser
 
 
-class Counting:
-    def __init__(self) -> None:
-        self.hits: list[str] = []
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-                owner.hits.append(self.path)
-                body = b"<title>Internal</title><h1>Internal service</h1>"
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 async def test_the_browser_reaches_nothing_behind_a_blocked_address_in_any_spelling(tmp_path):
     from owrl_sdk.browser import BrowserHost
     from owrl_sdk.types import Task
 
-    service = Counting()
+    service = CountingServer(body=b"<title>Internal</title><h1>Internal service</h1>")
     spellings = ["0.0.0.0", "0", "[::]", "127.1", "2130706433", "0x7f000001", "[::ffff:127.0.0.1]", "localhost"]
     urls = [f"http://{h}:{service.port}/" for h in spellings]
     page = tmp_path / "start.html"

@@ -20,51 +20,13 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Optional
+from typing import Optional
 
 import pytest
-from security_support import attack
+from security_support import CountingServer, attack
 
 from owrl_sdk.config import Settings
 from owrl_sdk.types import Task
-
-
-class Refused:
-    """A server on every interface that counts the requests and connections that reach it."""
-
-    def __init__(self) -> None:
-        self.hits: list[str] = []
-        self.connections = 0
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def handle(self) -> None:
-                owner.connections += 1
-                super().handle()
-
-            def _answer(self) -> None:
-                owner.hits.append(f"{self.command} {self.path}")
-                body = b"<h1>Refused host reached</h1>"
-                self.send_response(200)
-                self.send_header("Access-Control-Allow-Origin", "*")
-                self.send_header("Content-Type", "text/javascript" if self.path.endswith(".js") else "text/html")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST = do_HEAD = _answer
-
-        self.server = ThreadingHTTPServer(("0.0.0.0", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 class Datagrams:
@@ -149,7 +111,7 @@ def own_address() -> Optional[str]:
 async def test_nothing_of_the_census_reaches_the_refused_host(owrl_page_server, tmp_path, policy):
     from owrl_sdk.browser import BrowserHost
 
-    refused, datagrams = Refused(), Datagrams()
+    refused, datagrams = CountingServer(bind="0.0.0.0"), Datagrams()
     try:
         if policy == "allowlist":
             host, lists = "localhost", {"allowed_domains": ["127.0.0.1"]}
