@@ -86,3 +86,21 @@ async def test_a_page_title_of_megabytes_is_cut_in_every_observation(owrl_page_s
             assert obs.title.startswith("xxx") and "title cut: 4,000,000 characters" in obs.title, obs.title[:80]
             assert len(obs.title) < 400 and all(len(t.title) < 400 for t in obs.tabs)
             assert len(obs.model_dump_json(exclude={"screenshot"})) < 50_000
+
+
+@pytest.mark.parametrize("char", ["\u202e", "\u202d", "\u2066", "\u2067", "\u2068", "\u200f", "\u061c"])
+def test_characters_that_reorder_text_are_shown_in_the_live_view_and_plain_lines(char):
+    import io
+
+    from rich.text import Text
+
+    from owrl_sdk.console import SafeConsole, terminal_safe
+
+    payload = f"Pay to {char}NABI 0000 ZZ99{chr(0x202c)} now"
+    with attack("terminal", f"page text with U+{ord(char):04X} (a bidirectional control)",
+                "shown as <U+XXXX>, never applied"):
+        out = io.StringIO()
+        console = SafeConsole(file=out, force_terminal=True, color_system="standard", width=200)
+        console.print(Text("title: " + payload))
+        for printed in (out.getvalue(), terminal_safe(payload)):
+            assert char not in printed and f"<U+{ord(char):04X}>" in printed, printed
