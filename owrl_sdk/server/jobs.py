@@ -20,6 +20,7 @@ import threading
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Optional
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
@@ -123,7 +124,26 @@ class Job(BaseModel):
 
 
 #: Option names whose values are credentials: a job's are kept in memory, never in the store.
-CREDENTIALS = re.compile(r"(?i)^(api_?key|.*(token|secret|password|passwd|credential)s?)$")
+#: Also a header's name (``Authorization``, ``Cookie``) inside an option such as ``headers``.
+CREDENTIALS = re.compile(r"(?i)^(.*api[-_]?key|.*(token|secret|password|passwd|credential|private[-_]?key)s?|"
+                         r"(proxy-)?authorization|cookie|x-[a-z-]*(key|auth|token))$")
+
+
+def _holds_credential(key: str, value: Any) -> bool:
+    """Whether an option is (or holds) a credential: its name says so, a key inside it says so
+    (``headers: {"Authorization": ...}``), or it is an address with a password in it."""
+    if CREDENTIALS.match(str(key)):
+        return value is not None
+    if isinstance(value, dict):
+        return any(_holds_credential(k, v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_credential("", v) for v in value)
+    if isinstance(value, str) and "@" in value and "://" in value:
+        try:
+            return bool(urlsplit(value.strip()).password)
+        except ValueError:
+            return True  # an address that does not parse, with a user part: held rather than guessed
+    return False
 #: What the store holds in place of a credential; a job read back without its value (the server
 #: restarted meanwhile) cannot run and says why.
 HELD = "<held in memory, not stored>"
@@ -140,8 +160,10 @@ class JobStore:
     """Jobs in ``path`` (SQLite). Safe to call from several threads; every call is short.
 
     The data folder is made 0700 and the store's files 0600: they hold every job's task,
-    flow and inputs. A job's credentials (policy options named like :data:`CREDENTIALS`) are
-    kept in this process's memory only; the store holds :data:`HELD` in their place."""
+    flow and inputs. A job's credentials (policy options named like :data:`CREDENTIALS`, options
+    holding such a name, such as a ``headers`` table with ``Authorization``, and addresses with a
+    password in them) are kept in this process's memory only; the store holds :data:`HELD` in
+    their place."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -233,7 +255,7 @@ class JobStore:
         stored = spec
         options = spec.get("policy_options")
         if isinstance(options, dict):
-            held = {k: v for k, v in options.items() if CREDENTIALS.match(str(k)) and v is not None}
+            held = {k: v for k, v in options.items() if _holds_credential(str(k), v)}
             if held:
                 self._held[job_id] = held
                 stored = {**spec, "policy_options": {**options, **{k: HELD for k in held}}}

@@ -212,7 +212,8 @@ def test_an_endpoint_on_the_blocklist_is_refused_even_without_an_allowlist(tmp_p
 # ------------------------------------------------------------------ 8: the job store
 
 
-@pytest.mark.parametrize("name", ["api_key", "apiKey", "hf_token", "client_secret", "password"])
+@pytest.mark.parametrize("name", ["api_key", "apiKey", "hf_token", "client_secret", "password", "api-key",
+                                  "x_api_key", "private_key"])
 def test_a_jobs_credentials_never_reach_the_store_and_its_files_are_private(tmp_path, name):
     import stat
 
@@ -237,6 +238,35 @@ def test_a_jobs_credentials_never_reach_the_store_and_its_files_are_private(tmp_
     with pytest.raises(LookupError, match="restarted since it was queued"):
         again.spec(job.id)
     again.close()
+
+
+@pytest.mark.parametrize("options", [
+    {"base_url": "http://owrl:pw-in-url-4f9a1c@10.0.0.5:8000/v1"},
+    {"headers": {"Authorization": "Bearer pw-in-header-4f9a1c"}},
+    {"headers": {"X-Api-Key": "pw-in-header-4f9a1c"}},
+    {"extra": [{"cookie": "sid=pw-in-list-4f9a1c"}]},
+])
+def test_credentials_inside_an_option_never_reach_the_store(tmp_path, options):
+    from owrl_sdk.server.jobs import JobStore
+
+    data = tmp_path / "data"
+    store = JobStore(data / "jobs.sqlite3")
+    job = store.add("task", {"task": "t", "policy_options": {**options, "model": "m"}})
+    with attack("server", f"a job's credential inside an option ({next(iter(options))}) in jobs.sqlite3",
+                "the option is held in memory only"):
+        assert store.spec(job.id)["policy_options"] == {**options, "model": "m"}
+        for f in data.iterdir():
+            if f.is_file():
+                assert b"4f9a1c" not in f.read_bytes(), f.name
+        shown = store.get(job.id).model_dump_json()
+        assert "4f9a1c" not in shown
+    store.close()
+    # an ordinary address and ordinary options are stored as they are
+    plain = JobStore(tmp_path / "plain" / "jobs.sqlite3")
+    kept = plain.add("task", {"task": "t", "policy_options": {"base_url": "http://10.0.0.5:8000/v1", "seed": 3}})
+    assert b"10.0.0.5:8000" in b"".join(f.read_bytes() for f in (tmp_path / "plain").iterdir() if f.is_file())
+    assert plain.spec(kept.id)["policy_options"]["seed"] == 3
+    plain.close()
 
 
 # ------------------------------------------------------------------ 13, 14: domain lists
