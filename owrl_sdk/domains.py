@@ -197,16 +197,31 @@ class DomainPolicy:
         return None
 
 
-def internal_host(url: str) -> Optional[str]:
+def internal_host(url: str, resolve: bool = False) -> Optional[str]:
     """Why ``url``'s host is not on the public internet (:func:`owrl_sdk.addresses.internal`,
-    a local name such as ``localhost`` counting as this machine), or None. Names are not
-    resolved here: a name's address is the egress check's to judge when it connects."""
+    a local name such as ``localhost`` counting as this machine), or None. With ``resolve``, a
+    name is looked up too and judged by every address it resolves to (``vm``, the machine's
+    own name, is 127.0.1.1 here); a name that does not resolve is left to fail where it is used."""
     place = host_place(_hostname(urlsplit(url.strip())))
     if place is None:
         return "no valid address"
-    if isinstance(place, str):
-        return "this machine (a local name)" if local_name(place) else None
-    return internal(place)
+    if not isinstance(place, str):
+        return internal(place)
+    if local_name(place):
+        return "this machine (a local name)"
+    if not resolve or not place:
+        return None
+    import socket
+
+    try:
+        found = {str(info[4][0]) for info in socket.getaddrinfo(place, None, type=socket.SOCK_STREAM)}
+    except (OSError, UnicodeError):
+        return None
+    for address in sorted(found):
+        why = internal(ipaddress.ip_address(address.split("%", 1)[0]))
+        if why:
+            return f"{why}: {place} resolves to {address}"
+    return None
 
 
 def _hostname(parts: SplitResult) -> str:

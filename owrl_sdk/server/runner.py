@@ -261,7 +261,7 @@ class JobRunner:
             raise SpecError(where, f"'{key}' is an endpoint the server would call, {where_to}: {reason}")
         operator = {str(u).rstrip("/") for u in (openai_endpoint().base_url,
                                                   self.settings.plugin(policy).get(key)) if u}
-        inside = internal_host(url) if not self.allowed and url.rstrip("/") not in operator else None
+        inside = internal_host(url, resolve=True) if not self.allowed and url.rstrip("/") not in operator else None
         if inside:
             raise SpecError(where, f"'{key}' is an endpoint the server would call at {inside}: a job reaches "
                                    "an internal address only when the operator allowed it (allowed_domains, "

@@ -114,6 +114,26 @@ def test_a_jobs_endpoint_at_an_internal_address_is_refused_in_every_spelling(hos
                 "openai", {"base_url": f"http://{host}:8000/v1"}, None, ("body", "policy_options"))
 
 
+def test_a_jobs_endpoint_named_by_a_name_that_resolves_inside_is_refused(tmp_path):
+    """The machine's own name (in /etc/hosts) resolves to a loopback address: a job naming it
+    reaches this machine as surely as 127.0.0.1 does."""
+    import socket
+
+    from owrl_sdk.server.runner import SpecError
+
+    name = socket.gethostname()
+    try:
+        address = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)[0][4][0]
+    except OSError:
+        pytest.skip(f"this machine's name {name!r} does not resolve")
+    if internal(parse_ip(address)) is None:
+        pytest.skip(f"this machine's name resolves to a public address ({address})")
+    with attack("addresses", "a job's policy_options.base_url named by the machine's own host name",
+                "the name's addresses judged at submission"):
+        with pytest.raises(SpecError, match=f"resolves to {address}"):
+            runner(tmp_path).check_policy_options("openai", {"base_url": f"http://{name}:8000/v1"}, None, ("body",))
+
+
 def test_an_operator_allows_an_internal_endpoint_by_address_or_network(tmp_path):
     for allowed in (["10.0.0.0/8"], ["10.1.2.3"]):
         options = {"base_url": "http://167838211:8000/v1"}  # 10.1.2.3 spelled as one number
