@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Iterable, Optional, Union
 from urllib.parse import SplitResult, urlsplit
 
@@ -104,7 +105,10 @@ def host_place(host: str) -> Union[IP, str, None]:
         return host
 
 
+@lru_cache(maxsize=1024)
 def _entry_place(entry: str) -> Union[IP, Network, str]:
+    """A list entry parsed (cached: every routed request of an episode compares against the
+    same few entries)."""
     net = parse_network(entry)
     if net is not None:
         return net

@@ -82,10 +82,12 @@ def check_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _pointer(schema: Any, ref: str) -> Any:
     """The part of ``schema`` a local reference (``#/$defs/a``) names, or None."""
+    if ref == "#":
+        return schema
+    if not ref.startswith("#/"):
+        return None  # an anchor (#name): not followed, counted as one part
     node = schema
-    for raw in ref[1:].split("/")[1:] if ref.startswith("#/") else ([] if ref == "#" else [None]):
-        if raw is None:
-            return None
+    for raw in ref[2:].split("/"):
         key = raw.replace("~1", "/").replace("~0", "~")
         if isinstance(node, list) and key.isdigit() and int(key) < len(node):
             node = node[int(key)]

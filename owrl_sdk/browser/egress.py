@@ -178,7 +178,7 @@ async def _pipe_both(a_reader: asyncio.StreamReader, a_writer: asyncio.StreamWri
 
     tasks = {asyncio.ensure_future(copy(a_reader, b_writer)), asyncio.ensure_future(copy(b_reader, a_writer))}
     try:
-        done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for task in tasks:
             task.cancel()
