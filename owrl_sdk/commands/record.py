@@ -91,7 +91,8 @@ async def _record(recorder: Any) -> Any:
                    "to another host is blocked and not recorded. The allowed_domains and blocked_domains "
                    "settings apply too.")
 @click.option("--json", "as_json", is_flag=True,
-              help='Print JSON when done: {"flow": OUT, "turns": N, "calls": N, "inputs": {...}, "missing_inputs": [...]}.')
+              help='Print JSON when done: {"flow": OUT, "turns": N, "calls": N, "inputs": {...}, "missing_inputs": [...], '
+                   '"warnings": [...]}.')
 @storage_options
 def record_command(url: str, out: Path, task: Optional[str], input_fields: str, headless: bool,
                    debug_port: Optional[int], load_storage: Optional[str] = None,
@@ -150,11 +151,14 @@ def record_command(url: str, out: Path, task: Optional[str], input_fields: str, 
     missing = [name for name in fields if name not in recorder.builder.inputs]
     for name in missing:
         click.echo(f"note: no field named {name!r} was typed into; the flow has no input {name}", err=True)
+    for warning in recorder.warnings:  # the log said it as it happened; the end repeats it, where it is read
+        click.echo(f"warning: {warning}", err=True)
     if as_json:
         import json
 
         click.echo(json.dumps({"flow": str(out), "turns": len(flow.turns), "calls": calls,
-                               "inputs": dict(recorder.builder.inputs), "missing_inputs": missing}))
+                               "inputs": dict(recorder.builder.inputs), "missing_inputs": missing,
+                               "warnings": list(recorder.warnings)}))
         return
     click.echo(f"wrote {out}: {len(flow.turns)} turns, {calls} calls; replay with: owrl run --flow {out}")
 

@@ -1,13 +1,11 @@
-// owrl recorder: injected into every frame of the recording context. It listens in the
-// capture phase and reports each user action to the Python side through the binding
-// window.__owrlRecord(action). A password field's value never leaves the page.
+// owrl recorder: run in an isolated world of every frame of the recording context (a world of
+// its own: the page's scripts share its DOM but none of its objects, prototypes or globals, so
+// they can neither call its binding nor rewrite its reports). It listens in the capture phase
+// and reports each action of the person to the Python side through the binding
+// __owrlRecord(json), which exists in this world only. A password field's value never leaves the page.
 (() => {
-  if (window.__owrlRecorder) return;
-  // The binding is taken into this closure and removed from the page, and every report carries
-  // this session's token (written in by the recorder): a page's own script cannot report an
-  // action the person never made.
-  const send = window.__owrlRecord;
-  try { delete window.__owrlRecord; } catch (e) { /* not configurable: the token still guards */ }
+  if (globalThis.__owrlRecorder) return;
+  const send = globalThis.__owrlRecord;
   const TOKEN = "__OWRL_TOKEN__";
   const report = (action) => {
     if (action.kind !== "effects") {
@@ -15,7 +13,7 @@
       action.before = pending ? Array.from(pending.before.keys()).slice(0, 2000) : [];
     }
     action.token = TOKEN;
-    try { send(action); } catch (e) { /* binding gone */ }
+    try { send(JSON.stringify(action)); } catch (e) { /* binding gone */ }
   };
   const norm = (s) => (s || "").replace(/\s+/g, " ").trim();
   const KEYS = new Set(["Enter", "Escape", "Tab", "ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "PageUp", "PageDown"]);
@@ -206,10 +204,17 @@
   // ---------------------------------------------------------------- listening
   const lastReported = new WeakMap();
   const dirty = new Set();
+  // A field is the person's to report only after a trusted beforeinput (or key press) in it: the
+  // browser sends one before typing, pasting, dropping and IME text, and none before a page's own
+  // execCommand('insertText'), whose input event is trusted too, or a value a script sets. What is
+  // reported is the value the person's last edit left, not what a script wrote after it.
+  const armed = new WeakSet();
+  const personValue = new WeakMap();
+  const valueOf = (el) => (el.isContentEditable ? el.innerText : el.value);
   function flush(el) {
     if (!dirty.has(el)) return;
     dirty.delete(el);
-    const value = isPassword(el) ? null : (el.isContentEditable ? el.innerText : el.value);
+    const value = isPassword(el) ? null : personValue.get(el);
     if (!isPassword(el) && lastReported.get(el) === value) return;
     lastReported.set(el, value);
     const id = begin(el);
@@ -219,10 +224,19 @@
   const ACTIONABLE = 'a[href], button, input, select, textarea, summary, label, option, [role], [onclick], [tabindex], [contenteditable=""], [contenteditable=true]';
 
   // only what the person did counts: a page's synthetic input or change event is no edit of theirs
+  const arm = (e) => {
+    if (!e.isTrusted) return;
+    const el = e.composedPath()[0];
+    if (el && isTextField(el)) armed.add(el);
+  };
+  document.addEventListener("beforeinput", arm, true);
+  document.addEventListener("keydown", (e) => { if (e.key && e.key.length === 1 && !e.ctrlKey && !e.metaKey) arm(e); }, true);
   document.addEventListener("input", (e) => {
     if (!e.isTrusted) return;
     const el = e.composedPath()[0];
-    if (!el || !isTextField(el)) return;
+    if (!el || !isTextField(el) || !armed.has(el)) return;
+    armed.delete(el);
+    personValue.set(el, valueOf(el));
     // the person starts typing into a field: what the previous action changed is read now, before
     // the typing changes the page too (suggestions that appear are not the log-in's doing)
     if (pending && !dirty.has(el)) settle();
@@ -238,7 +252,7 @@
       flushAll();
       const id = begin(el);
       report({ kind: "select", id, target: describe(el), value: option.value, label: norm(option.textContent), url: location.href });
-    } else if (isTextField(el)) {
+    } else if (isTextField(el) && personValue.has(el)) {
       if (!isPassword(el)) dirty.add(el);
       flush(el);
     }
@@ -258,7 +272,7 @@
     const id = begin(el);
     const box = el.tagName === "INPUT" && ["checkbox", "radio"].includes((el.type || "").toLowerCase());
     report({ kind: "click", id, target: describe(el), clicks: e.detail > 1 ? Math.min(e.detail, 3) : 1, url: location.href,
-             checked: box ? el.checked : null });
+             checked: box ? el.checked : null, unseen: e.detail > 0 ? unseen(el, e.clientX, e.clientY) : "" });
   }, true);
   // "extract this": Alt+Shift+E over an element (the one under the pointer, else the focused
   // one) records an extract of its text, saved under a name; the page never sees the chord
@@ -299,5 +313,72 @@
     }
     return out;
   }
-  window.__owrlRecorder = { settle, flushAll, texts, doc: prefix };
+
+  // ---------------------------------------------------------------- what the person could not see
+  const parentOf = (n) => n.parentElement || (n.parentNode && n.parentNode.host) || null;
+  // why the element clicked may not be what the person saw: it is invisible, or something that
+  // lets clicks pass through lies over it ("" when neither)
+  function unseen(el, x, y) {
+    let opacity = 1;
+    for (let n = el; n && n.nodeType === Node.ELEMENT_NODE; n = parentOf(n)) {
+      const style = getComputedStyle(n);
+      opacity *= parseFloat(style.opacity);
+      if (n === el && style.visibility !== "visible") return `invisible (visibility: ${style.visibility})`;
+    }
+    if (opacity < 0.1) return `invisible (opacity ${Math.round(opacity * 100) / 100})`;
+    const box = el.getBoundingClientRect();
+    if (box.width < 2 || box.height < 2) return `invisible (${Math.round(box.width)}x${Math.round(box.height)} pixels)`;
+    let seen = 0;
+    for (const other of document.querySelectorAll("body *")) {
+      if (++seen > 5000) break;
+      if (other === el || other.contains(el) || el.contains(other)) continue;
+      const style = getComputedStyle(other);
+      if (style.pointerEvents !== "none" || style.visibility !== "visible" || parseFloat(style.opacity) < 0.1) continue;
+      if (!["absolute", "fixed", "sticky", "relative"].includes(style.position)) continue;
+      const r = other.getBoundingClientRect();
+      if (x < r.left || x > r.right || y < r.top || y > r.bottom) continue;
+      const paints = style.backgroundColor !== "rgba(0, 0, 0, 0)" || style.backgroundImage !== "none" || norm(other.textContent) !== "";
+      const later = el.compareDocumentPosition(other) & Node.DOCUMENT_POSITION_FOLLOWING;
+      if (paints && (later || (parseInt(style.zIndex, 10) || 0) > 0)) {
+        const words = norm(other.textContent).slice(0, 40);
+        return `covered by a ${other.tagName.toLowerCase()}${words ? ` showing "${words}"` : ""} that lets clicks through`;
+      }
+    }
+    return "";
+  }
+
+  // ---------------------------------------------------------------- asked by the recorder
+  // how many elements a candidate selector finds in this document now: "css", or a role and a
+  // name ("role": the name as a part, any case; "role-exact": the whole name)
+  function count(kind, a, b) {
+    if (kind === "css") { try { return document.querySelectorAll(a).length; } catch (e) { return -1; } }
+    const [loose, exact] = roleCounts(a, b);
+    return kind === "role-exact" ? exact : loose;
+  }
+  // a selector that finds the iframe element `owner` alone in its document
+  function frameStep(owner) {
+    const doc = owner.ownerDocument;
+    const one = (sel) => { try { const f = doc.querySelectorAll(sel); return f.length === 1 && f[0] === owner; } catch (e) { return false; } };
+    if (owner.id && /^[A-Za-z][\w-]*$/.test(owner.id) && one("iframe#" + owner.id)) return "iframe#" + owner.id;
+    for (const attr of ["name", "title"]) {
+      const value = owner.getAttribute(attr);
+      if (value && one(`iframe[${attr}="${cssq(value)}"]`)) return `iframe[${attr}="${cssq(value)}"]`;
+    }
+    return `iframe >> nth=${Array.from(doc.querySelectorAll("iframe")).indexOf(owner)}`;
+  }
+  // the iframe steps from the top document down to this one, as far as same-origin parents let
+  // this world see them (complete: up to the top; else `at` is the document where it stopped)
+  function framePath() {
+    const steps = [];
+    let w = window;
+    while (w.parent !== w) {
+      let owner = null;
+      try { owner = w.frameElement; } catch (e) { owner = null; }
+      if (!owner || owner.tagName !== "IFRAME") return { steps, complete: false, at: w.location.href };
+      steps.unshift(frameStep(owner));
+      w = w.parent;
+    }
+    return { steps, complete: true, at: "" };
+  }
+  globalThis.__owrlRecorder = { settle, flushAll, texts, count, framePath, doc: prefix };
 })();

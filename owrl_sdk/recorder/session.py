@@ -2,8 +2,9 @@
 
 :class:`Recorder` launches Chromium through :class:`~owrl_sdk.browser.BrowserHost` (so
 ``OWRL_CHROMIUM``, plugins' launch options and the viewport are those of ``owrl run``), opens
-one context with ``capture.js`` as an init script and a binding it reports to, and turns each
-report into a call of a :class:`~owrl_sdk.recorder.flowbuild.FlowBuilder`:
+one context, runs ``capture.js`` in an isolated world of every frame of every tab (see
+:mod:`owrl_sdk.recorder.world`: the page's scripts cannot reach it), and turns each report
+into a call of a :class:`~owrl_sdk.recorder.flowbuild.FlowBuilder`:
 
 - a selector for the target, tried on the live page in this order: ``role=ROLE[name="NAME"]``,
   the same with an exact name, a test id, an id, a field's ``name``, a short CSS path; the
@@ -12,7 +13,12 @@ report into a call of a :class:`~owrl_sdk.recorder.flowbuild.FlowBuilder`:
 - an expectation from what the action changed: the URL after a navigation, a new text, the
   field's value;
 - tab switches (an action in another tab than the active one), new tabs, dialogs' answers
-  (from the DevTools protocol's ``Page.javascriptDialogClosed``).
+  (from the DevTools protocol's ``Page.javascriptDialogClosed``);
+- a warning, in the call's note and the log, when what the person clicked was invisible or lay
+  under something that lets clicks through (what a replay clicks is not what they saw).
+
+Only what the person's input caused is recorded: trusted events, and a field's value only after
+a trusted ``beforeinput`` or key press in it (a page's ``execCommand`` edits send neither).
 
 After each action the flow so far is written to a temporary file next to ``out`` (atomically),
 so a recording that is cut short is not lost; :meth:`Recorder.stop` writes ``out`` itself.
@@ -39,6 +45,11 @@ from owrl_sdk.errors import UsageError
 from owrl_sdk.files import write_atomic
 
 from .flowbuild import Call, FlowBuilder, choose_text, short_name, upper_snake, without_secret_params
+from .world import CaptureSession
+
+#: Where a report came from: the DevTools session (its tab) and the world's execution context
+#: (its frame's document).
+Where = tuple[CaptureSession, int]
 
 #: Seconds after an action within which a navigation or a new tab is counted as its effect.
 CAUSE_WINDOW = 3.0
@@ -93,7 +104,11 @@ class Recorder:
         self._last: Optional[tuple[float, Any, Call]] = None  # (when, page, call) of the latest action
         self._ready = False
         self._dialog_types: dict[int, str] = {}
-        self._cdp: list[Any] = []
+        #: the capture sessions: one per tab (key: the page) and per out-of-process frame (key: the frame)
+        self._captures: dict[Any, CaptureSession] = {}
+        self._attaching: "dict[Any, asyncio.Future[Any]]" = {}
+        #: warnings for the person: clicks on what they could not see
+        self.warnings: list[str] = []
         self._tasks: "set[asyncio.Future[Any]]" = set()
         self._opened_by_action: set[Any] = set()
         self._closed_tab: Optional[Call] = None  # a tab closed while others stay open
@@ -134,8 +149,6 @@ class Recorder:
 
             await self.context.route_web_socket(lambda url: self.domains.refusal(url) is not None,
                                                 close_refused_socket)
-        await self.context.expose_binding("__owrlRecord", self._on_report)
-        await self.context.add_init_script(script=capture_script(self._token))
         self.context.on("page", self._on_page)
         self.context.on("close", lambda _ctx: self.finished.set())
         self.host.browser.on("disconnected", lambda _b: self.finished.set())
@@ -145,6 +158,7 @@ class Recorder:
             self.context.on("dialog", lambda _dialog: None)
         self._worker = asyncio.ensure_future(self._work())
         page = await self.context.new_page()
+        await self._attach(page, page)  # before its first address opens
         if self.domains.routes:  # redirect hops too (the route sees only a redirect's first request)
             from owrl_sdk.browser.tabs import context_id_of
 
@@ -168,12 +182,8 @@ class Recorder:
 
     async def stop(self) -> Flow:
         """Take in the last reports, write ``out`` (replacing the partial file) and close the browser."""
-        for page in list(self.pages):
-            try:
-                await asyncio.wait_for(page.evaluate("() => window.__owrlRecorder && (window.__owrlRecorder.flushAll(),"
-                                                     " window.__owrlRecorder.settle())"), 2)
-            except Exception:  # noqa: BLE001 - a closed or navigating page has nothing left to say
-                pass
+        for capture in list(self._captures.values()):
+            await capture.ask_all("globalThis.__owrlRecorder && (__owrlRecorder.flushAll(), __owrlRecorder.settle(), 0)")
         await asyncio.sleep(0.2)
         await self._queue.join()
         if self._tasks:
@@ -240,29 +250,50 @@ class Recorder:
         self.active = page
         page.on("framenavigated", lambda frame: self._on_frame_navigated(page, frame))
         page.on("close", lambda p: self._queue.put_nowait(("closed", p, None)))
-        asyncio.ensure_future(self._watch_dialogs(page))
+        self._keep(asyncio.ensure_future(self._attach(page, page)))
         if self._ready:
             self._queue.put_nowait(("opened", page, None))
 
     def _on_frame_navigated(self, page: Any, frame: Any) -> None:
-        if self._ready and frame == page.main_frame:  # the start page's own load is no action
+        if frame != page.main_frame:
+            # a frame that now shows another site may have become a process of its own: it needs
+            # its own session (an in-process frame is covered by its tab's, and refuses one)
+            if frame not in self._captures:
+                self._keep(asyncio.ensure_future(self._attach(frame, page, quiet=True)))
+        elif self._ready:  # the start page's own load is no action
             self._queue.put_nowait(("navigated", page, frame.url))
 
-    async def _watch_dialogs(self, page: Any) -> None:
+    async def _attach(self, target: Any, page: Any, quiet: bool = False) -> None:
+        """Run the capture script in ``target``'s isolated world (a tab, or an out-of-process
+        frame); a tab's session also watches its dialogs."""
+        if target in self._attaching:
+            await asyncio.shield(self._attaching[target])
+            return
+        frame = None if target is page else target
+        job = asyncio.ensure_future(CaptureSession.attach(self.context, target, page, frame, capture_script(self._token),
+                                                          self._on_report))
+        self._attaching[target] = job
         try:
-            session = await self.context.new_cdp_session(page)
+            capture = await job
+        except Exception as err:  # noqa: BLE001 - an in-process frame, or a tab closed at once
+            self._attaching.pop(target, None)
+            if not quiet:
+                _log.debug("owrl record: no capture session for %s: %s", target, err)
+            return
+        self._captures[target] = capture
+        if frame is None:
+            session = capture.session
             session.on("Page.javascriptDialogOpening", lambda e: self._dialog_types.__setitem__(id(page), e.get("type", "")))
             session.on("Page.javascriptDialogClosed", lambda e: self._queue.put_nowait(("dialog", page, e)))
-            await session.send("Page.enable")
-            self._cdp.append(session)
-        except Exception:  # noqa: BLE001 - a page closed at once has no dialogs to watch
-            pass
+            page.on("close", lambda _p: self._captures.pop(page, None))
+        else:
+            frame.page.on("framedetached", lambda f: self._captures.pop(f, None) if f is frame else None)
 
-    def _on_report(self, source: dict[str, Any], action: dict[str, Any]) -> None:
-        # only the capture script knows the token: a page that calls the binding itself is ignored
+    def _on_report(self, capture: CaptureSession, context_id: int, action: Any) -> None:
+        # the binding exists in the capture script's world only; the token is a second lock
         if not isinstance(action, dict) or not hmac.compare_digest(str(action.pop("token", "")), self._token):
             return
-        self._queue.put_nowait(("action", source, action))
+        self._queue.put_nowait(("action", (capture, context_id), action))
 
     async def _work(self) -> None:
         while True:
@@ -347,15 +378,16 @@ class Recorder:
         try:
             await page.wait_for_load_state("load", timeout=5000)
             await asyncio.sleep(0.8)
-            texts = await page.evaluate("() => window.__owrlRecorder ? window.__owrlRecorder.texts() : []")
+            capture = self._captures[page]
+            texts = await capture.ask(capture.main_context(), "globalThis.__owrlRecorder ? __owrlRecorder.texts() : []")
         except Exception:  # noqa: BLE001 - closed or navigating again: no text to expect
             return
         call.landing_text = choose_text([t for t in texts if t.get("text") not in call.before], call.before)
 
     # ------------------------------------------------------------------ actions
 
-    async def _on_action(self, source: dict[str, Any], action: dict[str, Any]) -> None:
-        page, frame = source.get("page"), source.get("frame")
+    async def _on_action(self, where: Where, action: dict[str, Any]) -> None:
+        page = where[0].page
         kind = action.get("kind")
         if kind == "effects":
             earlier = self._by_id.get(str(action.get("id")))
@@ -369,7 +401,7 @@ class Recorder:
             self._add(Call("switch_tab", {"tab_index": self.pages.index(page)}, "Switch to another tab."), page)
             self.active = page
         target: dict[str, Any] = {**action["target"], "doc": action.get("doc")} if action.get("target") else {}
-        selector = await self._selector(frame, target) if target else None
+        selector = await self._selector(where, target) if target else None
         call: Optional[Call] = None
         last = self._last[2] if self._last is not None else None
         if kind == "click" and selector and int(action.get("clicks") or 1) > 1 and last is not None \
@@ -415,6 +447,11 @@ class Recorder:
             call = Call("press_keys", arguments, f"Press {'+'.join(keys)}.")
         if call is None:
             return
+        if kind == "click" and action.get("unseen"):
+            warning = f"{call.note[:-1]}: it was {action['unseen']} when it was clicked; check that it is what you meant"
+            call.note = warning + "."
+            self.warnings.append(warning)
+            _log.warning("owrl record: %s", warning)
         call.url_before = str(action.get("url") or "")
         call.before = frozenset(str(t) for t in action.get("before") or [])
         self._add(call, page)
@@ -482,24 +519,26 @@ class Recorder:
         name = target.get("name") or target.get("label") or target.get("field_name")
         return f'the {target.get("role") or target.get("tag")} "{short_name(str(name))}"' if name else f'a {target.get("tag")}'
 
-    async def _selector(self, frame: Any, target: dict[str, Any]) -> Optional[str]:
+    async def _selector(self, where: Where, target: dict[str, Any]) -> Optional[str]:
         """The first candidate that finds exactly one element both in the page's own count, taken
-        when the action happened (hidden elements included), and on the live page now."""
-        candidates: list[tuple[str, bool]] = []  # (selector, judged unique by the page)
+        when the action happened (hidden elements included), and in the same document now
+        (counted by the capture script's world, which the page cannot redefine)."""
+        candidates: list[tuple[str, bool, list[str]]] = []  # (selector, judged unique by the page, how to count it)
         role, name = str(target.get("role") or ""), str(target.get("name") or "")
         loose, exact = (list(target.get("role_counts") or [0, 0]) + [0, 0])[:2]
         if role and name:
             shortened = short_name(name)
-            candidates.append((role_selector(role, shortened), loose == 1 and shortened == name))
+            candidates.append((role_selector(role, shortened), loose == 1 and shortened == name, ["role", role, shortened]))
             if shortened == name:
-                candidates.append((role_selector(role, name, exact=True), exact == 1))
-        for i, css in enumerate(target.get("css") or []):
-            candidates.append((str(css), i < len(target.get("css") or []) - 1))
-        prefix = await self._frame_prefix(frame)
-        live = await self._same_document(frame, target.get("doc"))
-        for selector, judged in candidates:
-            count = await self._count(frame, selector) if live else None
-            if count is not None and not await self._same_document(frame, target.get("doc")):
+                candidates.append((role_selector(role, name, exact=True), exact == 1, ["role-exact", role, name]))
+        css = [str(c) for c in target.get("css") or []]
+        for i, selector in enumerate(css):
+            candidates.append((selector, i < len(css) - 1, ["css", selector, ""]))
+        prefix = await self._frame_prefix(where)
+        live = await self._same_document(where, target.get("doc"))
+        for selector, judged, how in candidates:
+            count = await self._count(where, how) if live else None
+            if count is not None and not await self._same_document(where, target.get("doc")):
                 count, live = None, False  # it navigated meanwhile: the count was of another page
             # the page's own count (hidden elements too, which may show later) must find it alone; the live
             # count must agree unless it finds none (the action itself hid or removed it: a banner's button)
@@ -508,28 +547,48 @@ class Recorder:
         return prefix + candidates[-1][0] if candidates else None
 
     @staticmethod
-    async def _same_document(frame: Any, doc: Any) -> bool:
-        """Whether ``frame`` still shows the document the action happened in."""
-        if frame is None or not doc:
+    async def _same_document(where: Where, doc: Any) -> bool:
+        """Whether the frame still shows the document the action happened in."""
+        if not doc:
             return False
         try:
-            now = await asyncio.wait_for(frame.evaluate("() => window.__owrlRecorder && window.__owrlRecorder.doc"), 2)
-        except Exception:  # noqa: BLE001 - navigating: not the same document
+            now = await where[0].ask(where[1], "globalThis.__owrlRecorder && __owrlRecorder.doc")
+        except Exception:  # noqa: BLE001 - navigated: its world's context is gone
             return False
         return bool(now == doc)
 
     @staticmethod
-    async def _count(frame: Any, selector: str) -> Optional[int]:
-        if frame is None:
-            return None
+    async def _count(where: Where, how: list[str]) -> Optional[int]:
         try:
-            return int(await asyncio.wait_for(frame.locator(selector).count(), 2))
-        except Exception:  # noqa: BLE001 - navigated away, or a selector the engine refuses
+            found = await where[0].ask(where[1], f"__owrlRecorder.count({json.dumps(how[0])}, {json.dumps(how[1])}, {json.dumps(how[2])})")
+        except Exception:  # noqa: BLE001 - navigated away
             return None
+        return int(found) if isinstance(found, int) and found >= 0 else None
 
-    async def _frame_prefix(self, frame: Any) -> str:
-        if frame is None or frame.parent_frame is None:
+    async def _frame_prefix(self, where: Where) -> str:
+        """The iframe steps down to the action's frame: the capture script's own as far as
+        same-origin parents let it see, then Playwright's from the frame where it stopped."""
+        capture, context_id = where
+        try:
+            path = await capture.ask(context_id, "__owrlRecorder.framePath()")
+        except Exception:  # noqa: BLE001 - a frame that went away: the page-level selector is all there is
             return ""
+        own = "".join(f"{s} >>> " for s in path.get("steps") or [])
+        if path.get("complete"):
+            return own
+        at = str(path.get("at") or "")
+        if capture.frame is not None and capture.frame.url == at:
+            stop = capture.frame
+        else:
+            found = [f for f in capture.page.frames if f.url == at and f.parent_frame is not None]
+            if len(found) != 1:
+                return ""
+            stop = found[0]
+        above = await self._playwright_prefix(stop)
+        return above + own if above else ""
+
+    @staticmethod
+    async def _playwright_prefix(frame: Any) -> str:
         steps: list[str] = []
         here = frame
         try:
