@@ -910,7 +910,11 @@ class Batch:
                             f"(--stop-after-same-failure {self.stop_after_same_failure})")
 
     def _add(self, result: RowResult) -> None:
-        """Record a finished row: appended to ``rows.jsonl`` (secrets scrubbed), then reported."""
+        """Record a finished row: appended to ``rows.jsonl`` (secrets scrubbed), then reported.
+        The row keeps its own inputs only: a value every row was given (``common``) is stored
+        once, as the summary's ``common_inputs``, not copied into each row."""
+        if self.common:
+            result.inputs = {k: v for k, v in result.inputs.items() if not (k in self.common and v == self.common[k])}
         result = self.rows_log.append(asdict(result))
         self.results[result.key] = result
         self.ran += 1
@@ -947,6 +951,7 @@ class Batch:
             "pending": len(results) - len(done),
             "ran": self.ran,
             "stopped": self.stopped,
+            "common_inputs": dict(self.common),
             "results": [asdict(r) for r in results],
         }
 

@@ -192,7 +192,7 @@ def placeholders(obj: Any) -> set[str]:
 @dataclass(frozen=True)
 class InputProblem:
     """One thing wrong with the inputs given to a flow, as data: the input's ``name``, a
-    ``code`` (``unknown``, ``secret``, ``type``, ``missing``, ``unset`` for a placeholder with
+    ``code`` (``unknown``, ``secret``, ``type``, ``too_long``, ``missing``, ``unset`` for a placeholder with
     no value, ``optional_unset`` for an optional input a placeholder uses, given no value and no
     default) and the ``message``. Each front door says how to give a value in its own words
     (:meth:`text`): the CLI ``pass --input NAME=...``, the server ``give inputs.NAME a value``."""
@@ -221,6 +221,11 @@ class InputsInvalid(UsageError):
         super().__init__(f"{n} input problem{'s' if n > 1 else ''}: " + "; ".join(p.text() for p in problems))
 
 
+#: The longest value an input may hold (characters). A value is filled into each row's task text,
+#: start address and selectors: a megabyte given to a batch of many rows would be held many times.
+MAX_INPUT_CHARS = 32_768
+
+
 def resolve_inputs(declared: Mapping[str, InputSpec], given: Mapping[str, Any], used: set[str]) -> dict[str, Any]:
     """The values to fill in: each given value converted to its declared type, and the default of
     each declared input not given. An input used by a placeholder but not declared may be given
@@ -228,7 +233,7 @@ def resolve_inputs(declared: Mapping[str, InputSpec], given: Mapping[str, Any], 
 
     Raises :class:`InputsInvalid` (a :class:`~owrl_sdk.errors.UsageError`) naming every problem
     at once: a required input missing, a given name that is neither declared nor used, a value not
-    of its type, a value that holds a ``{{secret:...}}`` placeholder, a placeholder with no value.
+    of its type, a value over :data:`MAX_INPUT_CHARS`, a value that holds a ``{{secret:...}}`` placeholder, a placeholder with no value.
     A given value of None counts as not given (an empty spreadsheet cell is ``""``, which is a value)."""
     problems: list[InputProblem] = []
     values: dict[str, Any] = {}
@@ -240,6 +245,10 @@ def resolve_inputs(declared: Mapping[str, InputSpec], given: Mapping[str, Any], 
             known = sorted(set(declared) | used)
             problems.append(InputProblem(name, "unknown", f"unknown input {name!r} (" + (
                 f"inputs: {', '.join(known)}" if known else "this flow takes no inputs") + ")"))
+            continue
+        if isinstance(raw, str) and len(raw) > MAX_INPUT_CHARS:
+            problems.append(InputProblem(name, "too_long", f"input {name!r} is {len(raw):,} characters long, more than "
+                                         f"the {MAX_INPUT_CHARS:,} an input may hold"))
             continue
         if isinstance(raw, str) and has_placeholder(raw):
             problems.append(InputProblem(name, "secret", f"input {name!r} holds a {{{{secret:...}}}} placeholder: "
@@ -352,12 +361,16 @@ def _selector_context(before: str) -> str:
     return state
 
 
+#: A line break or another control character (C0, DEL): what no selector can hold.
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
 def _in_selector(text: str, at: int, name: str, value: str) -> str:
     """An input's value written into a selector as a value of the context it sits in: escaped
     inside a quoted string or a regular expression, and outside them only when it is a plain
     name (letters, digits, ``-``, ``_``), so that no value changes what the selector means
     (``#row-{{input:id}} .view`` with ``nope .x, #danger`` would click another element)."""
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+    if _CONTROL.search(value):
         raise UsageError(f"input {name!r} is placed in the selector {text!r}, and its value holds a line break or "
                          "a control character, which a selector cannot hold")
     where = _selector_context(text[:at])

@@ -16,6 +16,11 @@ whoever starts it, is a request to the gate first. The gate:
    forwards one request per connection (``Connection: close``), so a kept-alive connection
    cannot carry a later request to another host.
 
+The server's own clients for a job (the job's OpenAI-compatible endpoint, its callback) go
+through one gate of the server's (``refuse_internal`` when the server has no allowlist): a
+name is judged by the address it resolves to when the server connects, not only when the job
+was submitted, so a name that changes its answer in between reaches nothing inside.
+
 WebRTC's UDP goes below every proxy: Chromium is launched with
 ``--force-webrtc-ip-handling-policy=disable_non_proxied_udp`` (:data:`owrl_sdk.chromium.BASE_ARGS`),
 which leaves it only proxied TCP, through the gate. A browser owrl connects to
@@ -30,7 +35,7 @@ import socket
 from typing import Callable, Optional
 from urllib.parse import urlsplit
 
-from ..addresses import NotAHost, parse_ip
+from ..addresses import NotAHost, internal, parse_ip
 from ..domains import DomainPolicy
 
 #: The most bytes of a request's head the gate reads, and how long it waits for it.
@@ -43,11 +48,15 @@ _HOP_HEADERS = (b"proxy-connection", b"proxy-authorization", b"connection", b"ke
 
 class EgressGate:
     """A forward proxy for one browser context, held to ``policy``. ``on_refused(url, reason)``
-    hears each refusal (the environment reports it like a refused navigation)."""
+    hears each refusal (the environment reports it like a refused navigation).
+    ``refuse_internal``: also refuse every address that is not on the public internet
+    (:func:`owrl_sdk.addresses.internal`), whatever the spelling or the name that led to it."""
 
-    def __init__(self, policy: DomainPolicy, on_refused: Optional[Callable[[str, str], None]] = None):
+    def __init__(self, policy: DomainPolicy, on_refused: Optional[Callable[[str, str], None]] = None,
+                 refuse_internal: bool = False):
         self.policy = policy
         self.on_refused = on_refused
+        self.refuse_internal = refuse_internal
         self.refused: list[tuple[str, str]] = []
         self._server: Optional[asyncio.AbstractServer] = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -130,7 +139,8 @@ class EgressGate:
         except NotAHost:
             return None, f"{host} is no address a client connects to"
         if literal is not None:
-            return str(literal), ""
+            why = internal(literal) if self.refuse_internal else None
+            return (None, f"{host} is {why}") if why else (str(literal), "")
         try:
             found = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except OSError as err:
@@ -139,6 +149,11 @@ class EgressGate:
         blocked = [a for a in addresses if self.policy.blocks_address(a)]
         if blocked or not addresses:
             return None, f"{host} resolves to {blocked[0] if blocked else 'nothing'}, a blocked address"
+        for address in addresses if self.refuse_internal else ():
+            ip = parse_ip(address)
+            why = internal(ip) if ip is not None else "no address"
+            if why:
+                return None, f"{host} resolves to {address}, {why}"
         return addresses[0], ""
 
 

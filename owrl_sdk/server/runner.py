@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import json
 import re
+import time
 from functools import partial
 from pathlib import Path
 from typing import Any, AsyncIterator, Optional
@@ -35,7 +36,7 @@ from ..batch import BAD_INPUTS, Batch
 from ..config import Settings, openai_endpoint
 from ..documents import Flow, flow_from_data
 from ..domains import DomainPolicy, internal_host
-from ..errors import OwrlError
+from ..errors import InfraError, OwrlError
 from ..executors import InProcessExecutor, WorkItem, WorkResult
 from ..flowplayer import FLOW_POLICY
 from ..inputs import InputsInvalid, placeholders, resolve_inputs
@@ -55,7 +56,9 @@ HEARTBEAT = 15.0
 #: How long a cancel request waits for the episode to close before answering.
 CANCEL_WAIT = 20.0
 #: Keys of policy_options that would clash with the Agent's own arguments.
-RESERVED_OPTIONS = ("settings", "plugins", "memory", "env_factory", "flow")
+#: How often a running batch's job view is rewritten with its rows' results, at most (seconds).
+ROWS_WRITE_SECONDS = 1.0
+RESERVED_OPTIONS = ("settings", "plugins", "memory", "env_factory", "flow", "proxy")
 #: How the operator lets jobs open local files (owrl serve --help says the same).
 LOCAL_FILES_HINT = "OWRL_SERVE_ALLOW_LOCAL_FILES=1"
 
@@ -185,6 +188,9 @@ class JobRunner:
         self._cancel_requested: set[str] = set()
         self._host: Any = None
         self._host_lock: Optional[asyncio.Lock] = None
+        #: the egress gate the server's own clients for a job go through (see :meth:`_through_gate`)
+        self._gate: Any = None
+        self.gate_url: Optional[str] = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -192,6 +198,13 @@ class JobRunner:
         """Mark jobs a dead server left running as interrupted; queue the queued ones again."""
         self._slots = asyncio.Semaphore(self.max_concurrent)
         self._host_lock = asyncio.Lock()
+        from owrl_sdk.browser.egress import EgressGate
+
+        # the server's own requests for a job (its endpoint, its callback): the address is judged when
+        # the server connects, by the same rule as at submission
+        self._gate = EgressGate(DomainPolicy(allowed=self.allowed, blocked=list(self.settings.blocked_domains)),
+                                refuse_internal=not self.allowed)
+        self.gate_url = await self._gate.start()
         _ = self.plugins.catalogue  # built once here, not by two jobs' threads at the same time
         interrupted = self.store.recover()
         for job_id in self.store.queued():
@@ -208,6 +221,9 @@ class JobRunner:
         if self._host is not None:
             host, self._host = self._host, None
             await host.close()
+        if self._gate is not None:
+            gate, self._gate = self._gate, None
+            await gate.close()
 
     # ------------------------------------------------------------------ submitting
 
@@ -259,8 +275,7 @@ class JobRunner:
         if reason:
             where_to = "outside its allowed domains" if self.allowed else "on its blocklist"
             raise SpecError(where, f"'{key}' is an endpoint the server would call, {where_to}: {reason}")
-        operator = {str(u).rstrip("/") for u in (openai_endpoint().base_url,
-                                                  self.settings.plugin(policy).get(key)) if u}
+        operator = self._operator_endpoints(policy, key)
         inside = internal_host(url, resolve=True) if not self.allowed and url.rstrip("/") not in operator else None
         if inside:
             raise SpecError(where, f"'{key}' is an endpoint the server would call at {inside}: a job reaches "
@@ -268,6 +283,23 @@ class JobRunner:
                                    "by address or network, e.g. 10.0.0.0/8)")
         if url.rstrip("/") not in operator and not options.get("api_key"):
             options["api_key"] = "none"  # the operator's key goes only to the operator's endpoint
+
+    def _operator_endpoints(self, policy: str, key: str) -> set[str]:
+        """The endpoints the operator configured (trusted: the job's rules do not apply to them)."""
+        return {str(u).rstrip("/") for u in (openai_endpoint().base_url, self.settings.plugin(policy).get(key)) if u}
+
+    def _through_gate(self, policy: str, options: dict[str, Any]) -> None:
+        """A job's endpoint (not the operator's) is called through the server's egress gate: its
+        name is judged again by the address it resolves to when the server connects."""
+        schema = getattr(self.plugins.catalogue.get("policies", policy), "Options", None)
+        fields = getattr(schema, "model_fields", {}) or {}
+        for key, value in list(options.items()):
+            extra = fields[key].json_schema_extra if key in fields else None
+            if isinstance(extra, dict) and extra.get("server_side") == "endpoint" and value \
+                    and str(value).rstrip("/") not in self._operator_endpoints(policy, key):
+                if self.gate_url is None:
+                    raise InfraError("the server's egress gate is not running", code="egress_gate")
+                options["proxy"] = self.gate_url
 
     def check_callback(self, url: Optional[str], loc: tuple[str, ...]) -> Optional[str]:
         """A job's ``callback_url``, if the server may call it (:mod:`.webhooks`); else a SpecError."""
@@ -288,7 +320,7 @@ class JobRunner:
         if not url:
             return
 
-        task = asyncio.ensure_future(asyncio.to_thread(deliver, url, summary(job), job_id))
+        task = asyncio.ensure_future(asyncio.to_thread(deliver, url, summary(job), job_id, proxy=self.gate_url))
         self._deliveries.add(task)
         task.add_done_callback(self._deliveries.discard)
 
@@ -418,6 +450,7 @@ class JobRunner:
         settings = self.settings.with_overrides(policy=spec["policy"], model=spec.get("model"),
                                                 max_steps=spec.get("max_steps"))
         options = dict(spec.get("policy_options") or {})
+        self._through_gate(spec["policy"], options)
         task = self.job_task(job_id, spec)
         if spec.get("flow") is not None:
             options["flow"] = flow_from_data(task.metadata["flow"], "flow")
@@ -448,9 +481,14 @@ class JobRunner:
     async def _run_batch(self, job_id: str) -> None:
         spec = self.store.spec(job_id)
         holder: list[Any] = []
+        written = [0.0]
 
         def on_row(_: Any) -> None:
-            self.store.set_batch(job_id, self._public(holder[0].summary()))
+            # the job's view of its rows, at most once a second (a batch of many short rows would
+            # otherwise rewrite every row's result after each one); the last is written at the end
+            if time.monotonic() - written[0] >= ROWS_WRITE_SECONDS:
+                written[0] = time.monotonic()
+                self.store.set_batch(job_id, self._public(holder[0].summary()))
 
         executor = RowExecutor(self, job_id, spec)
         batch = await asyncio.to_thread(self.make_batch, job_id, spec, on_row, executor)

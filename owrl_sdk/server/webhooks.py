@@ -6,8 +6,10 @@ key to sign with (``OWRL_SERVE_WEBHOOK_KEY``) and an allowlist the URL is inside
 at a host the operator did not allow (an internal service, a metadata address). When the job
 ends, the summary (:func:`summary`) is POSTed as JSON with ``X-Owrl-Signature: sha256=HEX``, the
 HMAC-SHA256 of the body under the key, and ``X-Owrl-Job``. A connection error, a 429 or a 5xx is
-retried after 1, 2 and 4 seconds; a redirect is not followed (it could lead anywhere). What
-happened is logged under ``owrl.serve``.
+retried after 1, 2 and 4 seconds; a redirect is not followed (it could lead anywhere). The
+server sends it through its egress gate (``proxy``, :mod:`owrl_sdk.browser.egress`): the host is
+judged by the address it resolves to when the server connects. What happened is logged under
+``owrl.serve``.
 """
 
 from __future__ import annotations
@@ -75,8 +77,9 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None  # a 3xx is an answer, not a place to go
 
 
-def deliver(url: str, payload: dict[str, Any], job_id: str, sleep: Any = time.sleep) -> bool:
-    """POST ``payload`` signed to ``url``, retried as the module says; whether it was taken (2xx)."""
+def deliver(url: str, payload: dict[str, Any], job_id: str, sleep: Any = time.sleep, proxy: Optional[str] = None) -> bool:
+    """POST ``payload`` signed to ``url`` (through the HTTP proxy ``proxy`` when given), retried as
+    the module says; whether it was taken (2xx)."""
     key = webhook_key()
     if key is None:
         _log.warning("job %s: no %s, the callback to %s is not sent", job_id, KEY_ENV, url)
@@ -84,7 +87,10 @@ def deliver(url: str, payload: dict[str, Any], job_id: str, sleep: Any = time.sl
     body = json.dumps(payload, sort_keys=True).encode()
     headers = {"Content-Type": "application/json", "X-Owrl-Signature": sign(body, key), "X-Owrl-Job": job_id,
                "User-Agent": "owrl-serve"}
-    opener = urllib.request.build_opener(_NoRedirect)
+    handlers: list[Any] = [_NoRedirect]
+    if proxy:
+        handlers.append(urllib.request.ProxyHandler({"http": proxy, "https": proxy}))
+    opener = urllib.request.build_opener(*handlers)
     last = ""
     for wait in (0.0, *BACKOFF):
         if wait:

@@ -106,7 +106,8 @@ class OpenAIBackend:
     def __init__(self, model: Optional[str] = None, base_url: Optional[str] = None, api_key: Optional[str] = None,
                  timeout: float = 120.0, retries: int = 4, backoff: float = 1.0,
                  headers: Optional[dict[str, str]] = None, api_version: Optional[str] = None,
-                 concurrency: int = 8, tool_calls: str = "text", token_param: Optional[str] = None):
+                 concurrency: int = 8, tool_calls: str = "text", token_param: Optional[str] = None,
+                 proxy: Optional[str] = None):
         try:
             import openai
         except ImportError:
@@ -140,8 +141,10 @@ class OpenAIBackend:
             query = {"api-version": api_version}
             extra_headers.setdefault("api-key", self.api_key)
         # the client's own retries are off: this one waits as the docstring says and reports as owrl does
+        # proxy: the server's egress gate for an endpoint a job named (owrl serve sets it; a job cannot)
+        http_client = openai.DefaultHttpxClient(proxy=proxy) if proxy else None
         self.client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=timeout, max_retries=0,
-                                    default_headers=extra_headers or None, default_query=query)
+                                    default_headers=extra_headers or None, default_query=query, http_client=http_client)
 
     # ------------------------------------------------------------------ one request
 

@@ -97,6 +97,8 @@ class OpenAIPolicyOptions(ModelPolicyOptions):
     token_param: Optional[Literal["max_tokens", "max_completion_tokens"]] = Field(
         default=None, description="the name of the token cap (default max_tokens, switched once if the server "
         "refuses it)")
+    proxy: Optional[str] = Field(default=None, description="an HTTP proxy its requests go through (owrl serve "
+                                 "sets its egress gate here for an endpoint a job names; a job cannot set it)")
 
 
 class JudgeOptions(SamplingOptions):

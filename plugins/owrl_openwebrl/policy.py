@@ -323,7 +323,7 @@ class OpenAIPolicy(_ModelPolicy):
                              headers=c.get("headers"), api_version=c.get("api_version"),
                              concurrency=int(c.get("concurrency", 8)),
                              tool_calls=c.get("tool_calls") or ("text" if profile == "openwebrl" else "native"),
-                             token_param=c.get("token_param"))
+                             token_param=c.get("token_param"), proxy=c.get("proxy"))
 
     def _tools_in_system(self) -> bool:
         tool_calls: str = self.backend.tool_calls

@@ -142,6 +142,101 @@ def test_an_operator_allows_an_internal_endpoint_by_address_or_network(tmp_path)
     runner(tmp_path).check_policy_options("openai", options, None, ("body",))
 
 
+def test_a_name_that_changes_its_answer_after_submission_reaches_nothing_inside(tmp_path, monkeypatch):
+    """DNS rebinding: a job's endpoint named by a host name that resolved outside when the job was
+    submitted and resolves inside when the server connects. No DNS server of ours runs here, so
+    the submission's lookup is made to answer "outside" (monkeypatched, the one fake); the
+    connection is real: the server's gate resolves ``localhost`` itself, as any client would."""
+    import asyncio
+    import contextlib
+
+    from owrl_openwebrl.openai_backend import OpenAIBackend
+
+    from owrl_sdk.errors import InfraError
+    from owrl_openwebrl.backend import Sampling
+    from owrl_openwebrl.prompt import Prompt
+    from owrl_sdk.server.jobs import JobStore
+    from owrl_sdk.server.runner import SpecError
+
+    service = CountingServer()  # an internal service on 127.0.0.1
+    url = f"http://localhost:{service.port}/v1"
+    prompt = Prompt(messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}]}], tools=[])
+
+    async def go() -> None:
+        from owrl_sdk.plugins import Plugins
+        from owrl_sdk.server.runner import JobRunner
+
+        jobs = JobRunner(store=JobStore(tmp_path / "jobs.db"), data_dir=tmp_path,
+                         settings=Settings(runs_dir=str(tmp_path)), plugins=Plugins())
+        await jobs.start()
+        try:
+            with pytest.raises(SpecError):  # the name as it resolves now: refused at submission
+                jobs.check_policy_options("openai", {"base_url": url}, None, ("body",))
+            monkeypatch.setattr("owrl_sdk.server.runner.internal_host", lambda *a, **k: None)
+            options: dict[str, Any] = {"base_url": url}
+            jobs.check_policy_options("openai", options, None, ("body",))  # "outside" at submission
+            with pytest.raises(SpecError, match="proxy"):  # a job cannot name its own proxy
+                jobs.check_policy_options("openai", {"base_url": url, "proxy": "http://x"}, None, ("body",))
+            jobs._through_gate("openai", options)
+            assert options["proxy"] == jobs.gate_url
+            backend = OpenAIBackend(model="m", base_url=url, api_key=options["api_key"], retries=0, proxy=options["proxy"])
+            with pytest.raises(InfraError, match="resolves to 127.0.0.1, this machine"):
+                await asyncio.to_thread(backend.generate, [prompt], Sampling())
+            assert service.hits == [] and service.connections == 0
+            # the control: the same client without the gate reaches the service
+            bare = OpenAIBackend(model="m", base_url=url, api_key="none", retries=0)
+            with contextlib.suppress(Exception):  # its answer is a web page, not a completion: whatever it raises
+                await asyncio.to_thread(bare.generate, [prompt], Sampling())
+            assert service.hits == ["POST /v1/chat/completions"]
+        finally:
+            await jobs.stop()
+            service.close()
+
+    with attack("addresses", "a job's endpoint name resolves outside at submission and to 127.0.0.1 when the server connects",
+                "the server's clients go through its egress gate, which judges the address it connects to"):
+        asyncio.run(go())
+
+
+def test_a_callback_goes_through_the_gate_and_is_refused_by_the_address_it_reaches(tmp_path, monkeypatch):
+    """A callback to an allowed name (this machine's own, from /etc/hosts) that resolves to a
+    blocked address when it is sent: refused by the address, not by the name."""
+    import asyncio
+    import socket
+
+    from owrl_sdk.browser.egress import EgressGate
+    from owrl_sdk.server.webhooks import deliver
+
+    name = socket.gethostname()
+    try:
+        address = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)[0][4][0]
+    except OSError:
+        pytest.skip(f"this machine's name {name!r} does not resolve")
+    monkeypatch.setenv("OWRL_SERVE_WEBHOOK_KEY", "k")
+    service = CountingServer(bind="0.0.0.0")
+
+    async def go() -> None:
+        policy = DomainPolicy(allowed=[name], blocked=[address])
+        assert policy.refusal(f"http://{name}:{service.port}/hook") is None  # the name alone passes
+        gate = EgressGate(policy)
+        proxy = await gate.start()
+        try:
+            taken = await asyncio.to_thread(deliver, f"http://{name}:{service.port}/hook", {"event": "x"}, "job1",
+                                            lambda _s: None, proxy)
+            assert taken is False and service.connections == 0
+            assert gate.refused and f"resolves to {address}" in gate.refused[0][1]
+            # the control: without the gate the callback reaches the service behind that address
+            assert await asyncio.to_thread(deliver, f"http://{name}:{service.port}/hook", {"event": "x"}, "job1",
+                                           lambda _s: None)
+            assert service.hits == ["POST /hook"]
+        finally:
+            await gate.close()
+            service.close()
+
+    with attack("addresses", "callback to an allowed name that resolves to a blocked address when sent",
+                "the callback goes through the server's egress gate"):
+        asyncio.run(go())
+
+
 @pytest.mark.parametrize("host", ["127.1", "2130706433", "0x7f000001", "[::ffff:127.0.0.1]", "0.0.0.0", "[::]",
                                   "[64:ff9b::7f00:1]", "localhost"])
 def test_a_callback_at_a_spelling_of_this_machine_is_refused(host, tmp_path, monkeypatch):

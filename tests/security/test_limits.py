@@ -104,3 +104,56 @@ def test_characters_that_reorder_text_are_shown_in_the_live_view_and_plain_lines
         console.print(Text("title: " + payload))
         for printed in (out.getvalue(), terminal_safe(payload)):
             assert char not in printed and f"<U+{ord(char):04X}>" in printed, printed
+
+
+# ------------------------------------------------------------------ a batch's shared inputs
+
+
+def test_a_batchs_shared_input_is_stored_once_not_copied_into_every_row(tmp_path):
+    """A value given to every row (``--input``, a job's ``inputs``), as long as an input may be,
+    with 300 rows: the batch's own bookkeeping (rows.jsonl, batch.json, batch.csv, the report)
+    writes it once; a megabyte is refused before anything runs. The rows end by a scripted
+    executor (no browser: the episodes are not what is measured)."""
+    import json
+    from pathlib import Path
+
+    from owrl_sdk.batch import Batch
+    from owrl_sdk.executors import Executor, WorkResult
+    from owrl_sdk.inputs import MAX_INPUT_CHARS
+    from owrl_sdk.runner import EpisodeRecord
+
+    class Done(Executor):
+        async def start(self, workload):  # noqa: ANN001
+            pass
+
+        async def run(self, items, on_result=None):  # noqa: ANN001
+            results = []
+            for item in items:
+                result = WorkResult(item, EpisodeRecord(item.key, item.task.id, 0, "success", True, 1.0, 3, 0.1,
+                                                        None, "ok", None))
+                results.append(result)
+                on_result(result)
+            return results
+
+    flow = Path(__file__).resolve().parent.parent / "batch" / "find-product.json"
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"quantity": n}) + "\n" for n in range(1, 301)))
+    with attack("limits", "a 1 MB input given to every row of a batch", "an input holds 32,768 characters at most"):
+        with pytest.raises(UsageError, match="more than the 32,768 an input may hold"):
+            Batch(flow, rows, tmp_path / "a", executor=Done(None, None), common={"product": "x" * (1 << 20)}).run()  # type: ignore[arg-type]
+        assert not (tmp_path / "a" / "rows.jsonl").exists()
+    big = "x" * MAX_INPUT_CHARS
+    with attack("limits", "a 32 KB input given to every row of a 300-row batch", "the shared inputs stored once (common_inputs)"):
+        tracemalloc.start()
+        started = time.monotonic()
+        summary = Batch(flow, rows, tmp_path / "b", executor=Done(None, None), common={"product": big}).run()  # type: ignore[arg-type]
+        seconds = time.monotonic() - started
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert summary["succeeded"] == 300
+        assert summary["common_inputs"] == {"product": big}
+        assert all(r["inputs"] == {"quantity": r["row"]} for r in summary["results"])
+        out = tmp_path / "b"
+        assert big not in (out / "rows.jsonl").read_text() and big not in (out / "batch.csv").read_text()
+        assert (out / "batch.json").read_text().count(big) == 1
+        assert seconds < 30 and peak < 128 << 20, (seconds, peak >> 20)
