@@ -23,7 +23,15 @@ INSTALL_HINT = "pip install 'openwebrl-sdk[serve]'"
 @click.option("--max-concurrent", default=1, show_default=True, type=click.IntRange(1, 64),
               help="Jobs that run at the same time; the others wait in the queue.")
 @click.option("--no-auth", is_flag=True, help="Serve without a token (only with --host 127.0.0.1).")
-def serve_command(host: str, port: int, data_dir: str, max_concurrent: int, no_auth: bool) -> None:
+@click.option("--max-connections-per-client", "per_client", default=64, show_default=True,
+              type=click.IntRange(1, 100_000),
+              help="Connections one client address may hold open at once; one more is closed unread. "
+                   "Raise it behind a reverse proxy, whose connections all come from one address.")
+@click.option("--head-seconds", default=10.0, show_default=True, type=click.FloatRange(0.5, 3600),
+              help="Seconds a request's head (request line and headers) may take to arrive whole; "
+                   "a slower one's connection is closed. Bodies are not timed by this.")
+def serve_command(host: str, port: int, data_dir: str, max_concurrent: int, no_auth: bool, per_client: int = 64,
+                  head_seconds: float = 10.0) -> None:
     """Serve an HTTP API that runs tasks and flows as jobs.
 
     Clients send 'Authorization: Bearer TOKEN' with the token from the OWRL_SERVE_TOKEN
@@ -65,7 +73,10 @@ def serve_command(host: str, port: int, data_dir: str, max_concurrent: int, no_a
     if loose and not settings.allowed_domains:
         click.echo(f"owrl serve: warning: secrets {', '.join(loose)} may be typed on any page a job opens "
                    "(no allowed_domains): bind each to its hosts with secrets_allowed_on (docs/serve.md)", err=True)
-    config: Any = uvicorn.Config(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=3)
+    from owrl_sdk.server.connections import limited_protocol
+
+    config: Any = uvicorn.Config(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=3,
+                                 http=limited_protocol(per_client, head_seconds))
     import signal
 
     # the server shuts down gracefully on SIGTERM itself (uvicorn's handler, then the signal's own
