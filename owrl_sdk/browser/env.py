@@ -257,6 +257,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         # read before the start page: a CDP session attached while the page shows an alert
         # would wait for the alert (read beside the load, reset stalled on such a page)
         self._context_id = await self._find_context_id(context, page)
+        self.host.watch_downloads(self, self._context_id)
         if self.domains.routes:
             if not await self.host.guard_hops(self, self._context_id):
                 self.warnings.append("redirect hops are not checked against the domain policy "
@@ -591,9 +592,25 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         self._spawn(self._save_download(download, target, name))
         self._events.append(("download", f'a download started: "{name}" (saved to downloads/{name})'))
 
+    def download_room(self) -> int:
+        """Bytes this episode's downloads may still take (``max_download_mb``)."""
+        return int(self.settings.max_download_mb * 1024 * 1024) - self._download_bytes
+
+    def download_cut(self, received: int) -> None:
+        """The host cancelled a download while it streamed: it would pass ``max_download_mb``."""
+        why = (f"a download was cut at {received / 1048576:.1f} MB while it streamed: this episode's downloads "
+               f"would pass max_download_mb ({self.settings.max_download_mb:g} MB)")
+        self.warnings.append(why)
+        self._events.append(("download", why))
+        self._download_limit(why)
+
     async def _save_download(self, download: "Download", target: Path, name: str) -> None:
         """Save a download, then keep it only while the episode's downloads stay under
-        ``max_download_mb``: one that passes it is deleted, and the next look says so."""
+        ``max_download_mb``: one that passes it is deleted, and the next look says so. The host
+        cuts one that passes it while it streams (:meth:`download_room`); what is saved is
+        checked again here (a browser without a CDP session, two downloads at once)."""
+        if await download.failure() is not None:  # cancelled (cut while it streamed) or failed: nothing to keep
+            return
         await download.save_as(target)
         size = target.stat().st_size if target.exists() else 0
         limit = self.settings.max_download_mb * 1024 * 1024
@@ -630,6 +647,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         self._closing = self._dialogs.closing = True
         self._dialogs.reset()
         self.host.release_hops(self._context_id)
+        self.host.release_downloads(self._context_id)
         if context is not None and self.host.connected and self.host.generation == self._generation:
             if self._background:
                 await asyncio.wait(set(self._background), timeout=self.settings.navigation_timeout)

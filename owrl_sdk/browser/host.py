@@ -119,6 +119,9 @@ class BrowserHost:
         self._target_contexts: dict[str, str] = {}
         self._page_targets: set[str] = set()
         self._frame_contexts: dict[str, str] = {}
+        #: downloads held to an episode's room while they stream: context id -> env, guid -> context id
+        self._download_envs: dict[str, Any] = {}
+        self._download_contexts: dict[str, str] = {}
         self._hop_tasks: set[asyncio.Future[Any]] = set()
 
     # ------------------------------------------------------------------ lifecycle
@@ -373,6 +376,8 @@ class BrowserHost:
         self._target_contexts = {}
         self._page_targets = set()
         self._frame_contexts = {}
+        self._download_envs = {}
+        self._download_contexts = {}
 
         def created(event: dict[str, Any]) -> None:
             info = event.get("targetInfo", {})
@@ -393,10 +398,53 @@ class BrowserHost:
             session.on("Target.targetCreated", created)
             session.on("Target.targetDestroyed", destroyed)
             session.on("Fetch.requestPaused", self._on_request_paused)
+            session.on("Browser.downloadWillBegin", self._on_download_begins)
+            session.on("Browser.downloadProgress", self._on_download_progress)
             await session.send("Target.setDiscoverTargets", {"discover": True})
             self._cdp = session
+            # the default context's behaviour as it is, with its events on: Playwright's contexts keep
+            # their own behaviour, and every download's progress reaches this session too
+            await session.send("Browser.setDownloadBehavior", {"behavior": "default", "eventsEnabled": True})
         except Exception:  # noqa: BLE001 - without it, popups are only seen when Playwright reports them
             pass
+
+    # ------------------------------------------------------------------ downloads as they stream
+
+    def watch_downloads(self, env: Any, context_id: Optional[str]) -> bool:
+        """Hold the downloads of browser context ``context_id`` to ``env``'s room while they
+        stream: one whose received bytes pass ``env.download_room()`` is cancelled at once and
+        ``env.download_cut(received)`` hears of it. False when this browser gives no
+        browser-level CDP session (the size is then checked only once a download is saved)."""
+        if self._cdp is None or not context_id:
+            return False
+        self._download_envs[context_id] = env
+        return True
+
+    def release_downloads(self, context_id: Optional[str]) -> None:
+        self._download_envs.pop(context_id or "", None)
+        self._download_contexts = {g: c for g, c in self._download_contexts.items() if c != context_id}
+
+    def _on_download_begins(self, event: dict[str, Any]) -> None:
+        frame_id = event.get("frameId") or ""
+        context_id = self._target_contexts.get(frame_id) or self._frame_contexts.get(frame_id)
+        if context_id and event.get("guid"):
+            self._download_contexts[str(event["guid"])] = context_id
+
+    def _on_download_progress(self, event: dict[str, Any]) -> None:
+        guid = str(event.get("guid") or "")
+        context_id = self._download_contexts.get(guid)
+        if event.get("state") != "inProgress":
+            self._download_contexts.pop(guid, None)
+            return
+        env = self._download_envs.get(context_id) if context_id else None
+        if env is None or self._cdp is None:
+            return
+        received = int(event.get("receivedBytes") or 0)
+        if received > env.download_room():
+            self._download_contexts.pop(guid, None)  # cut once
+            self._keep(asyncio.ensure_future(self._cdp.send("Browser.cancelDownload",
+                                                            {"guid": guid, "browserContextId": context_id})))
+            env.download_cut(received)
 
     # ------------------------------------------------------------------ redirect hops
 

@@ -782,6 +782,74 @@ async def test_a_page_that_downloads_in_a_loop_fills_no_disk(tmp_path):
             await host.close()
 
 
+@pytest.mark.slow
+async def test_a_download_is_cut_while_it_streams_not_written_whole(tmp_path):
+    """A page that downloads a 2 GB stream (1 MB every 10 ms, so the test sees it while it
+    runs) under a 4 MB limit: the browser cancels it as its progress passes the room left, long
+    before it is whole; nothing is kept and the episode ends with page.download_limit."""
+    import asyncio
+    import shutil
+    import tempfile
+    import time
+
+    from owrl_sdk.browser import BrowserHost
+    from owrl_sdk.config import Settings
+    from owrl_sdk.failures import SiteFault
+    from owrl_sdk.types import Task
+
+    sent = [0]
+
+    def respond(handler):
+        if handler.path != "/big":
+            answer(handler, b'<a id="d" href="/big" download>get</a><script>setTimeout(() => d.click(), 100)</script>')
+            return
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/octet-stream")
+        handler.send_header("Content-Disposition", 'attachment; filename="big.bin"')
+        handler.send_header("Content-Length", str(2048 << 20))
+        handler.end_headers()
+        try:
+            for _ in range(2048):
+                handler.wfile.write(b"x" * (1 << 20))
+                sent[0] += 1
+                time.sleep(0.01)
+        except OSError:
+            pass
+
+    def disk_used() -> int:
+        return shutil.disk_usage(tempfile.gettempdir()).used
+
+    settings = Settings(runs_dir=str(tmp_path), max_download_mb=4)
+    host = BrowserHost(settings)
+    with loopback(respond) as base:
+        try:
+            env = await host.new_env(run_dir=tmp_path / "run")
+            with attack("limits", "a 2 GB download under max_download_mb = 4", "cancelled while it streams"):
+                before = disk_used()
+                started = time.monotonic()
+                await env.reset(Task(intent="x", start_url=base + "/"))
+                while not any("cut at" in w for w in env.warnings) and time.monotonic() - started < 20:
+                    await asyncio.sleep(0.1)
+                cut_after = sent[0]
+                await asyncio.sleep(1.0)
+                assert any("cut at" in w for w in env.warnings), (env.warnings, sent[0])
+                assert cut_after < 200 and sent[0] < 260, sent[0]  # of 2048 MB: stopped within a fraction
+                assert disk_used() - before < 300 << 20
+                for task in list(env._background):
+                    try:
+                        await task
+                    except Exception:  # noqa: BLE001 - the cancelled download
+                        pass
+                folder = tmp_path / "run" / "downloads"
+                assert not folder.exists() or not list(folder.iterdir())
+                with pytest.raises(SiteFault) as ended:
+                    await env.observe()
+                assert ended.value.failure.kind == "page.download_limit"
+            await env.close()
+        finally:
+            await host.close()
+
+
 def test_a_flow_on_a_page_past_its_download_limit_ends_with_that_failure_kind(tmp_path):
     """Through the public API: the run's outcome names the limit, not a later action error."""
     from owrl_sdk import Agent
