@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from owrl_sdk import hookimpl
-from owrl_sdk.hookspecs import Register
+from owrl_sdk.api import Register
 
 from .outcome import OutcomeJudge
 from .rules import BenchmarkJudge, CompositeJudge, RuleJudge

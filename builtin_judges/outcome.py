@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from owrl_sdk.components import Judge
-from owrl_sdk.types import Judgement, Trajectory
+from owrl_sdk.api import Judge, Judgement, Trajectory
 
 
 class OutcomeJudge(Judge):

@@ -7,13 +7,10 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from owrl_sdk.answers import match_answer
-from owrl_sdk.components import Judge
-from owrl_sdk.errors import ConfigError
-from owrl_sdk.types import Judgement, Trajectory
+from owrl_sdk.api import ConfigError, Judge, Judgement, match_answer, Trajectory
 
 if TYPE_CHECKING:  # pragma: no cover
-    from owrl_sdk.config import Settings
+    from owrl_sdk.api import Settings
 
 #: Text that marks the site, not the policy, as the problem (a block page, a captcha, an error).
 SITE_PROBLEMS = (

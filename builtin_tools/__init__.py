@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from owrl_sdk import hookimpl
-from owrl_sdk.hookspecs import Register
+from owrl_sdk.api import Register
 
 from .browser import BROWSER_TOOLS
 from .control import Done, Wait

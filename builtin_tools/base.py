@@ -15,10 +15,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from owrl_sdk.browser.env import BrowserEnv
-from owrl_sdk.env import Environment
-from owrl_sdk.tools import Tool
-from owrl_sdk.types import Target, ToolResult
+from owrl_sdk.api import BrowserEnv, Environment, Target, Tool, ToolResult
 
 Point = Optional[list[float]]
 POINT_HELP = "[x, y] on the 0-1000 grid of the viewport"

@@ -11,9 +11,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from owrl_sdk.env import Environment
-from owrl_sdk.tools import Tool
-from owrl_sdk.types import ToolResult
+from owrl_sdk.api import Environment, Tool, ToolResult
 
 
 class DoneArgs(BaseModel):

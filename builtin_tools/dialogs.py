@@ -6,8 +6,7 @@ from typing import Optional
 
 from pydantic import AliasChoices, Field
 
-from owrl_sdk.browser.env import BrowserEnv
-from owrl_sdk.types import ToolResult
+from owrl_sdk.api import BrowserEnv, ToolResult
 
 from .base import BrowserTool, _Args
 

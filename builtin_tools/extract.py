@@ -23,10 +23,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, model_validator
 
-from owrl_sdk.browser.env import BrowserEnv
-from owrl_sdk.browser.errors import ActionError
-from owrl_sdk.browser.feedback import short
-from owrl_sdk.types import ToolResult
+from owrl_sdk.api import ActionError, BrowserEnv, short, ToolResult
 
 from .base import REF_HELP, SELECTOR_HELP, BrowserTool, _Args
 

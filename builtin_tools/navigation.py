@@ -6,9 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from owrl_sdk.browser.env import BrowserEnv
-from owrl_sdk.browser.errors import ActionError
-from owrl_sdk.types import ToolResult
+from owrl_sdk.api import ActionError, BrowserEnv, ToolResult
 
 from .base import BrowserTool, _Args
 

@@ -6,9 +6,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 
-from owrl_sdk.browser.env import BrowserEnv
-from owrl_sdk.tools import TargetArgs
-from owrl_sdk.types import Target, ToolResult
+from owrl_sdk.api import BrowserEnv, Target, TargetArgs, ToolResult
 
 from .base import POINT_HELP, BrowserTool, Point, _Args, _grid_point, describe_element
 

@@ -8,14 +8,17 @@ from urllib.parse import urlsplit
 
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
-from owrl_sdk import secrets
-from owrl_sdk.browser.env import BrowserEnv
-from owrl_sdk.browser.errors import ActionError
-from owrl_sdk.browser.targets import Located
-from owrl_sdk.browser.feedback import short
-from owrl_sdk.domains import DomainPolicy
-from owrl_sdk.tools import TargetArgs
-from owrl_sdk.types import Target, ToolResult
+from owrl_sdk.api import (
+    ActionError,
+    BrowserEnv,
+    DomainPolicy,
+    Located,
+    secrets,
+    short,
+    Target,
+    TargetArgs,
+    ToolResult,
+)
 
 from .base import BrowserTool, _Args, _OptionalTarget, describe_element
 from .keys import known_keys, normalize_keys

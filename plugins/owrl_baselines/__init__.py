@@ -13,13 +13,10 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from owrl_sdk import hookimpl
-from owrl_sdk.hookspecs import Register
-from owrl_sdk.memory import Context
-from owrl_sdk.policy import Policy
-from owrl_sdk.types import ToolCall, Turn
+from owrl_sdk.api import Context, Policy, Register, ToolCall, Turn
 
 if TYPE_CHECKING:  # pragma: no cover
-    from owrl_sdk.config import Settings
+    from owrl_sdk.api import Settings
 
 
 class OraclePolicy(Policy):

@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import Optional
 
 from owrl_sdk import hookimpl
-from owrl_sdk.errors import UsageError
-from owrl_sdk.hookspecs import Register
+from owrl_sdk.api import Register, UsageError
 
 from .shop import DemoShop, serving
 from .suite import SCHEME, DemoShopSuite, load_tasks, oracle_flow, resolve_demo_url

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from owrl_sdk.answers import match_answer, normalize
+from owrl_sdk.api import match_answer, normalize
 
 ORDER_FIELDS = ("shipping_name", "email", "address", "city", "postcode", "shipping_method", "coupon", "user")
 CHECK_TYPES = ("cart", "order", "no_order", "logged_in", "logged_out", "newsletter", "consent",

@@ -6,7 +6,7 @@ import threading
 
 import click
 
-from owrl_sdk.errors import UsageError
+from owrl_sdk.api import UsageError
 
 from .catalogue import DEMO_EMAIL, DEMO_PASSWORD
 from .shop import DemoShop

@@ -9,10 +9,7 @@ from typing import Any, ClassVar, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from owrl_sdk.components import SuiteCheck, TaskSuite
-from owrl_sdk.documents import Flow, format_validation_error
-from owrl_sdk.errors import DocumentError
-from owrl_sdk.types import Task, Trajectory
+from owrl_sdk.api import DocumentError, Flow, format_validation_error, SuiteCheck, Task, TaskSuite, Trajectory
 
 from .checks import evaluate_task
 from .shop import DemoShop

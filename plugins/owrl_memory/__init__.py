@@ -18,13 +18,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from owrl_sdk import hookimpl
-from owrl_sdk.hookspecs import Register
-from owrl_sdk.memory import Context, Memory
-from owrl_sdk.types import Observation, Step, Task
+from owrl_sdk.api import Context, Memory, Observation, Register, Step, Task
 
 if TYPE_CHECKING:  # pragma: no cover
-    from owrl_sdk.config import Settings
-    from owrl_sdk.tools import Tool
+    from owrl_sdk.api import Settings, Tool
 
 
 class MemoryOptions(BaseModel):

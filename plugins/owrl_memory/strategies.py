@@ -21,8 +21,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from owrl_sdk.memory import Context
-from owrl_sdk.types import CallRecord, Observation, Step, Task
+from owrl_sdk.api import CallRecord, Context, Observation, Step, Task
 
 from . import FullHistoryMemory, MemoryOptions
 

@@ -20,13 +20,10 @@ from typing import TYPE_CHECKING, Any, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from owrl_sdk import hookimpl
-from owrl_sdk.components import SuiteCheck, TaskSuite
-from owrl_sdk.errors import UsageError
-from owrl_sdk.hookspecs import Register
-from owrl_sdk.types import Task, Trajectory
+from owrl_sdk.api import Register, SuiteCheck, Task, TaskSuite, Trajectory, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from owrl_sdk.config import Settings
+    from owrl_sdk.api import Settings
 
 
 def pages_dir() -> Path:

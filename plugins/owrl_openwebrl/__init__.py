@@ -7,7 +7,7 @@ Nothing here imports torch at import time; the backend loads it when a model is 
 from __future__ import annotations
 
 from owrl_sdk import hookimpl
-from owrl_sdk.hookspecs import Register
+from owrl_sdk.api import Register
 
 
 @hookimpl

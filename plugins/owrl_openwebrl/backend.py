@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
-from owrl_sdk.errors import ModelUnavailable
+from owrl_sdk.api import ModelUnavailable
 
 from .prompt import Prompt
 

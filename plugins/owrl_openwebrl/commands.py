@@ -6,7 +6,7 @@ from typing import Optional
 
 import click
 
-from owrl_sdk.errors import require_extra
+from owrl_sdk.api import require_extra
 
 
 @click.group("model")

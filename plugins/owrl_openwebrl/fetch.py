@@ -47,9 +47,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
-from owrl_sdk.dirs import cache_dir
-from owrl_sdk.errors import UsageError
-from owrl_sdk.files import write_atomic as _write_atomic
+from owrl_sdk.api import cache_dir, UsageError, write_atomic as _write_atomic
 
 from .official import SOURCES as OFFICIAL_SOURCES
 from .official import extract_templates

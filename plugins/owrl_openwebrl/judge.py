@@ -33,9 +33,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from owrl_sdk.components import Judge
-from owrl_sdk.errors import UsageError
-from owrl_sdk.types import Judgement, Step, ToolCall, Trajectory
+from owrl_sdk.api import Judge, Judgement, Step, ToolCall, Trajectory, UsageError
 
 from . import fetch, policy
 from . import options as _options
@@ -46,7 +44,7 @@ from .profiles import check_profile, default_profile, raw_calls, status_line
 from .prompt import Prompt
 
 if TYPE_CHECKING:  # pragma: no cover
-    from owrl_sdk.config import Settings
+    from owrl_sdk.api import Settings
 
 DEFAULT_JUDGE_MODEL = "OpenWebRL/OpenWebRL-Judge-8B"
 

@@ -28,9 +28,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
-from owrl_sdk import secrets
-from owrl_sdk.config import openai_endpoint
-from owrl_sdk.errors import ConfigError, InfraError, UsageError
+from owrl_sdk.api import ConfigError, InfraError, openai_endpoint, secrets, UsageError
 
 from .backend import Generation, Sampling
 from .prompt import Prompt, openai_messages

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any, Collection
 
-from owrl_sdk.types import Expectation, ToolCall, Turn
+from owrl_sdk.api import Expectation, ToolCall, Turn
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"

@@ -8,10 +8,7 @@ import dataclasses
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from owrl_sdk.errors import UsageError
-from owrl_sdk.memory import Context
-from owrl_sdk.policy import Policy
-from owrl_sdk.types import PolicyInfo, Turn
+from owrl_sdk.api import Context, Policy, PolicyInfo, Turn, UsageError
 
 from . import options as _options
 from .backend import Sampling, VLBackend
@@ -22,7 +19,7 @@ from .profiles import EVAL_SAMPLING, SETTLE, WAITS, OpenWebRLProfile, OwrlProfil
 from .prompt import Prompt, build_prompt, openai_messages
 
 if TYPE_CHECKING:  # pragma: no cover
-    from owrl_sdk.config import Settings
+    from owrl_sdk.api import Settings
 
 DEFAULT_POLICY_MODEL = "OpenWebRL/OpenWebRL-4B"
 

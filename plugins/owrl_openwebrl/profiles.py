@@ -25,9 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from owrl_sdk.errors import UsageError
-from owrl_sdk.memory import Context
-from owrl_sdk.types import CallRecord, Observation, Step, ToolCall, Turn
+from owrl_sdk.api import CallRecord, Context, Observation, Step, ToolCall, Turn, UsageError
 
 from . import official
 from .parser import THINK_CLOSE, THINK_OPEN, parse_official, parse_turn, render_turn

@@ -18,10 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from owrl_sdk.config import Settings
-from owrl_sdk.memory import Context
-from owrl_sdk.observation_budget import bound_snapshot
-from owrl_sdk.types import CallRecord, Step
+from owrl_sdk.api import bound_snapshot, CallRecord, Context, Settings, Step
 
 from .parser import render_turn
 

@@ -66,7 +66,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from owrl_sdk import hookimpl
-from owrl_sdk.hookspecs import Register
+from owrl_sdk.api import Register
 
 from .adapter import API_VETO, DemoShopAdapter, ShopEpisode, ShopLoginFailed, hints_for
 from .cart import AddToCart, pick_variant

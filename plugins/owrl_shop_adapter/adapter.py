@@ -14,9 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 from urllib.parse import urlencode, urlsplit
 
-from owrl_sdk import secrets
-from owrl_sdk.components import SiteAdapter
-from owrl_sdk.types import Failure, ToolResult
+from owrl_sdk.api import Failure, secrets, SiteAdapter, ToolResult
 
 from .cart import AddToCart
 from .options import NAME, ShopOptions, load_options, origin

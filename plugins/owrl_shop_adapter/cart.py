@@ -15,9 +15,7 @@ from urllib.parse import quote, urlencode
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from owrl_sdk.browser.errors import ActionError
-from owrl_sdk.tools import Tool
-from owrl_sdk.types import ToolResult
+from owrl_sdk.api import ActionError, Tool, ToolResult
 
 if TYPE_CHECKING:  # pragma: no cover
     from .adapter import DemoShopAdapter

@@ -15,9 +15,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from owrl_sdk import secrets
-from owrl_sdk.config import load_settings, validate_table
-from owrl_sdk.errors import ConfigError
+from owrl_sdk.api import ConfigError, load_settings, secrets, validate_table
 
 NAME = "demo-shop-adapter"
 TABLE = f"[plugins.{NAME}]"

@@ -14,9 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from owrl_sdk import hookimpl
-from owrl_sdk.components import Optimizer
-from owrl_sdk.errors import ConfigError
-from owrl_sdk.hookspecs import Register
+from owrl_sdk.api import ConfigError, Optimizer, Register
 
 from .rewards import ExpectationReward, JudgedReward, OpenWebRLReward
 from .samplers import SAMPLERS

@@ -8,10 +8,13 @@ from typing import Any, Optional
 
 import click
 
-from owrl_sdk.cli import command_plugins
-from owrl_sdk.documents import load_trajectory
-from owrl_sdk.errors import ConfigError, require_extra
-from owrl_sdk.plugins import load_checked_settings as load_settings
+from owrl_sdk.api import (
+    command_plugins,
+    ConfigError,
+    load_checked_settings as load_settings,
+    load_trajectory,
+    require_extra,
+)
 
 from . import peer_policy
 
@@ -56,7 +59,7 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
     --gradient-accumulation-steps, --save-steps, --output-dir, --lr-scheduler-type,
     --warmup-ratio, --load-in-4bit, --bf16, --resume-from-checkpoint)."""
     require_extra("owrl train sft", "train", "torch", "transformers", "peft")
-    from owrl_sdk.console import SafeConsole as Console  # page text cannot drive the terminal
+    from owrl_sdk.api import SafeConsole as Console  # page text cannot drive the terminal
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -125,7 +128,7 @@ def sft_command(data: str, model: str, out: str, lora_r: int, epochs: int, lr: f
 def rl_command(config_file: str, backend: Optional[str], ray_address: Optional[str], **trl: Any) -> None:
     """Online MM-GRPO on live pages; re-running the same command resumes."""
     require_extra("owrl train rl", "train", "torch", "transformers", "peft")
-    from owrl_sdk.console import SafeConsole as Console  # page text cannot drive the terminal
+    from owrl_sdk.api import SafeConsole as Console  # page text cannot drive the terminal
     from rich.markup import escape
 
     from .rl import IterationResult, RLConfig, RLRun

@@ -15,10 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Union
 
-from owrl_sdk.documents import load_trajectory
-from owrl_sdk.errors import ConfigError, DocumentError, UsageError
-from owrl_sdk.memory import Context
-from owrl_sdk.types import Step, Trajectory
+from owrl_sdk.api import ConfigError, Context, DocumentError, load_trajectory, Step, Trajectory, UsageError
 
 from . import peer_policy
 

@@ -8,8 +8,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from owrl_sdk.components import Reward
-from owrl_sdk.types import Judgement, Trajectory
+from owrl_sdk.api import Judgement, Reward, Trajectory
 
 
 class JudgedReward(Reward):

@@ -42,13 +42,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Protocol
 
-from owrl_sdk.blocklist import Blocklist, host_of
-from owrl_sdk.components import Optimizer, Reward, TaskSampler
-from owrl_sdk.config import Settings, read_toml, validate_table
-from owrl_sdk.documents import load_trajectory
-from owrl_sdk.errors import ConfigError, DocumentError, UsageError
-from owrl_sdk.files import write_atomic
-from owrl_sdk.types import Task, Trajectory, Turn
+from owrl_sdk.api import (
+    Blocklist,
+    ConfigError,
+    DocumentError,
+    host_of,
+    load_trajectory,
+    Optimizer,
+    read_toml,
+    Reward,
+    Settings,
+    Task,
+    TaskSampler,
+    Trajectory,
+    Turn,
+    UsageError,
+    validate_table,
+    write_atomic,
+)
 
 from . import model as _model  # TrainableVL looked up when called (tests replace owrl_train.model.TrainableVL)
 from . import peer_policy  # the openwebrl plugin's policies, found in the catalogue

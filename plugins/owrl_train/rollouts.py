@@ -13,9 +13,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from owrl_sdk.errors import ConfigError
-from owrl_sdk.executors import Executor, NamedPolicy, SharedPolicy, WorkItem, Workload, executor_class, failed_trajectory
-from owrl_sdk.types import Task, Trajectory
+from owrl_sdk.api import (
+    ConfigError,
+    Executor,
+    executor_class,
+    failed_trajectory,
+    NamedPolicy,
+    SharedPolicy,
+    Task,
+    Trajectory,
+    WorkItem,
+    Workload,
+)
 
 from .serving import PolicySpec
 

@@ -11,9 +11,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from owrl_sdk.components import TaskSampler
-from owrl_sdk.config import validate_table
-from owrl_sdk.types import Task
+from owrl_sdk.api import Task, TaskSampler, validate_table
 
 
 def _read(sampler: TaskSampler, settings: Any, options: dict[str, Any]) -> Any:

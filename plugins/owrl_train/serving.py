@@ -29,10 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from owrl_sdk import secrets
-from owrl_sdk.config import openai_endpoint
-from owrl_sdk.errors import InfraError, UsageError
-from owrl_sdk.types import Trajectory
+from owrl_sdk.api import InfraError, openai_endpoint, secrets, Trajectory, UsageError
 
 
 @dataclass

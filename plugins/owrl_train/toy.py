@@ -13,17 +13,24 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-from owrl_sdk.memory import Memory
-from owrl_sdk.runner import episode_limits, run_episode
-from owrl_sdk.runstore import RunStore
-from owrl_sdk.tools import Tool
-from owrl_sdk.types import Check, Expectation, Observation, Task, ToolCall, ToolResult, Trajectory, Verdict
+from owrl_sdk.api import (
+    Check,
+    episode_limits,
+    Expectation,
+    Memory,
+    Observation,
+    run_episode,
+    RunStore,
+    Task,
+    Tool,
+    ToolCall,
+    ToolResult,
+    Trajectory,
+    Verdict,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from owrl_sdk.config import Settings
-    from owrl_sdk.env import Environment
-    from owrl_sdk.plugins import Plugins
-    from owrl_sdk.policy import Policy
+    from owrl_sdk.api import Environment, Plugins, Policy, Settings
 
 COLOURS = ("red", "green", "blue", "yellow")
 TASK = Task(id="press", intent="Press the green button.", start_url="mem://buttons", answer="green", answer_match="exact")

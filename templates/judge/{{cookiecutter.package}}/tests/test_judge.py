@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 import {{ cookiecutter.package }} as plugin
-from owrl_sdk.config import Settings
+from owrl_sdk.api import Settings
 
 JUDGE = "{{ cookiecutter.name }}"
 

@@ -24,8 +24,7 @@ import re
 from typing import Any
 
 from owrl_sdk import hookimpl
-from owrl_sdk.components import Judge
-from owrl_sdk.types import Judgement, Trajectory
+from owrl_sdk.api import Judge, Judgement, Trajectory
 
 
 class AnswerJudge(Judge):

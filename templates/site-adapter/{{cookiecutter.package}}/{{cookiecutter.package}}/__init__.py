@@ -8,7 +8,7 @@ you do not need.
 from __future__ import annotations
 
 from owrl_sdk import hookimpl
-from owrl_sdk.components import SiteAdapter
+from owrl_sdk.api import SiteAdapter
 
 
 class Adapter(SiteAdapter):

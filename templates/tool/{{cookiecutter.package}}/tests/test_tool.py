@@ -6,7 +6,7 @@ The episodes run in a real Chromium on pages served on 127.0.0.1.
 import pytest
 
 import {{ cookiecutter.package }} as plugin
-from owrl_sdk.tools import ToolArgumentError
+from owrl_sdk.api import ToolArgumentError
 
 TOOL = "{{ cookiecutter.tool_name }}"
 

@@ -23,9 +23,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from owrl_sdk import hookimpl
-from owrl_sdk.browser import ActionError
-from owrl_sdk.tools import Tool
-from owrl_sdk.types import ToolResult
+from owrl_sdk.api import ActionError, Tool, ToolResult
 
 #: Each element's text is cut to this many characters in the feedback.
 ITEM_CHARS = 120
