@@ -68,7 +68,8 @@ class BatchRow(BaseModel):
 
     row: int = Field(description="the row's number in the submitted rows (from 1)")
     key: str = Field(description="the row's content key: a digest of its values, then #N for the N-th row alike")
-    status: str = Field(description="pending (not run yet), or the episode's outcome: success, fail, aborted, infra_error")
+    status: str = Field(description="pending (not run yet), or the episode's outcome: success, fail, aborted, "
+                                    "infra_error, or needs_review (it failed after its point of no return)")
     inputs: dict[str, Any] = Field(default_factory=dict, description="the row's input values (typed once resolved)")
     outputs: dict[str, Any] = Field(default_factory=dict, description="what the row's episode handed back, by name",
                                     examples=[_OUTPUTS_EXAMPLE])
@@ -87,7 +88,10 @@ class BatchStatus(BaseModel):
 
     rows: int = Field(description="rows submitted")
     succeeded: int = 0
-    failed: int = Field(0, description="rows that ended other than success (bad inputs included)")
+    failed: int = Field(0, description="rows that ended other than success (bad inputs included), those that need "
+                                       "review aside")
+    needs_review: int = Field(0, description="rows that failed after their point of no return (a commit call ran): "
+                                             "a person decides, they are not run again")
     pending: int = Field(0, description="rows not run (yet, or ever: a cancelled batch)")
     results: list[BatchRow] = Field(default_factory=list, description="every row, in the order submitted")
 
@@ -234,6 +238,15 @@ class JobStore:
                                   "since it was queued: submit the job again")
             spec["storage_state"] = self._sessions[job_id]
         return spec
+
+    def callback_url(self, job_id: str) -> Optional[str]:
+        """The job's ``callback_url``: read from the stored spec alone (a callback needs none of
+        the credentials held in memory, which are gone once the job ended)."""
+        rows = self._query("SELECT spec FROM jobs WHERE id = ?", (job_id,))
+        if not rows:
+            return None
+        url = json.loads(rows[0]["spec"]).get("callback_url")
+        return str(url) if url else None
 
     def list(self, status: Optional[str] = None, limit: int = 100) -> list[Job]:
         """Newest first."""

@@ -316,7 +316,7 @@ class JobRunner:
         job = self.store.get(job_id)
         if job is None or job.status not in ENDED:
             return
-        url = (self.store.spec(job_id) or {}).get("callback_url")
+        url = self.store.callback_url(job_id)
         if not url:
             return
 

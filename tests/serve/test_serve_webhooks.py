@@ -113,3 +113,37 @@ def test_a_callback_the_server_may_not_call_is_refused_when_the_job_is_submitted
     assert reply.status == 422, reply.body
     (error,) = reply.json()["detail"]
     assert error["loc"] == ["body", "callback_url"] and says in error["msg"], error
+
+
+SAVE = {"/": "<!doctype html><title>Order</title><p id='present'>here</p>"
+             "<button onclick=\"document.title = 'Saved'\">Save</button>"}
+
+
+def test_a_batch_with_a_saved_session_sends_its_callback_with_every_count(serve, owrl_page_server):
+    """A job's saved session is dropped from memory when the job ends; the callback needs none
+    of it (it was lost when the callback read the job's whole spec back). The counts carry
+    needs_review: a row that failed after its point of no return."""
+    url = owrl_page_server(SAVE)
+    receiver = Receiver()
+    server = serve(env={"OWRL_SERVE_WEBHOOK_KEY": KEY, "OWRL_ALLOWED_DOMAINS": "127.0.0.1"})
+    session = {"cookies": [{"name": "sid", "value": "s3ss10n-v4lue-0042", "domain": "127.0.0.1", "path": "/",
+                            "expires": -1, "httpOnly": True, "secure": False, "sameSite": "Lax"}], "origins": []}
+    the_flow = {**flow(url, [{"name": "click", "arguments": {"selector": 'role=button[name="Save"]'}, "commit": True}],
+                       [{"name": "click", "arguments": {"selector": '[id="{{input:target}}"]'}}], done("saved")),
+                "inputs": {"target": {"type": "string"}}}
+    try:
+        body = {"flow": the_flow, "rows": [{"target": "present"}, {"target": "missing"}], "callback_url": receiver.url,
+                "storage_state": session}
+        reply = server.request("POST", "/v1/jobs/batch", body)
+        assert reply.status == 201, reply.body
+        job = server.wait(reply.json()["id"], timeout=120)
+        assert receiver.arrived.wait(30), (receiver.posts, job)
+    finally:
+        receiver.close()
+    path, headers, raw = receiver.posts[-1]
+    assert signed(headers, raw)
+    counts = json.loads(raw)["job"]["batch"]
+    assert counts == {"rows": 2, "succeeded": 1, "failed": 0, "needs_review": 1, "pending": 0}, counts
+    view = server.request("GET", f"/v1/jobs/{job['id']}").json()["batch"]
+    assert view["needs_review"] == 1 and [r["status"] for r in view["results"]] == ["success", "needs_review"]
+    assert "s3ss10n" not in raw.decode()
