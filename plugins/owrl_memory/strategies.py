@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from owrl_sdk.api import CallRecord, Context, Observation, Step, Task
 
-from . import FullHistoryMemory, MemoryOptions
+from .history import FullHistoryMemory, MemoryOptions
 
 _WORD = re.compile(r"[a-z0-9]+")
 #: Words too common in tasks and feedback to say anything about relevance.

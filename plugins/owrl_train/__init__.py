@@ -3,9 +3,9 @@
 torch, transformers and peft load only when a command or class is used.
 
 The models, prompts and policies trained here belong to the ``openwebrl`` plugin. Plugins
-do not import each other: this one finds that plugin's policy classes in the catalogue
-(:func:`peer_policy`), and the model loader and prompt helpers as attributes of the
-``openwebrl`` policy class (``backend_class``, ``prompt_class``, ``build_prompt``,
+do not import each other: this one finds that plugin's policy class in the catalogue
+(:func:`peer_policy`) and uses only what the core's contract for a trainable policy names
+(:class:`owrl_sdk.api.TrainablePolicy`: ``backend_class``, ``prompt_class``, ``build_prompt``,
 ``render_turn``, ``openai_messages``, ``text_policy``).
 """
 
@@ -19,18 +19,9 @@ from owrl_sdk.api import ConfigError, Optimizer, Register
 from .rewards import ExpectationReward, JudgedReward, OpenWebRLReward
 from .samplers import SAMPLERS
 
-#: The catalogue name of the policy whose model, prompts and turn format training uses.
-MODEL_POLICY = "openwebrl"
+from .peers import MODEL_POLICY, peer_policy
 
-
-def peer_policy(name: str = MODEL_POLICY, *, catalogue: Any) -> Any:
-    """The policy class another plugin registered as ``name`` (default: ``openwebrl``), from
-    the ``catalogue`` the caller was handed (a script takes its ``Plugins``' catalogue). A missing
-    plugin raises :class:`~owrl_sdk.errors.PluginError` naming the policies there are."""
-    if catalogue is None:
-        raise ConfigError("owrl_train finds the openwebrl plugin's model and prompt in the plugin catalogue: pass "
-                          "catalogue= (in a script, the catalogue of owrl_sdk.plugins.Plugins)")
-    return catalogue.get("policies", name)
+__all__ = ["MODEL_POLICY", "peer_policy"]
 
 
 class SFT(Optimizer):

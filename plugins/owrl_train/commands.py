@@ -16,7 +16,7 @@ from owrl_sdk.api import (
     require_extra,
 )
 
-from . import peer_policy
+from .peers import peer_policy
 
 
 @click.group("train")

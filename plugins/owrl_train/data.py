@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Optional, Union
 
 from owrl_sdk.api import ConfigError, Context, DocumentError, load_trajectory, Step, Trajectory, UsageError
 
-from . import peer_policy
+from .peers import peer_policy
 
 #: A prompt of the ``openwebrl`` policy (its ``prompt_class``: ``messages`` and ``tools``).
 Prompt = Any

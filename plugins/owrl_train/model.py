@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from . import peer_policy
+from .peers import peer_policy
 from .data import Sample
 
 LORA_TARGETS = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"

@@ -62,7 +62,7 @@ from owrl_sdk.api import (
 )
 
 from . import model as _model  # TrainableVL looked up when called (tests replace owrl_train.model.TrainableVL)
-from . import peer_policy  # the openwebrl plugin's policies, found in the catalogue
+from .peers import peer_policy  # the openwebrl plugin's policies, found in the catalogue
 from .checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
 from .data import Sample, load_samples, trajectory_samples
 from .logging import Scalars
