@@ -65,6 +65,8 @@ SECTIONS: dict[str, dict[str, tuple[str, "str | None"]]] = {
     },
     "Components": {
         "Policy": ("owrl_sdk.policy", "Policy"),
+        "TrainablePolicy": ("owrl_sdk.policy", "TrainablePolicy"),
+        "trainable": ("owrl_sdk.policy", "trainable"),
         "Environment": ("owrl_sdk.env", "Environment"),
         "Tool": ("owrl_sdk.tools", "Tool"),
         "TargetArgs": ("owrl_sdk.tools", "TargetArgs"),
@@ -172,7 +174,7 @@ if TYPE_CHECKING:  # what type checkers see: the same names, eagerly
     from owrl_sdk.memory import Context as Context, Memory as Memory
     from owrl_sdk.observation_budget import bound_snapshot as bound_snapshot
     from owrl_sdk.plugins import Plugins as Plugins, hookimpl as hookimpl, load_checked_settings as load_checked_settings
-    from owrl_sdk.policy import Policy as Policy
+    from owrl_sdk.policy import Policy as Policy, TrainablePolicy as TrainablePolicy, trainable as trainable
     from owrl_sdk.runner import episode_limits as episode_limits, run_episode as run_episode
     from owrl_sdk.runrequest import RunRequest as RunRequest
     from owrl_sdk.runstore import RunStore as RunStore

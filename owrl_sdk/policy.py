@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Protocol, Sequence
 
+from .errors import ConfigError
 from .types import PolicyInfo, Turn
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -62,3 +63,51 @@ class Policy:
 
     async def close(self) -> None:
         return None
+
+
+class TrainablePolicy(Protocol):
+    """What training (``owrl train``, the trainer plugin) needs of a model policy's class: the
+    model's loader, its prompt class and the functions that write a turn the way the model
+    reads and writes it. A policy plugin whose models can be trained gives its policy class
+    these attributes (the ``openwebrl`` plugin's policy does); a trainer finds that class in
+    the catalogue and uses only these, so that neither plugin imports the other.
+
+    - ``backend_class(model_id, quantize=..., device=..., trainable=..., [autocast=...])``: the model;
+    - ``prompt_class(messages=..., tools=...)``: one turn's messages and declared tools;
+    - ``build_prompt(context, ...)``: the prompt for a context;
+    - ``render_turn(thought, calls, ...)``: a turn as the model writes it (the training target);
+    - ``openai_messages(prompt)``: a prompt as OpenAI-style chat messages;
+    - ``text_policy``: the catalogue name of the text-only policy that shares the model's format;
+    - an instance is made as any policy is, ``cls(settings, **options)`` (a trainer passes the
+      model it trains as ``backend=``), and gives ``prompt(context)`` (what it would send for a
+      context) and ``sampling`` (its sampling settings, which a trainer may replace for a while:
+      greedy probes).
+    """
+
+    name: ClassVar[str]
+    sampling: Any
+
+    def __init__(self, settings: "Settings", **options: Any) -> None: ...
+
+    def prompt(self, context: "Context") -> Any: ...
+
+    backend_class: ClassVar[type]
+    prompt_class: ClassVar[type]
+    text_policy: ClassVar[str]
+    build_prompt: ClassVar[Callable[..., Any]]
+    render_turn: ClassVar[Callable[..., str]]
+    openai_messages: ClassVar[Callable[..., list[dict[str, Any]]]]
+
+
+#: The attributes :class:`TrainablePolicy` names, checked when a trainer takes a policy class.
+TRAINABLE_ATTRIBUTES = ("backend_class", "prompt_class", "text_policy", "build_prompt", "render_turn", "openai_messages")
+
+
+def trainable(cls: Any) -> "type[TrainablePolicy]":
+    """``cls`` as a :class:`TrainablePolicy`, or a :class:`~owrl_sdk.errors.ConfigError` naming
+    what it lacks."""
+    missing = [a for a in TRAINABLE_ATTRIBUTES if not hasattr(cls, a)]
+    if missing:
+        raise ConfigError(f"the policy {getattr(cls, 'name', cls)!r} cannot be trained: its class lacks "
+                          f"{', '.join(missing)} (owrl_sdk.api.TrainablePolicy)")
+    return cls  # type: ignore[no-any-return]
