@@ -36,7 +36,7 @@ check): one that starts just after a screenshot, the last thing an observation d
 stands on the call's after-snapshot, waits nearly a frame longer than one that starts after a
 snapshot, raw Playwright's last call. Raw Playwright with its snapshot taken before its
 screenshot, owrl's order with change feedback, measured 83.6 ms a step against 66.8 in the
-other order (docs/benchmarks.md, "Steps against the frame clock"). A pause of up to one frame
+other order (docs/benchmarks-journal.md, "Steps against the frame clock"). A pause of up to one frame
 (17 ms) draws each step's phase at random for both sides, as a policy does.
 
 ``--allow-domain DOMAIN`` (repeatable) gives BrowserEnv's episodes a domain policy, as

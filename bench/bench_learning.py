@@ -73,7 +73,7 @@ MEMORY_OPTIONS = {"weighted": {"keep_last": 1, "budget": 1}, "summary": {"keep_l
 
 EVAL_SEED0, DEMO_SEED0, RL_SEED0 = 0, 500_000, 1_000_000
 
-#: demos 12 and 3 epochs: SFT solved 37/60 and 35/60 on seeds 0 and 1 where 6 and 2 gave 3 to 28 (benchmarks.md)
+#: demos 12 and 3 epochs: SFT solved 37/60 and 35/60 on seeds 0 and 1 where 6 and 2 gave 3 to 28 (docs/benchmarks-journal.md)
 FULL = dict(eval_seeds=5, demos=12, sft_epochs=3, iterations=8, tasks_per_iteration=4, group_size=4)
 QUICK = dict(eval_seeds=1, demos=3, sft_epochs=2, iterations=2, tasks_per_iteration=1, group_size=4)
 #: --quick plays these only (two demonstrated, one held out), without a baseline or a probe: a smoke test in minutes.
@@ -227,7 +227,7 @@ def main() -> None:
     ap.add_argument("--anchor-coef", type=float, default=1.0, metavar="W",
                     help="the anchor set (new trainer): the SFT demonstrations trained beside each RL step with "
                          "weight W, and held in the trust region (0: none; default 1, set by the runs in "
-                         "docs/benchmarks.md, 'The anchor set with the policy's own successes')")
+                         "docs/benchmarks-journal.md, 'The anchor set with the policy's own successes')")
     ap.add_argument("--anchor-own", type=int, default=2, metavar="N",
                     help="new trainer: keep the newest N clean successes per task of RL's own episodes in the "
                          "anchor set (anchor_own; with --anchor-coef, or alone; 0: none; default 2, as measured)")
@@ -443,7 +443,7 @@ def main() -> None:
 
         # ---------------------------------------------------------------- online MM-GRPO
         rl_seed = args.seed if args.rl_seed is None else args.rl_seed
-        if args.trainer == "old":  # the settings of the runs before the anchor (docs/benchmarks.md)
+        if args.trainer == "old":  # the settings of the runs before the anchor (docs/benchmarks-journal.md)
             trainer = dict(kl_coef=0.0, target_kl=0.0, loss_type="token-mean", optimizer_steps=0, shuffle=False,
                            unreadable="episode", truncated="train", dual_clip=0.0, practice_share=0.0, adaptive_lr=False)
         else:

@@ -366,7 +366,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         after-snapshot to stand on take all at once, the snapshot's empty fields sorted
         meanwhile for the next call's before-snapshot where change feedback is read. On the
         headless shell each order gave the quicker step or reset in its own case
-        (docs/benchmarks.md, "The headless shell")."""
+        (docs/benchmarks-journal.md, "The headless shell")."""
         slow = self.settings.navigation_timeout * 1000  # a heavy page is not an action gone wrong
         stand, self._after_look = self._after_look, None
         pages = list(self.pages)
