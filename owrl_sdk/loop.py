@@ -155,6 +155,8 @@ class Episode:
     async def _steps(self) -> Outcome:
         wanted = dict(self._plain("policy", self.policy.environment) or {})
         configure = getattr(self.env, "configure", None)
+        if "error_pages" in wanted and (configure is None or not _takes(configure, "error_pages")):
+            del wanted["error_pages"]  # an environment without HTTP pages (or one that predates it)
         if configure is not None and _takes(configure, "changes"):
             wanted["changes"] = self._reads_changes()
         self.trajectory.metadata["change_feedback"] = wanted.get("changes", True)

@@ -54,6 +54,7 @@ from .errors import ActionError, describe
 from .feedback import short
 from .egress import EgressGate
 from .guard import DomainGuardMixin, _Blocked
+from ..failures.kinds import SiteFault
 from .liveness import LivenessMixin, _forget, _is_playwright_error
 from .settle import SettleMixin
 from .storage import check_target, load_state, save_state
@@ -105,6 +106,13 @@ _DIALOG_BOX = """({kind, message}) => {
   shade.append(box);
   (document.body || document.documentElement).append(shade);
 }"""
+
+
+#: What ``configure(error_pages=...)`` takes (see there).
+ERROR_PAGES = ("5xx", "4xx", "off")
+#: The active document's HTTP status (the navigation timing entry; 0 when none) and title.
+_READ_STATUS = """() => { const n = performance.getEntriesByType('navigation')[0];
+  return [n && n.responseStatus ? n.responseStatus : 0, document.title || '']; }"""
 
 
 class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, DomainGuardMixin, LivenessMixin):
@@ -160,6 +168,11 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         self._last_screenshot: Optional[bytes] = None
         self._crashed: set[int] = set()
         self._limit_failure: Optional[Failure] = None
+        #: documents the tabs' main frames committed (guard.py counts them): a call that changed it navigated
+        self._documents = 0
+        self._documents_at_call = 0
+        #: which error pages a call that navigated to one ends the episode on (configure(error_pages=...))
+        self._error_pages = "5xx"
         self.domains = DomainPolicy()
         #: Where secrets come from besides OWRL_SECRET_* (the resolve_secret hook, set by the runner).
         self.secret_lookup: Optional[Any] = None
@@ -183,7 +196,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
 
     def configure(self, dialogs: str = "hold", settle: Optional[dict[str, float]] = None,
                   waits: Optional[dict[str, dict[str, float]]] = None, screenshot: str = "jpeg",
-                  changes: bool = True) -> None:
+                  changes: bool = True, error_pages: str = "5xx") -> None:
         """How this environment treats the episodes that follow.
 
         ``dialogs``: ``hold`` (report, wait for ``handle_dialog``) or ``accept`` (accept on
@@ -194,7 +207,14 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         ``jpeg`` (``screenshot_quality``) or ``png`` (lossless, larger). ``changes``: describe
         what each call changed on the page (a snapshot after the call, compared with the one
         before); False: no snapshot is taken for it, a call's feedback is the tool's words,
-        navigations, tabs and dialogs, and ``changed`` is None unless one of those happened."""
+        navigations, tabs and dialogs, and ``changed`` is None unless one of those happened.
+        ``error_pages``: a call whose navigation lands on an HTTP error page ends the episode:
+        ``5xx`` (a server error: ``infra.http_5xx``, which a batch's ``--retries`` retry), ``4xx``
+        (those and client errors, ``page.http_4xx``: what a scripted flow asks for, since no
+        step of it was written for an error page) or ``off``."""
+        if error_pages not in ERROR_PAGES:
+            raise ValueError(f"error_pages must be one of {', '.join(ERROR_PAGES)}, not {error_pages!r}")
+        self._error_pages = error_pages
         if dialogs not in ("hold", "accept"):
             raise ValueError(f"dialogs must be 'hold' or 'accept', not {dialogs!r}")
         if screenshot not in ("jpeg", "png"):
@@ -444,6 +464,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         self._acted = True
         self._marks = self._after_look = None
         self._pages_before_call = self.host.pages_created(self._context_id)
+        documents = self._documents_at_call = self._documents
         before = await self._before()
         began = time.monotonic()
         try:
@@ -463,6 +484,11 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
                 await self._settle_action(getattr(tool, "name", ""))
             else:
                 settled = await self._settle_quietly(self._settling_page(before.page), began)
+        if done and self._documents != documents and self._error_pages != "off":
+            problem = await self._error_page()
+            if problem is not None:  # the call landed on an error page: no step of the episode was meant for it
+                self._events = []
+                raise SiteFault(problem)
         if not done:  # a dialog opened: that is the change
             result = ToolResult(feedback=self._bound([*self._event_texts(), self._dialogs.note()]), changed=True)
         elif not result.ok:
@@ -484,6 +510,23 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         scrubbed.answer = result.answer
         return scrubbed
 
+    async def _error_page(self) -> Optional[Failure]:
+        """The failure an HTTP error status of the active tab's document is, by ``error_pages``."""
+        page = self._active
+        if page is None or not page.url.startswith(("http://", "https://")):
+            return None
+        try:
+            status, title = await asyncio.wait_for(page.evaluate(_READ_STATUS), self.settings.action_timeout)
+        except Exception:  # noqa: BLE001 - navigating again or closed: no document to judge
+            return None
+        status = int(status or 0)
+        where = short(f"{page.url} ({title})" if title else page.url, 300)
+        if status >= 500:
+            return Failure(category="infra", code="http_5xx", detail=f"the page answered HTTP {status}: {where}")
+        if status >= 400 and self._error_pages == "4xx":
+            return Failure(category="page", code="http_4xx", detail=f"the page answered HTTP {status}: {where}")
+        return None
+
     def _screenshot_options(self) -> dict[str, Any]:
         if self._screenshot_type == "png":
             return {"type": "png"}
@@ -504,6 +547,10 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
                 break
             await asyncio.sleep(min(POLL_S, max(deadline - time.monotonic(), 0)))
         ok = all(c.ok for c in checks)
+        if not ok and self._documents != self._documents_at_call and self._error_pages != "off":
+            problem = await self._error_page()  # a navigation the call began that landed after it returned
+            if problem is not None:
+                raise SiteFault(problem)
         said = [] if ok else await expectations.page_says(self.page)
         # a check's detail quotes the page (a field's value, the URL): scrubbed like feedback
         return secrets.scrub(Verdict(ok=ok, checks=checks, waited_ms=(time.monotonic() - started) * 1000,

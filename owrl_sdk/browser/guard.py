@@ -193,6 +193,8 @@ class DomainGuardMixin(EnvState):
         leave.add_done_callback(self._leaving.discard)
 
     def _on_navigated(self, frame: Any) -> None:
+        if frame.parent_frame is None:
+            self._documents += 1  # a call that changes this count navigated (error pages: env.execute)
         # data:, blob:, file: and the like never reach the network, so routing cannot see them:
         # catch them here, report them and leave the page. (A browser error page shows nothing
         # from anywhere: it stays, to say what failed.)

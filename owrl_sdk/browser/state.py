@@ -56,6 +56,7 @@ class EnvState:
     _crashed: set[int]
     #: Set when a page passed the episode's download limits: the episode ends with it.
     _limit_failure: Optional["Failure"]
+    _documents: int
     _background: set["asyncio.Future[Any]"]
     _closing: bool
     _context_id: Optional[str]

@@ -34,6 +34,7 @@ KINDS: dict[str, str] = {
     "page.login_wall": "the start page redirected to a log-in page",
     "page.redirect_loop": "the site redirects in a loop",
     "page.renderer_crash": "the page's renderer process crashed (the browser lives on)",
+    "page.http_4xx": "a call landed on a page that answered with a client error (4xx; ends a scripted flow)",
     "page.download_limit": "the page started more downloads, or larger ones, than the episode may keep "
                            "(max_downloads, max_download_mb)",
     # action: one call failed; the model reads why and may correct itself (not an outcome)
@@ -68,6 +69,7 @@ KINDS: dict[str, str] = {
     "policy.repeated_without_change": "the same call, repeated, changed nothing each time",
     "policy.length_limit": "the model's answer was cut at the generation limit (max_new_tokens)",
     # infra: the machinery failed (browser, host, model server), not the task
+    "infra.http_5xx": "a call landed on a page that answered with a server error (5xx): retried by a batch's --retries",
     "infra.browser_crash": "the browser process died",
     "infra.browser_disconnected": "the connection to the browser was lost",
     "infra.browser_launch_failed": "the browser would not start",
