@@ -95,3 +95,23 @@ class CountingServer:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def stream_download(handler: Any, sent: list[int], megabytes: int = 2048) -> None:
+    """Answer ``handler`` (a BaseHTTPRequestHandler) with an attachment of ``megabytes`` MB,
+    1 MB every 10 ms (about 100 MB/s: slow enough to see it stream), counting in ``sent[0]``
+    the megabytes written until the client goes away."""
+    import time
+
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/octet-stream")
+    handler.send_header("Content-Disposition", 'attachment; filename="big.bin"')
+    handler.send_header("Content-Length", str(megabytes << 20))
+    handler.end_headers()
+    try:
+        for _ in range(megabytes):
+            handler.wfile.write(b"x" * (1 << 20))
+            sent[0] += 1
+            time.sleep(0.01)
+    except OSError:
+        pass

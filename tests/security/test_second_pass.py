@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 import pytest
 
 from owrl_cli import owrl
-from security_support import attack
+from security_support import attack, stream_download
 
 
 @contextmanager
@@ -803,18 +803,7 @@ async def test_a_download_is_cut_while_it_streams_not_written_whole(tmp_path):
         if handler.path != "/big":
             answer(handler, b'<a id="d" href="/big" download>get</a><script>setTimeout(() => d.click(), 100)</script>')
             return
-        handler.send_response(200)
-        handler.send_header("Content-Type", "application/octet-stream")
-        handler.send_header("Content-Disposition", 'attachment; filename="big.bin"')
-        handler.send_header("Content-Length", str(2048 << 20))
-        handler.end_headers()
-        try:
-            for _ in range(2048):
-                handler.wfile.write(b"x" * (1 << 20))
-                sent[0] += 1
-                time.sleep(0.01)
-        except OSError:
-            pass
+        stream_download(handler, sent)
 
     def disk_used() -> int:
         return shutil.disk_usage(tempfile.gettempdir()).used

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from security_support import attack
+from security_support import attack, stream_download
 from serve_support import Served
 
 pytestmark = pytest.mark.slow
@@ -82,18 +82,7 @@ def test_health_answers_within_a_second_while_hostile_jobs_run(tmp_path):
                 self.end_headers()
                 self.wfile.write(body)
                 return
-            self.send_response(200)
-            self.send_header("Content-Type", "application/octet-stream")
-            self.send_header("Content-Disposition", 'attachment; filename="big.bin"')
-            self.send_header("Content-Length", str(2048 << 20))
-            self.end_headers()
-            try:
-                for _ in range(2048):
-                    self.wfile.write(b"x" * (1 << 20))
-                    sent[0] += 1
-                    time.sleep(0.01)
-            except OSError:
-                pass
+            stream_download(self, sent)
 
     site = ThreadingHTTPServer(("127.0.0.1", 0), Pages)
     threading.Thread(target=site.serve_forever, daemon=True).start()
