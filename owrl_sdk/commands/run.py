@@ -387,7 +387,7 @@ def run_batch(flow_file: Optional[str], inputs_file: Optional[str], workers: Opt
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from owrl_sdk.batch import Batch, RowResult
+    from owrl_sdk.batch import NEEDS_REVIEW, Batch, RowResult
     from owrl_sdk.documents import check_flow_tools
     from owrl_sdk.errors import UsageError
     from owrl_sdk.plugins import load_checked_settings
@@ -413,19 +413,20 @@ def run_batch(flow_file: Optional[str], inputs_file: Optional[str], workers: Opt
         console.print(escape(text), highlight=False, soft_wrap=True)
 
     start = batch_start_url(url, flow_file, plugins, note)
-    counts = {"ok": 0, "failed": 0}
+    counts = {"ok": 0, "failed": 0, "review": 0}
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.fields[counts]}"), TimeElapsedColumn(), console=console)
 
     def on_row(result: RowResult) -> None:
         if result.status == "success":
             counts["ok"] += 1
-        else:
-            counts["failed"] += 1
+        else:  # the same statuses as the summary's: a row past its point of no return needs review
+            counts["review" if result.status == NEEDS_REVIEW else "failed"] += 1
             why = f"{result.failure}: {result.detail}" if result.detail else str(result.failure)
             console.print(f"[red]row {result.row}: {escape(result.status)}[/red] · {escape(why)}", highlight=False,
                           soft_wrap=True)
-        progress.update(bar, advance=1, counts=f"{counts['ok']} ok · {counts['failed']} failed")
+        review = f" · {counts['review']} need review" if counts["review"] else ""
+        progress.update(bar, advance=1, counts=f"{counts['ok']} ok · {counts['failed']} failed{review}")
 
     if batch_options.get("retry_failed") and not (out and (Path(out) / "rows.jsonl").exists()):
         raise UsageError("--retry-failed runs the failed rows of an earlier batch again: give its folder as --out")

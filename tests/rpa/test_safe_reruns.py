@@ -58,6 +58,8 @@ def test_retry_failed_runs_only_the_fixed_row_and_never_the_committed_one(tmp_pa
     review = rows["Acme Corp"]
     assert review["status"] == NEEDS_REVIEW and "#submit" in review["committed"]
     assert "Amount must be a positive number" in review["detail"]  # the site's own words
+    # the progress line counts as the summary does: the row past its commit is no "failed" one
+    assert "1 need review" in err and "2 failed" not in err, err[-2000:]
     assert "after its point of no return" in review["detail"]
 
     # the person fixes the bad customer; the row with the bad amount may have made an invoice: left alone
