@@ -68,12 +68,6 @@ class ScriptedPolicy(Policy):
     def info(self) -> PolicyInfo:
         return PolicyInfo(name=self.name, model=None)
 
-    def environment(self) -> dict[str, Any]:
-        """A flow's steps were written for the pages it was recorded on: a call that lands on an
-        HTTP error page (4xx or 5xx) ends the episode with that status, not with the next step's
-        expectation (``error_pages`` of the browser's ``configure``)."""
-        return {"error_pages": "4xx"}
-
     async def act(self, context: Context) -> Turn:
         if not context.history:
             self.position = 0

@@ -209,9 +209,10 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         before); False: no snapshot is taken for it, a call's feedback is the tool's words,
         navigations, tabs and dialogs, and ``changed`` is None unless one of those happened.
         ``error_pages``: a call whose navigation lands on an HTTP error page ends the episode:
-        ``5xx`` (a server error: ``infra.http_5xx``, which a batch's ``--retries`` retry), ``4xx``
-        (those and client errors, ``page.http_4xx``: what a scripted flow asks for, since no
-        step of it was written for an error page) or ``off``."""
+        ``5xx`` (a server error: ``infra.http_5xx``, which a batch's ``--retries`` retry; the
+        default), ``4xx`` (client errors too, ``page.http_4xx``) or ``off``. A 4xx is left to the
+        episode by default: a form's validation answer (400, 422) is a page whose own words say
+        what was wrong, and a step's expectation quotes them."""
         if error_pages not in ERROR_PAGES:
             raise ValueError(f"error_pages must be one of {', '.join(ERROR_PAGES)}, not {error_pages!r}")
         self._error_pages = error_pages

@@ -34,7 +34,7 @@ KINDS: dict[str, str] = {
     "page.login_wall": "the start page redirected to a log-in page",
     "page.redirect_loop": "the site redirects in a loop",
     "page.renderer_crash": "the page's renderer process crashed (the browser lives on)",
-    "page.http_4xx": "a call landed on a page that answered with a client error (4xx; ends a scripted flow)",
+    "page.http_4xx": "a call landed on a page that answered with a client error (4xx), with error_pages = 4xx",
     "page.download_limit": "the page started more downloads, or larger ones, than the episode may keep "
                            "(max_downloads, max_download_mb)",
     # action: one call failed; the model reads why and may correct itself (not an outcome)

@@ -1,6 +1,7 @@
-"""Error pages are errors: a call whose navigation lands on an HTTP 5xx page ends the row as
-``infra.http_5xx`` (status and title in the detail), which ``--retries`` retries before the
-point of no return; in a flow a 4xx page ends it as ``page.http_4xx``. A site on 127.0.0.1
+"""Server error pages are errors: a call whose navigation lands on an HTTP 5xx page ends the row
+as ``infra.http_5xx`` (status and title in the detail), which ``--retries`` retries before the
+point of no return; a 4xx page is the flow's to judge (a validation answer says what was wrong
+in its own words), as a business failure that quotes the page. A site on 127.0.0.1
 whose budget check answers 502 the first time each PO asks, as a back office under load does."""
 
 from __future__ import annotations
@@ -91,9 +92,32 @@ def test_a_502_after_a_click_is_infra_http_5xx_and_retries_pass_it(tmp_path, bac
     assert sorted(asked) == ["101", "101", "102", "102"]  # each PO's check: the 502, then the retry
 
 
-def test_a_404_in_a_flow_is_page_http_4xx(tmp_path, back_office):
+def test_a_4xx_page_is_a_business_failure_that_quotes_the_page(tmp_path, back_office):
     site, _ = back_office
-    summary = run_batch(tmp_path, check_flow(site, link="Archive", expect="Archived"))
+    summary = run_batch(tmp_path, check_flow(site, link="Archive", expect="Archived"), "--retries", "1")
     row = summary["results"][0]
-    assert row["status"] == "infra_error" and row["failure"] == "page.http_4xx", row
-    assert "HTTP 404" in row["detail"] and "Not found" in row["detail"]
+    assert row["status"] == "fail" and row["attempts"] == 1, row  # not retried: the site answered
+    assert "Archived" in row["detail"] and "http_4xx" not in str(row["failure"]), row
+
+
+def test_error_pages_4xx_ends_the_episode_on_a_client_error(tmp_path, back_office):
+    """``configure(error_pages="4xx")``, asked by a policy's ``environment()``: a 404 ends the
+    episode as ``page.http_4xx`` with the status and title."""
+    from owrl_sdk import Agent
+    from owrl_sdk.config import Settings
+    from owrl_sdk.documents import flow_from_data
+    from owrl_sdk.flowplayer import ScriptedPolicy
+
+    site, _ = back_office
+
+    class Strict(ScriptedPolicy):
+        def environment(self) -> dict[str, Any]:
+            return {"error_pages": "4xx"}
+
+    data = {**check_flow(site, link="Archive", expect="Archived"), "task": "archive", "start_url": site + "/po?id=7"}
+    data.pop("inputs")
+    flow = flow_from_data(data, "flow")
+    settings = Settings(runs_dir=str(tmp_path))
+    traj = Agent(Strict(settings, flow=flow), settings=settings).run_sync("archive", site + "/po?id=7")
+    assert traj.outcome.failure.kind == "page.http_4xx", traj.outcome
+    assert "HTTP 404" in traj.outcome.failure.detail and "Not found" in traj.outcome.failure.detail
