@@ -485,8 +485,8 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
                 await self._settle_action(getattr(tool, "name", ""))
             else:
                 settled = await self._settle_quietly(self._settling_page(before.page), began)
-        if done and self._documents != documents and self._error_pages != "off":
-            problem = await self._error_page()
+        if done:
+            problem = await self._error_page(since=documents)
             if problem is not None:  # the call landed on an error page: no step of the episode was meant for it
                 self._events = []
                 raise SiteFault(problem)
@@ -511,10 +511,13 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
         scrubbed.answer = result.answer
         return scrubbed
 
-    async def _error_page(self) -> Optional[Failure]:
-        """The failure an HTTP error status of the active tab's document is, by ``error_pages``."""
+    async def _error_page(self, since: int) -> Optional[Failure]:
+        """The failure an HTTP error status of the active tab's document is, by ``error_pages``,
+        when a main frame committed a document since the count was ``since`` (else None: the
+        page read is made only after a navigation)."""
         page = self._active
-        if page is None or not page.url.startswith(("http://", "https://")):
+        if self._documents == since or self._error_pages == "off" or page is None \
+                or not page.url.startswith(("http://", "https://")):
             return None
         try:
             status, title = await asyncio.wait_for(page.evaluate(_READ_STATUS), self.settings.action_timeout)
@@ -548,8 +551,8 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
                 break
             await asyncio.sleep(min(POLL_S, max(deadline - time.monotonic(), 0)))
         ok = all(c.ok for c in checks)
-        if not ok and self._documents != self._documents_at_call and self._error_pages != "off":
-            problem = await self._error_page()  # a navigation the call began that landed after it returned
+        if not ok:
+            problem = await self._error_page(since=self._documents_at_call)  # a navigation that landed late
             if problem is not None:
                 raise SiteFault(problem)
         said = [] if ok else await expectations.page_says(self.page)

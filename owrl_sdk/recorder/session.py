@@ -87,6 +87,7 @@ class Recorder:
         self.url = url
         self.out = Path(out)
         self._token = secrets.token_hex(16)  # what the capture script's reports carry (see _on_report)
+        self._script = capture_script(self._token)  # read once: every tab and out-of-process frame gets it
         self.settings = settings
         self.plugins = plugins
         self.builder = FlowBuilder(start_url=start_url or url, task=task)
@@ -270,8 +271,7 @@ class Recorder:
             await asyncio.shield(self._attaching[target])
             return
         frame = None if target is page else target
-        job = asyncio.ensure_future(CaptureSession.attach(self.context, target, page, frame, capture_script(self._token),
-                                                          self._on_report))
+        job = asyncio.ensure_future(CaptureSession.attach(self.context, target, page, frame, self._script, self._on_report))
         self._attaching[target] = job
         try:
             capture = await job

@@ -245,13 +245,11 @@ class JobRunner:
         reserved = [k for k in options if k in RESERVED_OPTIONS]
         if reserved:
             raise SpecError(loc + (reserved[0],), f"'{reserved[0]}' is not a policy option here")
-        schema = getattr(self.plugins.catalogue.get("policies", policy), "Options", None)
-        fields = getattr(schema, "model_fields", {}) or {}
-        given = [(loc + (k,), k, v, fields[k].json_schema_extra) for k, v in options.items() if k in fields]
+        marked = self._server_side(policy)
+        given = [(loc + (k,), k, v, marked.get(k)) for k, v in options.items()]
         if model is not None:
-            given.append((("body", "model"), "model", model, {"server_side": "model"}))
-        for where, key, value, extra in given:
-            kind = extra.get("server_side") if isinstance(extra, dict) else None
+            given.append((("body", "model"), "model", model, "model"))
+        for where, key, value, kind in given:
             if kind is None or value is None:
                 continue
             text = str(value)
@@ -288,14 +286,22 @@ class JobRunner:
         """The endpoints the operator configured (trusted: the job's rules do not apply to them)."""
         return {str(u).rstrip("/") for u in (openai_endpoint().base_url, self.settings.plugin(policy).get(key)) if u}
 
+    def _server_side(self, policy: str) -> dict[str, str]:
+        """The policy's options marked ``server_side`` (``file``, ``model``, ``endpoint``), by name."""
+        schema = getattr(self.plugins.catalogue.get("policies", policy), "Options", None)
+        marked = {}
+        for key, field in (getattr(schema, "model_fields", {}) or {}).items():
+            extra = field.json_schema_extra
+            if isinstance(extra, dict) and extra.get("server_side"):
+                marked[key] = str(extra["server_side"])
+        return marked
+
     def _through_gate(self, policy: str, options: dict[str, Any]) -> None:
         """A job's endpoint (not the operator's) is called through the server's egress gate: its
         name is judged again by the address it resolves to when the server connects."""
-        schema = getattr(self.plugins.catalogue.get("policies", policy), "Options", None)
-        fields = getattr(schema, "model_fields", {}) or {}
+        marked = self._server_side(policy)
         for key, value in list(options.items()):
-            extra = fields[key].json_schema_extra if key in fields else None
-            if isinstance(extra, dict) and extra.get("server_side") == "endpoint" and value \
+            if marked.get(key) == "endpoint" and value \
                     and str(value).rstrip("/") not in self._operator_endpoints(policy, key):
                 if self.gate_url is None:
                     raise InfraError("the server's egress gate is not running", code="egress_gate")
