@@ -52,7 +52,7 @@ class Agent:
         **policy_options: Any,
     ):
         self.settings = settings or load_settings()
-        self.plugins = plugins or Plugins()
+        self.plugins = (plugins or Plugins()).bind(self.settings)  # hooks receive this agent's settings
         self._policy: Optional[Policy] = None
         self._policy_name: Optional[str] = None
         if isinstance(policy, Policy):
@@ -113,8 +113,13 @@ class Agent:
         on_step: Optional[Callable[[Trajectory, Optional[Step]], None]] = None,
         store: bool = True,
         hooks: Iterable[Any] = (),
+        trace_with_secrets: bool = False,
     ) -> Trajectory:
         """Run one episode. ``out`` is the runs folder (default: the ``runs_dir`` setting).
+
+        ``trace`` records a Playwright trace in the run folder, deleted at the end when the
+        episode used secrets (a trace cannot be redacted); ``trace_with_secrets`` records one
+        and keeps it anyway (``owrl run --trace-with-secrets``).
 
         ``hooks`` are plugins of this episode only (objects with ``step_end`` /
         ``episode_end`` methods and the like, see :func:`owrl_sdk.runner.build_episode`);
@@ -123,7 +128,7 @@ class Agent:
         ``trajectory.json`` is written before this returns."""
         task = self.make_task(task, url)
         return await self._run(task, self.policy, self.memory_name, out=out, trace=trace, on_step=on_step,
-                               store=store, hooks=hooks)
+                               store=store, hooks=hooks, trace_with_secrets=trace_with_secrets)
 
     def prepare_flow(self, flow: Union["Flow", str, Path, dict[str, Any]], inputs: Optional[dict[str, Any]] = None,
                      url: Optional[str] = None) -> Task:
@@ -142,7 +147,7 @@ class Agent:
                        url: Optional[str] = None, **kwargs: Any) -> Trajectory:
         """Play ``flow`` with ``inputs`` (checked, typed and filled in by :meth:`prepare_flow`
         before a browser starts), whatever policy this Agent has for tasks; ``kwargs`` are
-        :meth:`run`'s (``out``, ``trace``, ``on_step``, ``store``, ``hooks``)."""
+        :meth:`run`'s (``out``, ``trace``, ``on_step``, ``store``, ``hooks``, ``trace_with_secrets``)."""
         task = self.prepare_flow(flow, inputs, url)
         mine = self._policy  # a flow player (or a healing one) given to this Agent plays it; else a new player
         policy = mine if isinstance(mine, (ScriptedPolicy, HealingPolicy)) else \
@@ -165,10 +170,11 @@ class Agent:
 
     async def _run(self, task: Task, policy: Policy, memory_name: str, *, out: Union[str, Path, None] = None,
                    trace: bool = False, on_step: Optional[Callable[[Trajectory, Optional[Step]], None]] = None,
-                   store: bool = True, hooks: Iterable[Any] = ()) -> Trajectory:
-        run = RunStore(out or self.settings.runs_dir).new_run(task.intent) if store else None
+                   store: bool = True, hooks: Iterable[Any] = (), trace_with_secrets: bool = False) -> Trajectory:
+        run = RunStore(out or self.settings.runs_dir).new_run(task.intent, keep_secret_traces=trace_with_secrets) \
+            if store else None
         factory = self._env_factory or self._browser_env
-        env = await factory(run, trace)
+        env = await factory(run, trace or trace_with_secrets)
         memory = self.plugins.catalogue.get("memories", memory_name)(self.settings)
         extra = [run, *hooks, StepCallback(on_step) if on_step is not None else None]
         trajectory = await run_episode(task, env, policy, self.settings, self.plugins, memory=memory,

@@ -546,6 +546,7 @@ class Batch:
         base = settings or load_settings()
         #: The settings the episodes run with: the flow memory unless another is configured.
         self.settings = base.with_overrides(memory=flow_memory(self.plugins.catalogue, base))
+        self.plugins = self.plugins.bind(self.settings)  # hooks receive the batch's settings
         self.url = url
         self.workers = max(1, workers)
         self.on_row = on_row

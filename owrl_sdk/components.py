@@ -157,7 +157,9 @@ class SiteAdapter:
     domains: ClassVar[tuple[str, ...]] = ()
     scheme: ClassVar[str] = ""
 
-    def matches(self, url: str) -> bool:
+    def matches(self, url: str, settings: Optional["Settings"] = None) -> bool:
+        """Whether an episode starting at ``url`` is this adapter's; ``settings``: the run's
+        (where the adapter's own options are: ``settings.options(self.name, self.Options)``)."""
         host = (urlsplit(url).hostname or "").lower()
         return any(host == d or host.endswith("." + d) for d in self.domains)
 

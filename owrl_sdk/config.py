@@ -248,6 +248,26 @@ def _config_files(cwd: Path, environ: Optional[Mapping[str, str]] = None) -> lis
     return [f for f in files if f.is_file()]
 
 
+def env_name(table: str, key: str) -> str:
+    """The variable that gives ``[plugins.TABLE] KEY``: ``OWRL_<TABLE>_<KEY>``, upper case, every
+    character other than a letter or a digit an underscore (``demo-shop-adapter`` ``enabled``:
+    ``OWRL_DEMO_SHOP_ADAPTER_ENABLED``)."""
+    return ENV_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", f"{table}_{key}").upper()
+
+
+def plugin_env(environ: Mapping[str, str], option_models: Mapping[str, type]) -> dict[str, dict[str, str]]:
+    """The ``[plugins.NAME]`` options given as variables (:func:`env_name`), for every table
+    with an options model: a plugin reads its options from the settings it is handed, never
+    from the environment itself."""
+    found: dict[str, dict[str, str]] = {}
+    for table, schema in option_models.items():
+        for key in getattr(schema, "model_fields", {}) or {}:
+            variable = env_name(table, key)
+            if variable in environ:
+                found.setdefault(table, {})[key] = environ[variable]
+    return found
+
+
 def _from_env(environ: Mapping[str, str], names: Optional[dict[str, str]] = None) -> dict[str, Any]:
     """The settings given as ``OWRL_*`` variables; ``names``, when given, gets each setting's variable
     (max_steps -> OWRL_MAX_STEPS), so that an error can name the variable to fix."""
@@ -370,7 +390,11 @@ def load_settings(
         data = _read_toml(path)
         layers.append((data, str(path)))
     env_names: dict[str, str] = {}
-    layers.append((_from_env(environ, env_names), "environment"))
+    from_env = _from_env(environ, env_names)
+    tables = plugin_env(environ, option_models or {})
+    if tables:
+        from_env["plugins"] = tables
+    layers.append((from_env, "environment"))
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     layers.append((given, "command line"))
     settings = _build(layers, env_names)

@@ -141,7 +141,7 @@ class Executor:
 
     def __init__(self, settings: Settings, plugins: Plugins, workers: int = 1, **options: Any):
         self.settings = settings
-        self.plugins = plugins
+        self.plugins = plugins.bind(settings)  # hooks receive the settings the episodes run with
         self.workers = max(1, workers)
         self.options = options
         self.workload: Optional[Workload] = None

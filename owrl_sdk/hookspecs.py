@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover - names for annotations only
+    from .config import Settings
     from .types import Failure, Observation, Step, Task, ToolCall, ToolResult, Trajectory
 
 hookspec = pluggy.HookspecMarker("owrl")
@@ -146,7 +147,7 @@ def register_commands(register: Register) -> None:
 
 
 @hookspec
-def browser_launch_options(options: dict[str, Any]) -> Optional[dict[str, Any]]:
+def browser_launch_options(options: dict[str, Any], settings: "Settings") -> Optional[dict[str, Any]]:
     """Adjust how the browser is launched.
 
     Called once per browser launch, before it starts.
@@ -154,23 +155,24 @@ def browser_launch_options(options: dict[str, Any]) -> Optional[dict[str, Any]]:
     do not change them in place). Return a dict of keys to override, or None.
     Every result is merged in registration order (the reverse of call order): on a key
     clash the last-registered plugin's value wins; ``args`` lists are appended, not replaced.
+    ``settings``: the settings of the run (a plugin's own table: ``settings.options(NAME, Model)``).
     """
 
 
 @hookspec(firstresult=True)
-def resolve_url(url: str) -> Optional[str]:
+def resolve_url(url: str, settings: "Settings") -> Optional[str]:
     """Turn a start URL of a plugin's own scheme (``demo:shop``) into a real one.
 
     Called for every start URL before its episode (``owrl run``, ``owrl eval`` and
     training, a batch, ``owrl serve``, ``owrl record``, the Agent), in the process that runs
     the episode, so a plugin may start a server it owns (in process, for the life of the process).
     Return the resolved URL, or None when the URL is not yours. Stops at the first
-    non-None result.
+    non-None result. ``settings``: the settings of the run that asks.
     """
 
 
 @hookspec
-def site_origins(scheme: str) -> Optional[list[str]]:
+def site_origins(scheme: str, settings: "Settings") -> Optional[list[str]]:
     """Say where this process serves the site of a URL scheme (``demo:shop``).
 
     Called when owrl picks the site adapters of an episode, for each adapter that names a
@@ -178,18 +180,19 @@ def site_origins(scheme: str) -> Optional[list[str]]:
     is served in this process right now, or None when the scheme is not yours. The results
     of all plugins are put together. A URL on one of them is handed to the adapter's
     ``matches`` written in the scheme (``demo:shop/cart``), so an adapter of a site served
-    on a random port knows it without reading another package's state.
+    on a random port knows it without reading another package's state. ``settings``: the
+    settings of the run that asks.
     """
 
 
 @hookspec(firstresult=True)
-def resolve_secret(name: str) -> Optional[str]:
+def resolve_secret(name: str, settings: "Settings") -> Optional[str]:
     """Give the value of secret ``name`` (a secret-store plugin).
 
     Called when a tool types a ``{{secret:NAME}}`` placeholder, at that moment only.
     Return the value, or None to let the next plugin (and finally the environment
     variable ``OWRL_SECRET_NAME``) answer. Stops at the first non-None result. The value
-    is redacted from everything owrl records.
+    is redacted from everything owrl records. ``settings``: the settings of the run that asks.
     """
 
 

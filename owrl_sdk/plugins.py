@@ -484,8 +484,22 @@ class Plugins:
     hooks of one episode, site adapters matched to its start URL included.
     """
 
-    def __init__(self, pm: Optional[OwrlPluginManager] = None):
+    def __init__(self, pm: Optional[OwrlPluginManager] = None, settings: Optional["Settings"] = None):
         self.pm = pm if pm is not None else plugin_manager()
+        self._settings = settings
+
+    def bind(self, settings: "Settings") -> "Plugins":
+        """A facade over the same plugins whose hooks receive ``settings`` (the run's: an
+        ``Agent``'s, a command's, the server's), as every hook that takes ``settings`` does."""
+        return Plugins(self.pm, settings)
+
+    @property
+    def settings(self) -> "Settings":
+        """The settings hooks receive: those bound (:meth:`bind`), else this process's, loaded
+        and checked once (``owrl.toml`` and ``OWRL_*``)."""
+        if self._settings is None:
+            self._settings = self.load_settings()
+        return self._settings
 
     @property
     def catalogue(self) -> Catalogue:
@@ -538,7 +552,7 @@ class Plugins:
 
     def browser_launch_options(self, options: dict[str, Any]) -> dict[str, Any]:
         merged = dict(options)
-        for result in reversed(self.pm.hook.browser_launch_options(options=dict(options))):
+        for result in reversed(self.pm.hook.browser_launch_options(options=dict(options), settings=self.settings)):
             if not result:
                 continue
             for key, value in result.items():
@@ -549,7 +563,7 @@ class Plugins:
         return merged
 
     def resolve_secret(self, name: str) -> Optional[str]:
-        value: Optional[str] = self.pm.hook.resolve_secret(name=name)
+        value: Optional[str] = self.pm.hook.resolve_secret(name=name, settings=self.settings)
         return value
 
     def resolve_task(self, task: "Task") -> "Task":
@@ -563,17 +577,18 @@ class Plugins:
 
     def resolve_url(self, url: str) -> str:
         """A plugin's own URL scheme resolved (``demo:shop`` -> the served shop), else ``url``."""
-        return self.pm.hook.resolve_url(url=url) or url
+        return self.pm.hook.resolve_url(url=url, settings=self.settings) or url
 
     def site_origins(self, scheme: str) -> frozenset[str]:
         """The origins on which this process serves the site of ``scheme`` (``site_origins``)."""
-        return frozenset(o.rstrip("/") for found in self.pm.hook.site_origins(scheme=scheme) for o in found or ())
+        return frozenset(o.rstrip("/") for found in self.pm.hook.site_origins(scheme=scheme, settings=self.settings)
+                         for o in found or ())
 
     def adapter_matches(self, adapter: Any, url: str) -> bool:
         """Whether site adapter ``adapter`` takes part in an episode starting at ``url``: its
         ``matches`` says so for ``url``, or, for an adapter that names a ``scheme``, for ``url``
         written in that scheme when a plugin serves the scheme's site on ``url``'s origin."""
-        if adapter.matches(url):
+        if _matches(adapter, url, self.settings):
             return True
         scheme = getattr(adapter, "scheme", "")
         if not scheme or "://" not in url:
@@ -583,7 +598,7 @@ class Plugins:
         if here not in {o.lower() for o in self.site_origins(scheme)}:
             return False
         rest = url[len(here):].lstrip("/")
-        return bool(adapter.matches(f"{scheme}/{rest}"))
+        return _matches(adapter, f"{scheme}/{rest}", self.settings)
 
     def for_task(self, task: Any, extra: Iterable[Any] = ()) -> "EpisodeHooks":
         """Lifecycle hooks of one episode. ``extra`` objects (a task suite) take part like
@@ -591,6 +606,16 @@ class Plugins:
         adapters = [a for a in self.catalogue.items["site_adapters"].values()
                     if self.adapter_matches(a, task.start_url)]
         return EpisodeHooks(self.pm, task, [*extra, *adapters])
+
+
+def _matches(adapter: Any, url: str, settings: "Settings") -> bool:
+    """A site adapter's ``matches``, given the run's settings where it takes them
+    (``matches(url, settings)``; an adapter written before reads ``matches(url)``)."""
+    try:
+        takes = "settings" in inspect.signature(adapter.matches).parameters
+    except (TypeError, ValueError):
+        takes = False
+    return bool(adapter.matches(url, settings=settings) if takes else adapter.matches(url))
 
 
 class EpisodeHooks:

@@ -84,7 +84,7 @@ class EpisodeWorker:
         if spec.get("cwd") and Path(spec["cwd"]).is_dir():
             os.chdir(spec["cwd"])
         settings = Settings(**spec["settings"])
-        plugins = Plugins()
+        plugins = Plugins().bind(settings)  # hooks receive the job's settings in this worker too
         if spec.get("tasks") is not None:
             suite: Any = TaskFileSuite(settings, [Task.model_validate(t) for t in spec["tasks"]])
         else:

@@ -12,7 +12,7 @@ trajectory afterwards (a judgement, ``metadata.run_dir``) writes it again with :
 Every JSON file is written through :func:`owrl_sdk.secrets.dumps`, which scrubs each string of
 secrets. A trace cannot be scrubbed: once the episode ended, a trace of an episode that used a
 secret is deleted (and the trajectory says so) unless traces with secrets were allowed
-(``owrl run --trace-with-secrets``, :func:`owrl_sdk.secrets.allow_secrets_in_traces`).
+(``owrl run --trace-with-secrets``, ``Agent.run(trace_with_secrets=True)``).
 """
 
 from __future__ import annotations
@@ -38,8 +38,10 @@ def slugify(text: str, limit: int = 40) -> str:
 class RunDir:
     """One run folder, and the episode plugin that writes it."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, keep_secret_traces: bool = False):
         self.path = path
+        #: keep a trace of an episode that used secrets (``--trace-with-secrets``), with a warning
+        self.keep_secret_traces = keep_secret_traces
         (path / "screenshots").mkdir(parents=True, exist_ok=True)
         #: placeholders resolved in this process before the run began: any more, and a secret
         #: may have been typed while the trace recorded
@@ -109,7 +111,7 @@ class RunDir:
         if not used:
             return
         names = ", ".join(t.name for t in traces)
-        if secrets.secrets_in_traces_allowed():
+        if self.keep_secret_traces:
             warning = (f"{names} holds the secrets this episode used in clear (--trace-with-secrets): "
                        "traces are not redacted, do not share it")
         else:
@@ -125,7 +127,7 @@ class RunStore:
     def __init__(self, root: Union[str, Path] = "runs"):
         self.root = Path(root)
 
-    def new_run(self, intent: str) -> RunDir:
+    def new_run(self, intent: str, keep_secret_traces: bool = False) -> RunDir:
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         base = f"{stamp}-{slugify(intent)}"
         self.root.mkdir(parents=True, exist_ok=True)
@@ -135,5 +137,5 @@ class RunStore:
                 path.mkdir()
             except FileExistsError:
                 continue
-            return RunDir(path)
+            return RunDir(path, keep_secret_traces)
         raise RuntimeError(f"cannot create a run folder under {self.root}")

@@ -67,7 +67,6 @@ def _remember(value: str, name: str) -> None:
         mine = _scoped.get()
         (mine if mine is not None else _known).setdefault(value, name)
 _resolutions = 0  # how many times a placeholder was resolved in this process
-_traces_allowed = False
 
 T = TypeVar("T")
 
@@ -332,17 +331,6 @@ def dumps(value: Any, **kwargs: Any) -> str:
 
 
 # ---------------------------------------------------------------------------- traces
-
-
-def allow_secrets_in_traces(allowed: bool = True) -> None:
-    """Keep Playwright traces of episodes that used secrets (``owrl run --trace-with-secrets``).
-    A trace cannot be redacted: it holds screenshots, page snapshots and request bodies."""
-    global _traces_allowed
-    _traces_allowed = allowed
-
-
-def secrets_in_traces_allowed() -> bool:
-    return _traces_allowed
 
 
 def found_in_file(path: Union[str, Path]) -> bool:

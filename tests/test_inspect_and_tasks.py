@@ -209,7 +209,7 @@ def quiet_shop(monkeypatch):
 
     shop = DemoShop(newsletter_delay=3600)
     shop.start()
-    monkeypatch.setattr(owrl_demo, "_served", shop)
+    monkeypatch.setattr(owrl_demo, "_served", {shop.add_label: shop})
     yield shop
     shop.stop()
 

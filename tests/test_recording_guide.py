@@ -190,25 +190,28 @@ def test_the_guide_is_linked_and_its_owrl_commands_exist():
     assert any("--heal-with openwebrl" in cmd for cmd in commands(text))
 
 
-def test_the_shop_renames_its_add_button_only_when_asked(monkeypatch):
-    """The guide's switch: OWRL_DEMO_SHOP_ADD_LABEL renames the product page's button, is escaped
-    as text (a label is never markup), and a blank value leaves "Add to cart"."""
+def test_the_shop_renames_its_add_button_only_when_asked(monkeypatch, tmp_path):
+    """The guide's switch: OWRL_DEMO_SHOP_ADD_LABEL (the ``demo-shop`` table's ``add_label``)
+    renames the product page's button of the shop a run resolves ``demo:shop`` to, is escaped as
+    text (a label is never markup), and a blank value leaves "Add to cart"."""
     import urllib.request
 
     from owrl_demo import DemoShop
+    from owrl_sdk.plugins import Plugins
 
-    def button(shop: DemoShop) -> str:
-        with shop:
-            page = urllib.request.urlopen(shop.base_url + "/product/oxford-shirt", timeout=10).read().decode()
+    def button(url: str) -> str:
+        page = urllib.request.urlopen(url, timeout=10).read().decode()
         return re.findall(r'<button type="submit" class="primary">(.*?)</button>', page)[0]
 
-    monkeypatch.delenv("OWRL_DEMO_SHOP_ADD_LABEL", raising=False)
-    assert button(DemoShop()) == "Add to cart"
-    monkeypatch.setenv("OWRL_DEMO_SHOP_ADD_LABEL", "Add to bag")
-    assert button(DemoShop()) == "Add to bag"
-    monkeypatch.setenv("OWRL_DEMO_SHOP_ADD_LABEL", "  ")
-    assert button(DemoShop()) == "Add to cart"
-    assert button(DemoShop(add_label='<img src=x onerror="alert(1)">')) == "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;"
+    def resolved(environ: dict[str, str]) -> str:  # as a command loads its settings from the environment
+        plugins = Plugins()
+        return plugins.bind(plugins.load_settings(environ=environ, cwd=tmp_path)).resolve_url("demo:shop/product/oxford-shirt")
+
+    assert button(resolved({})) == "Add to cart"
+    assert button(resolved({"OWRL_DEMO_SHOP_ADD_LABEL": "Add to bag"})) == "Add to bag"
+    assert button(resolved({"OWRL_DEMO_SHOP_ADD_LABEL": "  "})) == "Add to cart"
+    with DemoShop(add_label='<img src=x onerror="alert(1)">') as shop:
+        assert button(shop.base_url + "/product/oxford-shirt") == "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;"
 
 
 def rows(batch_dir: Path) -> list[dict[str, Any]]:

@@ -1,7 +1,9 @@
 """The demo shop's site adapter (plugins/owrl_shop_adapter), in a real Chromium on the real demo shop.
 
 The adapter is installed through the ``owrl`` entry point like a third party's and is off
-until enabled; these tests enable it through the environment, as a user would.
+until enabled; these tests enable it through the environment, as a user would, and hand the
+settings loaded from it to the agent or bind the plugins to them (the adapter reads nothing
+itself).
 """
 
 from __future__ import annotations
@@ -76,13 +78,20 @@ def probe(register_plugin):
     return register_plugin(ShopProbe(), name="shop-probe")
 
 
-def settings(tmp_path: Path) -> Settings:
-    return Settings(runs_dir=str(tmp_path / "runs"), action_timeout=2.0)
+def settings(plugins, tmp_path: Path) -> Settings:
+    """The settings a command would load now: owrl.toml and the ``OWRL_*`` variables, the
+    adapter's ``OWRL_DEMO_SHOP_ADAPTER_*`` among them."""
+    return plugins.load_settings({"runs_dir": str(tmp_path / "runs"), "action_timeout": 2.0})
+
+
+def bound(plugins, tmp_path: Path):
+    """The plugins bound to the settings loaded now: their hooks receive them."""
+    return plugins.bind(settings(plugins, tmp_path))
 
 
 async def run(plugins, tmp_path, url: str, turns, intent: str = "shop") -> tuple[Any, Recorder]:
-    policy = Recorder(settings(tmp_path), turns)
-    async with Agent(policy=policy, settings=settings(tmp_path), plugins=plugins) as agent:
+    policy = Recorder(settings(plugins, tmp_path), turns)
+    async with Agent(policy=policy, settings=settings(plugins, tmp_path), plugins=plugins) as agent:
         traj = await agent.run(intent, url)
     return traj, policy
 
@@ -191,10 +200,11 @@ async def test_dismiss_overlays_answers_a_banner_left_for_later(plugins, enabled
     monkeypatch.setenv("OWRL_DEMO_SHOP_ADAPTER_LOGIN", "false")
     from owrl_sdk.browser import BrowserHost
 
-    url = plugins.resolve_url("demo:shop/products")
+    shop = bound(plugins, tmp_path)
+    url = shop.resolve_url("demo:shop/products")
     task = Task(intent="shop", start_url=url)
-    hooks = plugins.for_task(task)
-    host = BrowserHost(settings(tmp_path))
+    hooks = shop.for_task(task)
+    host = BrowserHost(shop.settings)
     await host.start()
     try:
         env = await host.new_env()
@@ -215,8 +225,8 @@ async def test_dismiss_overlays_answers_a_banner_left_for_later(plugins, enabled
 @pytest.mark.exercises("classify_failure")
 async def test_a_refused_or_missing_log_in_is_a_classified_failure(plugins, enabled, monkeypatch, tmp_path):
     monkeypatch.setenv("OWRL_SECRET_SHOP_PASSWORD", "not-the-password")
-    policy = Recorder(settings(tmp_path), [DONE])
-    async with Agent(policy=policy, settings=settings(tmp_path), plugins=plugins) as agent:
+    policy = Recorder(settings(plugins, tmp_path), [DONE])
+    async with Agent(policy=policy, settings=settings(plugins, tmp_path), plugins=plugins) as agent:
         refused = await agent.run("shop", "demo:shop/")
         monkeypatch.delenv("OWRL_SECRET_SHOP_PASSWORD")
         missing = await agent.run("shop", "demo:shop/")
@@ -238,9 +248,10 @@ async def test_a_secrets_file_answers_and_the_browser_asks_for_the_configured_la
     monkeypatch.delenv("OWRL_SECRET_SHOP_PASSWORD")  # only the file knows it now
     monkeypatch.setenv("OWRL_DEMO_SHOP_ADAPTER_SECRETS_FILE", str(store))
     monkeypatch.setenv("OWRL_DEMO_SHOP_ADAPTER_ACCEPT_LANGUAGE", "de-DE,de")
-    assert plugins.resolve_secret("SHOP_PASSWORD") == PASSWORD
-    assert plugins.resolve_secret("OTHER") is None
-    assert plugins.browser_launch_options({"args": ["--x"]})["args"] == ["--x", "--accept-lang=de-DE,de"]
+    shop = bound(plugins, tmp_path)
+    assert shop.resolve_secret("SHOP_PASSWORD") == PASSWORD
+    assert shop.resolve_secret("OTHER") is None
+    assert shop.browser_launch_options({"args": ["--x"]})["args"] == ["--x", "--accept-lang=de-DE,de"]
 
     traj, _ = await run(plugins, tmp_path, "demo:shop/", [DONE])
     assert traj.outcome.status == "success", traj.outcome
@@ -251,7 +262,8 @@ async def test_a_secrets_file_answers_and_the_browser_asks_for_the_configured_la
 
 
 @pytest.mark.exercises("resolve_url", "site_origins")
-def test_scope_is_the_shop_only(plugins, enabled, monkeypatch, owrl_page_server):
+def test_scope_is_the_shop_only(plugins, enabled, monkeypatch, owrl_page_server, tmp_path):
+    plugins = bound(plugins, tmp_path)
     served = plugins.resolve_url("demo:shop/cart")  # owrl_demo serves it in this process
     other = owrl_page_server({"/": "<h1>Elsewhere</h1>"})  # also on 127.0.0.1, another port
     names = lambda url: [a.name for a in plugins.for_task(Task(intent="x", start_url=url)).adapters]  # noqa: E731
@@ -265,11 +277,13 @@ def test_scope_is_the_shop_only(plugins, enabled, monkeypatch, owrl_page_server)
 
     # a shop served elsewhere: base_url claims its origin and demo:shop resolves to it
     monkeypatch.setenv("OWRL_DEMO_SHOP_ADAPTER_BASE_URL", other.rstrip("/"))
+    plugins = bound(plugins, tmp_path)  # settings are loaded once per run, as a command does
     assert plugins.resolve_url("demo:shop/cart") == other + "cart"
     assert names(other + "products?page=2") == [ADAPTER]
 
     # off (the default): no episode is the adapter's, and its module hooks answer nothing
     monkeypatch.delenv("OWRL_DEMO_SHOP_ADAPTER_ENABLED")
+    plugins = bound(plugins, tmp_path)
     assert names(served) == [] and names("demo:shop/") == []
     assert plugins.resolve_url("demo:shop/cart") != other + "cart"
     assert plugins.browser_launch_options({"args": []}) == {"args": []}
@@ -286,16 +300,23 @@ async def test_add_to_cart_is_not_offered_on_other_sites(plugins, enabled, tmp_p
 
 def test_options_come_from_owrl_toml_then_the_environment_and_are_checked(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no user config file here
+    from owrl_sdk.config import load_settings
     from owrl_sdk.errors import ConfigError
+    from owrl_sdk.plugins import Plugins
     from owrl_shop_adapter import load_options, pick_variant
     from owrl_shop_adapter.options import parse_options
 
+    models = Plugins().option_models()
+
+    def options(environ, cwd):  # as owrl loads them: the adapter reads only the settings it is handed
+        return load_options(load_settings(environ=environ, cwd=cwd, option_models=models))
+
     (tmp_path / "owrl.toml").write_text('[plugins.demo-shop-adapter]\nenabled = true\nconsent = "accept"\n')
-    opts = load_options(environ={}, cwd=tmp_path)
+    opts = options({}, tmp_path)
     assert opts.enabled and opts.consent == "accept" and opts.login
-    opts = load_options(environ={"OWRL_DEMO_SHOP_ADAPTER_ENABLED": "0", "OWRL_DEMO_SHOP_ADAPTER_LOGIN": "off"}, cwd=tmp_path)
+    opts = options({"OWRL_DEMO_SHOP_ADAPTER_ENABLED": "0", "OWRL_DEMO_SHOP_ADAPTER_LOGIN": "off"}, tmp_path)
     assert not opts.enabled and not opts.login and opts.consent == "accept"
-    assert not load_options(environ={}, cwd=tmp_path / "elsewhere").enabled  # off by default
+    assert not options({}, tmp_path / "elsewhere").enabled  # off by default
     for bad, words in (({"password": "demo1234"}, "must be a {{secret:NAME}} placeholder"),
                        ({"consent": "maybe"}, "is not reject or accept"),
                        ({"enabled": "perhaps"}, "is not true or false"),
@@ -306,3 +327,20 @@ def test_options_come_from_owrl_toml_then_the_environment_and_are_checked(tmp_pa
     assert pick_variant("Bag", "", ["brown"], ["One size"]) == ("brown", "One size")
     with pytest.raises(Exception, match="names several sizes"):
         pick_variant("Tee", "black M L", ["black"], ["S", "M", "L"])
+
+
+def test_an_agents_settings_reach_the_adapter_and_its_hooks(tmp_path, monkeypatch):
+    """Hooks receive their host's settings: an ``Agent(settings=...)`` with the adapter's table
+    resolves ``demo:shop`` to its ``base_url``, whatever owrl.toml and the environment say."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OWRL_DEMO_SHOP_ADAPTER_ENABLED", raising=False)
+    from owrl_sdk import Agent
+    from owrl_sdk.config import Settings
+
+    table = {"enabled": True, "base_url": "http://127.0.0.1:8123", "login": False}
+    agent = Agent("random", settings=Settings(plugins={"demo-shop-adapter": table}))
+    assert agent.plugins.resolve_url("demo:shop/cart") == "http://127.0.0.1:8123/cart"
+    adapter = agent.plugins.catalogue.items["site_adapters"]["demo-shop-adapter"]
+    assert agent.plugins.adapter_matches(adapter, "http://127.0.0.1:8123/cart")
+    plain = Agent("random", settings=Settings())  # the adapter off: demo:shop is the embedded shop's
+    assert not plain.plugins.adapter_matches(adapter, "http://127.0.0.1:8123/cart")

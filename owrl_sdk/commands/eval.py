@@ -71,7 +71,7 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
         raise UsageError("give --browser-endpoint or --cdp-endpoint, not both")
     settings = load_settings({"policy": policy, "model": model, "profile": profile, "max_steps": max_steps,
                               **remote_browser(browser_endpoint, cdp_endpoint)})
-    plugins = Plugins()
+    plugins = Plugins().bind(settings)
     executor_cls = executor_class(plugins, backend)  # an unknown backend fails here, naming the known ones
     console = Console(stderr=True)
     the_suite, tasks, suite_name = suite_and_tasks(suite, task_ids, settings, plugins, console)

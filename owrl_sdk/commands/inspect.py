@@ -271,6 +271,7 @@ def inspect_command(url: str, snapshot: bool, allow_domains: tuple[str, ...], wa
     settings = load_settings({"headless": False if headed else None, "allowed_domains": list(allow_domains) or None,
                               "storage_state": load_storage, "save_storage": save_storage})
     check_storage(settings)  # a saved log-in lets inspect see past the log-in page
+    plugins = plugins.bind(settings)
     if url.startswith("~"):
         url = str(Path(url).expanduser())
     plugin_url = plugin_scheme(url, plugins)  # a plugin's own scheme, resolved by its hook

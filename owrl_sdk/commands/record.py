@@ -120,6 +120,7 @@ def record_command(url: str, out: Path, task: Optional[str], input_fields: str, 
     settings = load_checked_settings({"headless": headless, "storage_state": load_storage,
                                       "save_storage": save_storage, "allowed_domains": list(allow_domains) or None})
     check_storage(settings)
+    plugins = plugins.bind(settings)
     given = str(Path(url).expanduser()) if url.startswith("~") else url
     plugin_url = plugin_scheme(given, plugins)
     start_url = given if plugin_url or "://" in given else resolve_url(given, plugins=plugins)

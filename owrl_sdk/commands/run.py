@@ -157,6 +157,7 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
                               "storage_state": load_storage, "save_storage": save_storage,
                               **remote_browser(browser_endpoint, cdp_endpoint)})
     check_storage(settings)
+    plugins = plugins.bind(settings)
     agent = one_agent(settings, plugins, one.flow, healer)
 
     from rich.markup import escape
@@ -174,7 +175,7 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
         try:
             with console.status("starting the browser…") as status:
                 view.status = status
-                return await agent.run(one.task, out=out, trace=trace, hooks=[view])
+                return await agent.run(one.task, out=out, trace=trace, hooks=[view], trace_with_secrets=trace_with_secrets)
         finally:
             await agent.close()
 
@@ -248,11 +249,9 @@ def prepare_one(plugins: Plugins, intent: Optional[str], url: Optional[str], pol
 
 def check_trace(trace: bool, trace_with_secrets: bool, intent: str, flow: Any) -> bool:
     """Whether to record a trace; one that would hold secrets in clear needs --trace-with-secrets."""
-    from owrl_sdk import secrets
     from owrl_sdk.errors import UsageError
 
     if trace_with_secrets:
-        secrets.allow_secrets_in_traces()
         return True
     if trace and uses_secrets(intent, flow):
         raise UsageError("--trace records the typed values and pages in clear and cannot be redacted, and this run "
@@ -406,7 +405,7 @@ def run_batch(flow_file: Optional[str], inputs_file: Optional[str], workers: Opt
                                       "allowed_domains": list(allow_domains) or None,
                                       **remote_browser(browser_endpoint, cdp_endpoint)})
     check_storage(settings)
-    plugins = Plugins()
+    plugins = Plugins().bind(settings)
     console = Console(stderr=True)
 
     def note(text: str) -> None:

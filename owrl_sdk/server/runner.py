@@ -170,7 +170,7 @@ class JobRunner:
         self.store = store
         self.runs_dir = Path(data_dir) / "runs"
         self.batches_dir = Path(data_dir) / "batches"
-        self.plugins = plugins
+        self.plugins = plugins.bind(settings)  # hooks receive the server's settings
         #: The server's allowlist: a job may narrow it, never widen it. Each job's task carries
         #: its own list, so the browser's settings carry none.
         self.allowed = list(settings.allowed_domains)

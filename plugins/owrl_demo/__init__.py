@@ -9,13 +9,13 @@ Task start URLs are written ``demo:shop/PATH`` and resolved with :func:`resolve_
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from owrl_sdk import hookimpl
 from owrl_sdk.api import Register, UsageError
 
 from .shop import DemoShop, serving
-from .suite import SCHEME, DemoShopSuite, load_tasks, oracle_flow, resolve_demo_url
+from .suite import SCHEME, DemoShopOptions, DemoShopSuite, load_tasks, oracle_flow, resolve_demo_url
 
 __all__ = ["DemoShop", "DemoShopSuite", "load_tasks", "oracle_flow", "resolve_demo_url"]
 
@@ -32,7 +32,7 @@ def register_commands(register: Register) -> None:
     register(demo_site_command)
 
 
-_served: "DemoShop | None" = None
+_served: dict[str, DemoShop] = {}  # the shops resolve_url started, by add-button label
 
 
 @hookimpl
@@ -45,14 +45,16 @@ def site_origins(scheme: str) -> Optional[list[str]]:
 
 
 @hookimpl
-def resolve_url(url: str) -> Optional[str]:
-    """``demo:shop[/PATH]`` -> the shop, started in this process on first use."""
-    global _served
+def resolve_url(url: str, settings: Any) -> Optional[str]:
+    """``demo:shop[/PATH]`` -> the shop, started in this process on first use (one per add-button
+    label a run's ``[plugins.demo-shop] add_label`` asks for)."""
     if not url.startswith("demo:"):
         return None
     if not url.startswith("demo:shop"):
         raise UsageError(f"unknown demo site in {url!r}: the demo site is demo:shop")
-    if _served is None or not _served.running:
-        _served = DemoShop()
-        _served.start()
-    return resolve_demo_url(url, _served.base_url)
+    label = (settings.options(DemoShopSuite.name, DemoShopOptions).add_label or "").strip() or "Add to cart"
+    shop = _served.get(label)
+    if shop is None or not shop.running:
+        shop = _served[label] = DemoShop(add_label=label)
+        shop.start()
+    return resolve_demo_url(url, shop.base_url)

@@ -15,9 +15,11 @@ from .shop import DemoShop
 @click.command("demo-site")
 @click.option("--port", type=click.IntRange(0, 65535), default=8780, show_default=True,
               help="Port on 127.0.0.1 (0 picks a free one; the default differs from owrl serve's 8765, so both can run).")
-def demo_site_command(port: int) -> None:
+@click.option("--add-label", default="", envvar="OWRL_DEMO_SHOP_ADD_LABEL", show_envvar=True,
+              help="The text of the product page's add button (blank: Add to cart), to try a redesign.")
+def demo_site_command(port: int, add_label: str) -> None:
     """Serve the demo shop on 127.0.0.1 until Ctrl-C."""
-    shop = DemoShop()
+    shop = DemoShop(add_label=add_label)
     try:
         url = shop.start(port)
     except OSError as err:

@@ -8,7 +8,6 @@ episode's cookies. The server writes nothing to stderr.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,7 +26,6 @@ COOKIE = "demo_shop_session"
 STATIC = {"/static/shop.css": ("shop.css", "text/css"), "/static/shop.js": ("shop.js", "text/javascript")}
 
 #: The variable that renames the product page's add button (see :class:`DemoShop`).
-ADD_LABEL_ENV = "OWRL_DEMO_SHOP_ADD_LABEL"
 
 _serving: set[str] = set()
 
@@ -70,15 +68,16 @@ class DemoShop:
     ``stop()`` shuts it down. Usable as a context manager. ``search_delay`` (seconds before
     ``/api/search`` answers) and ``newsletter_delay`` (seconds after a session's first page
     load before the newsletter pop-up opens) make the shop behave like a real one.
-    ``add_label`` is the text of the product page's add button: "Add to cart", or the value of
-    ``OWRL_DEMO_SHOP_ADD_LABEL`` where that is set, so that a redesign which renames the button
-    can be tried on flows (``OWRL_DEMO_SHOP_ADD_LABEL="Add to bag" owrl run --flow F``).
+    ``add_label`` is the text of the product page's add button: "Add to cart" when blank; the
+    ``demo-shop`` table's ``add_label`` (``OWRL_DEMO_SHOP_ADD_LABEL``) gives it, so that a
+    redesign which renames the button can be tried on flows
+    (``OWRL_DEMO_SHOP_ADD_LABEL="Add to bag" owrl run --flow F``).
     """
 
     def __init__(self, host: str = "127.0.0.1", search_delay: float = 0.6, newsletter_delay: float = 1.5,
                  add_label: Optional[str] = None):
         self.host = host
-        self.add_label = add_label or os.environ.get(ADD_LABEL_ENV, "").strip() or "Add to cart"
+        self.add_label = (add_label or "").strip() or "Add to cart"
         self.search_delay = search_delay
         self.newsletter_delay = newsletter_delay
         self.sessions = Sessions()

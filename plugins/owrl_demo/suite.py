@@ -82,6 +82,8 @@ class DemoShopOptions(BaseModel):
     renamed_from: ClassVar[tuple[str, ...]] = ("demo",)
 
     port: int = Field(0, ge=0, le=65535, description="port the shop is served on (0: any free one)")
+    add_label: str = Field("", description="the text of the product page's add button (blank: Add to cart); "
+                           "OWRL_DEMO_SHOP_ADD_LABEL tries a redesign on flows")
 
 
 class DemoShopSuite(TaskSuite):
@@ -89,7 +91,7 @@ class DemoShopSuite(TaskSuite):
 
     The shop is served on 127.0.0.1 for the life of the suite; each browser context is its
     own shop session. Options (``[plugins.demo-shop]``, formerly ``[plugins.demo]``, or keyword
-    arguments): ``port`` (0: any).
+    arguments): ``port`` (0: any), ``add_label``.
     """
 
     name = "demo-shop"
@@ -99,8 +101,9 @@ class DemoShopSuite(TaskSuite):
 
     def __init__(self, settings: Any, **options: Any):
         super().__init__(settings, **options)
-        self.port: int = settings.options(self.name, DemoShopOptions, **options).port
-        self.shop = DemoShop()
+        opts = settings.options(self.name, DemoShopOptions, **options)
+        self.port: int = opts.port
+        self.shop = DemoShop(add_label=opts.add_label)
 
     @property
     def base_url(self) -> str:

@@ -49,10 +49,10 @@ answered), which the demo-shop suite's oracle flows do not expect; so it is off 
     base_url = ""                          # a shop served elsewhere, e.g. http://127.0.0.1:8000
     secrets_file = ""                      # NAME=value lines for resolve_secret
 
-Every key can also come from ``OWRL_DEMO_SHOP_ADAPTER_<KEY>``. The options are read from
-owrl.toml (user config folder, then working directory) and the environment each time they
-are needed; a ``Settings`` object built in code does not reach them (site adapters are
-matched before an episode has settings to give them).
+Every key can also come from ``OWRL_DEMO_SHOP_ADAPTER_<KEY>``. owrl loads them with every
+other setting (owrl.toml in the user config folder, then the working directory, then the
+environment) and hands them to the adapter and its hooks; an ``Agent(settings=...)`` or
+``owrl serve`` hands its own. The adapter reads no file and no variable itself.
 
 Secrets. The log-in resolves its placeholders with :func:`owrl_sdk.secrets.resolve` and the
 episode's ``secret_lookup`` (the ``resolve_secret`` hooks, then ``OWRL_SECRET_<NAME>``), as the
@@ -82,32 +82,32 @@ def register_site_adapters(register: Register) -> None:
 
 
 @hookimpl
-def browser_launch_options(options: dict[str, Any]) -> Optional[dict[str, Any]]:
+def browser_launch_options(options: dict[str, Any], settings: Any) -> Optional[dict[str, Any]]:
     """The adapter's selectors and hints are the English shop's: ask sites for English.
 
     (Headless Chromium ignores ``--lang``; ``--accept-lang`` sets ``navigator.languages``
     and the Accept-Language header.) It applies to the whole browser, every episode."""
-    opts = load_options()
+    opts = load_options(settings)
     if not opts.enabled or not opts.accept_language:
         return None
     return {"args": [f"--accept-lang={opts.accept_language}"]}
 
 
 @hookimpl(tryfirst=True)  # ahead of owrl_demo, which would start a shop of its own
-def resolve_url(url: str) -> Optional[str]:
+def resolve_url(url: str, settings: Any) -> Optional[str]:
     """``demo:shop[/PATH]`` on the configured ``base_url`` (a shop served elsewhere)."""
     if url != "demo:shop" and not url.startswith("demo:shop/"):
         return None
-    opts = load_options()
+    opts = load_options(settings)
     if not opts.enabled or not opts.base_url:
         return None
     return opts.base_url.rstrip("/") + "/" + url[len("demo:shop/"):]
 
 
 @hookimpl
-def resolve_secret(name: str) -> Optional[str]:
+def resolve_secret(name: str, settings: Any) -> Optional[str]:
     """A secret store: ``NAME=value`` lines of ``secrets_file``; None lets the next source answer."""
-    opts = load_options()
+    opts = load_options(settings)
     if not opts.enabled or not opts.secrets_file:
         return None
     return read_secrets_file(opts.secrets_file).get(name)

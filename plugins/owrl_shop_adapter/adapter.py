@@ -114,7 +114,7 @@ class DemoShopAdapter(SiteAdapter):
     scheme = SCHEME  # a shop served in this process is asked about as demo:shop/PATH (site_origins)
 
     def __init__(self, load: Any = load_options):
-        self.load_options = load
+        self.load_options = load  # settings -> ShopOptions
         self._episodes: "weakref.WeakKeyDictionary[Any, ShopEpisode]" = weakref.WeakKeyDictionary()
 
     # ------------------------------------------------------------------ scope
@@ -122,11 +122,14 @@ class DemoShopAdapter(SiteAdapter):
     def shop_origins(self, opts: ShopOptions) -> set[str]:
         return {origin(opts.base_url)} if opts.base_url else set()
 
-    def matches(self, url: str) -> bool:
+    def matches(self, url: str, settings: Any = None) -> bool:
         """Only when enabled, and only the shop: ``demo:shop`` (a shop this process serves is
         asked about in that form: ``scheme`` and the ``site_origins`` hook) or ``base_url``.
-        Matching 127.0.0.1 would capture every local page."""
-        opts = self.load_options()
+        Matching 127.0.0.1 would capture every local page. ``settings``: the run's (owrl hands
+        them; without them the adapter takes part in nothing)."""
+        if settings is None:
+            return False
+        opts = self.load_options(settings)
         if not opts.enabled:
             return False
         if url == SCHEME or url.startswith(SCHEME + "/"):
@@ -146,7 +149,7 @@ class DemoShopAdapter(SiteAdapter):
         """Answer the cookie banner, log in with the secrets, note the cart."""
         if not _is_browser(env):
             return
-        opts = self.load_options()
+        opts = self.load_options(env.settings)
         page = env.page
         origins = self.shop_origins(opts)
         candidates = [origin(page.url), origin(task.start_url)]

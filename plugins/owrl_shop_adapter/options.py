@@ -1,21 +1,21 @@
-"""The adapter's settings: ``[plugins.demo-shop-adapter]`` in owrl.toml, then the environment.
+"""The adapter's settings: ``[plugins.demo-shop-adapter]`` of the run's settings.
 
-Read every time they are needed (when an episode's hooks are chosen, at episode start, when
-the browser launches, when a URL or a secret is resolved), from the same places as owrl's
-own settings: ``owrl.toml`` in the user's config folder, then ``owrl.toml`` in the working
-directory, then environment variables ``OWRL_DEMO_SHOP_ADAPTER_<KEY>`` (``..._ENABLED=1``).
+Read from the settings the adapter is handed every time they are needed (when an episode's
+hooks are chosen, at episode start, when the browser launches, when a URL or a secret is
+resolved): owrl loads them from ``owrl.toml`` and ``OWRL_DEMO_SHOP_ADAPTER_<KEY>`` variables
+(``..._ENABLED=1``) as it loads every plugin's table, and an ``Agent(settings=...)`` or the
+server hands its own. The adapter reads no file and no variable itself.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from owrl_sdk.api import ConfigError, load_settings, secrets, validate_table
+from owrl_sdk.api import ConfigError, secrets, validate_table
 
 NAME = "demo-shop-adapter"
 TABLE = f"[plugins.{NAME}]"
@@ -93,15 +93,9 @@ def parse_options(table: Mapping[str, Any], where: str = "settings") -> ShopOpti
     return opts
 
 
-def load_options(environ: Optional[Mapping[str, str]] = None, cwd: Optional[Path] = None) -> ShopOptions:
-    """The options in force now: config files, then ``OWRL_DEMO_SHOP_ADAPTER_*``."""
-    # owrl's own OWRL_* variables are checked by owrl itself; only the files are read here
-    table: dict[str, Any] = load_settings(environ={}, cwd=cwd).plugin(NAME)
-    environ = os.environ if environ is None else environ
-    from_env = {key: environ[ENV_PREFIX + key.upper()] for key in ShopOptions.model_fields
-                if ENV_PREFIX + key.upper() in environ}
-    parse_options(table, "owrl.toml")  # a bad file value is named with its source
-    return parse_options({**table, **from_env}, "owrl.toml and the environment")
+def load_options(settings: Any) -> ShopOptions:
+    """The options in ``settings`` (the run's: its ``[plugins.demo-shop-adapter]`` table)."""
+    return parse_options(settings.plugin(NAME), "settings")
 
 
 def origin(url: str) -> str:

@@ -391,6 +391,23 @@ async def test_a_trace_recorded_through_the_api_is_not_kept_when_a_secret_was_ty
         assert not files_leaking(run_dir, SECRET)
 
 
+async def test_trace_with_secrets_keeps_that_episodes_trace_only(secret_env, owrl_page_server, tmp_path):
+    """``Agent.run(trace_with_secrets=True)`` keeps its own episode's trace (with the warning);
+    it is no switch of the process: the next episode's trace, in the same process, is deleted."""
+    url = owrl_page_server(PAGES)
+    flow = Flow.model_validate(trace_flow(url))
+    s = Settings(runs_dir=str(tmp_path / "runs"))
+    task = Task(intent="trace", start_url=url, allowed_domains=["127.0.0.1"])
+    async with Agent(policy="scripted", flow=flow, settings=s) as agent:
+        kept = await agent.run(task, trace_with_secrets=True)
+        after = await agent.run(task, trace=True)
+    kept_dir, after_dir = Path(kept.metadata["run_dir"]), Path(after.metadata["run_dir"])
+    assert (kept_dir / "trace.zip").exists()
+    assert any("holds the secrets" in w for w in kept.warnings), kept.warnings
+    assert not list(after_dir.glob("trace*.zip")), list(after_dir.iterdir())
+    assert any("deleted" in w for w in after.warnings), after.warnings
+
+
 async def test_a_trace_without_secrets_is_kept(owrl_page_server, tmp_path, monkeypatch):
     for key in SECRET_ENV:
         monkeypatch.delenv(key, raising=False)
