@@ -56,7 +56,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU capability "
           f"{torch.backends.cpu.get_cpu_capability()}, bfloat16 instructions: "
           f"{torch.ops.mkldnn._is_mkldnn_bf16_supported()}")
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
 
     catalogue = Plugins().catalogue
     models = {mode: TrainableVL(str(path), catalogue=catalogue, lora_r=16, seed=0, lora_layers=12, autocast=mode)

@@ -30,7 +30,7 @@ PAGE = "<html><body>" + "".join(
 async def _round(executable: str, steps: int) -> dict[str, float]:
     from playwright.async_api import async_playwright
 
-    from owrl_sdk.chromium import BASE_ARGS
+    from owrl_sdk.browser.chromium import BASE_ARGS
 
     async with async_playwright() as p:
         start = time.perf_counter()
@@ -65,7 +65,7 @@ def main() -> None:
     if args.child:
         child(args.child[0], int(args.child[1]))
         return
-    from owrl_sdk.chromium import find_chromium, headless_shell
+    from owrl_sdk.browser.chromium import find_chromium, headless_shell
 
     full = find_chromium(check_managed=False)
     shell = headless_shell()

@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_eval.py [--episodes 10]
 
 For each W it runs click-button, click-link and enter-text (``--episodes`` each) through
-``owrl_sdk.evaluation`` twice: W contexts in one shared Chromium, and one Chromium per
+``owrl_sdk.scheduling.evaluation`` twice: W contexts in one shared Chromium, and one Chromium per
 worker; it prints episodes per minute and the success rate of each. Reset and step time
 side by side with raw Playwright are printed by bench/bench_browser.py.
 """
@@ -21,8 +21,8 @@ TASKS = ("click-button", "click-link", "enter-text")
 
 async def one(workers: int, per_worker: bool, episodes: int) -> tuple[float, float]:
     from owrl_sdk.config import Settings
-    from owrl_sdk.evaluation import EvalPlan, Evaluation
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.scheduling.evaluation import EvalPlan, Evaluation
+    from owrl_sdk.contract.plugins import Plugins
 
     settings = Settings(policy="oracle")
     plugins = Plugins()

@@ -60,7 +60,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from owrl_sdk import hookimpl  # noqa: E402
-from owrl_sdk.components import Reward  # noqa: E402
+from owrl_sdk.contract.components import Reward  # noqa: E402
 from owrl_train.rewards import ExpectationOptions, JudgedReward, with_expectations  # noqa: E402
 
 SFT_FAMILIES = ["click-test", "click-button", "enter-text", "login-user", "click-checkboxes", "multi-orderings",
@@ -160,7 +160,7 @@ class Phases:
 
 def summarise(trajectories: list) -> dict[str, Any]:
     """Success per family and overall; infrastructure errors are counted apart, as owrl eval does."""
-    from owrl_sdk.evaluation import wilson
+    from owrl_sdk.scheduling.evaluation import wilson
 
     def block(all_: list) -> dict[str, Any]:
         ts = [t for t in all_ if counted(t)]
@@ -306,7 +306,7 @@ def main() -> None:
     from owrl_openwebrl.fetch import fetched
     from owrl_openwebrl.policy import TextPolicy
     from owrl_sdk.config import Settings
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
     from owrl_train.data import trajectory_samples
     from owrl_train.model import TrainableVL, answer_lengths
     from owrl_train.rl import BrowserRollouts, RLConfig, RLRun

@@ -137,7 +137,7 @@ def ablation(base: list[dict[str, Any]], other: list[dict[str, Any]]) -> None:
 
 
 def interval(episodes: dict[str, bool]) -> str:
-    from owrl_sdk.evaluation import wilson
+    from owrl_sdk.scheduling.evaluation import wilson
 
     wins, n = sum(episodes.values()), len(episodes)
     low, high = wilson(wins, n)

@@ -41,8 +41,8 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from owrl_sdk import hookimpl
-from owrl_sdk.memory import Context
-from owrl_sdk.policy import Policy
+from owrl_sdk.contract.memory import Context
+from owrl_sdk.contract.policy import Policy
 from owrl_sdk.types import Expectation, Step, ToolCall, Trajectory, Turn
 
 FACT_CHARS = 60
@@ -124,8 +124,8 @@ class NoisyPlugin:
 
 async def record(out: Path, policy: str, noise: float, seed: int, workers: int) -> None:
     from owrl_sdk.config import Settings
-    from owrl_sdk.evaluation import EvalPlan, Evaluation
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.scheduling.evaluation import EvalPlan, Evaluation
+    from owrl_sdk.contract.plugins import Plugins
 
     settings = Settings(runs_dir=str(out / "runs"), plugins={"noisy-oracle": {"noise": noise, "seed": seed}})
     plugins = Plugins()
@@ -140,7 +140,7 @@ async def record(out: Path, policy: str, noise: float, seed: int, workers: int) 
 
 
 def load(folder: Path) -> list[Trajectory]:
-    from owrl_sdk.documents import load_trajectory
+    from owrl_sdk.formats.documents import load_trajectory
 
     return [load_trajectory(p) for p in sorted(folder.glob("runs/*/trajectory.json"))]
 
@@ -193,7 +193,7 @@ def measure(trajectories: list[Trajectory], spec: str) -> dict[str, Any]:
     from owrl_openwebrl.prompt import build_prompt
 
     from owrl_sdk.config import Settings
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
 
     name, _, opts = spec.partition(":")
     options = dict(kv.split("=", 1) for kv in opts.split(",") if kv)

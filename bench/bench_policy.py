@@ -55,7 +55,7 @@ async def latency(steps: int, new_tokens: int) -> tuple[list[float], float]:
     from owrl_openwebrl.policy import OpenWebRLPolicy
     from owrl_openwebrl.tiny import build_tiny_vl
     from owrl_sdk.config import Settings
-    from owrl_sdk.memory import Context
+    from owrl_sdk.contract.memory import Context
     from owrl_sdk.types import Observation, Task
 
     with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():

@@ -57,8 +57,8 @@ def main() -> None:
     from owrl_openwebrl.prompt import build_prompt
     from owrl_openwebrl.tiny import build_tiny_vl
     from owrl_sdk.config import Settings
-    from owrl_sdk.memory import Context
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.memory import Context
+    from owrl_sdk.contract.plugins import Plugins
     from owrl_train.data import Sample
     from owrl_train.model import TrainableVL
     from owrl_train.rl import RLConfig, RLRun

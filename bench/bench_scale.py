@@ -29,8 +29,8 @@ FAMILIES = ["click-button", "click-link", "enter-text", "focus-text", "click-dia
 
 def run_backend(backend: str, episodes: int, workers: int, out: Path) -> dict:
     from owrl_sdk.config import load_settings
-    from owrl_sdk.evaluation import EvalPlan, Evaluation
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.scheduling.evaluation import EvalPlan, Evaluation
+    from owrl_sdk.contract.plugins import Plugins
 
     settings = load_settings({"policy": "oracle"})
     plugins = Plugins()
@@ -46,7 +46,7 @@ def run_backend(backend: str, episodes: int, workers: int, out: Path) -> dict:
         records.append(record)
 
     if backend == "ray":
-        from owrl_sdk.raybackend import RayEvaluation, RayOptions
+        from owrl_sdk.scheduling.raybackend import RayEvaluation, RayOptions
 
         evaluation = RayEvaluation(plan, settings, plugins, on_record=on_record, options=RayOptions())
     else:

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_browser  # noqa: E402 - the page and its server come from there
 
-from owrl_sdk import secrets  # noqa: E402
+from owrl_sdk.safety import secrets  # noqa: E402
 from owrl_sdk.browser import BrowserHost  # noqa: E402
 from owrl_sdk.config import Settings  # noqa: E402
 from owrl_sdk.types import Task, ToolCall  # noqa: E402

@@ -45,8 +45,8 @@ def screenshot_prompt() -> Any:
     from PIL import Image, ImageDraw
 
     from owrl_openwebrl.prompt import build_prompt
-    from owrl_sdk.memory import Context
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.memory import Context
+    from owrl_sdk.contract.plugins import Plugins
     from owrl_sdk.types import Observation, Task
 
     image = Image.new("RGB", (320, 240), "white")
@@ -84,7 +84,7 @@ def main() -> int:
     import transformers
 
     from owrl_openwebrl.tiny import build_tiny_vl
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
     from owrl_train import peer_policy
     from owrl_train.data import Sample
     from owrl_train.model import TrainableVL

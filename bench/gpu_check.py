@@ -78,7 +78,7 @@ def main() -> None:
 
     from owrl_demo import load_tasks
     from owrl_sdk.agent import Agent
-    from owrl_sdk.answers import match_answer
+    from owrl_sdk.support.answers import match_answer
     from owrl_sdk.config import Settings
 
     out = Path(args.out)

@@ -21,8 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from owrl_sdk.memory import Context
-from owrl_sdk.policy import Policy
+from owrl_sdk.contract.memory import Context
+from owrl_sdk.contract.policy import Policy
 from owrl_sdk.types import ToolCall, Turn
 
 _NODE = re.compile(r"^\s*-\s+'?([a-z]+)(?:\s+\"((?:[^\"\\]|\\.)*)\")?([^\n]*?)\[ref=([a-z0-9]+)\]([^\n]*)$", re.M)

@@ -1,7 +1,7 @@
 """Tools that control the episode rather than the page.
 
 ``done`` may hand back structured output (its ``output`` argument, a JSON object); when the
-task or flow gives an ``output_schema``, :mod:`owrl_sdk.outputs` checks it before ``done`` runs.
+task or flow gives an ``output_schema``, :mod:`owrl_sdk.formats.outputs` checks it before ``done`` runs.
 """
 
 from __future__ import annotations

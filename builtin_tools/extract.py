@@ -13,7 +13,7 @@
 
 The result's ``data`` holds ``value`` (what was read) and ``name`` (when given). A named value,
 or one a flow call saves with ``save_as``, becomes one of the episode's outputs
-(:mod:`owrl_sdk.outputs`).
+(:mod:`owrl_sdk.formats.outputs`).
 """
 
 from __future__ import annotations

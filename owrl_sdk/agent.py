@@ -20,21 +20,21 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Optional, Union
 
-from .config import Settings, load_settings
-from .documents import Flow, check_flow_tools, flow_from_data, load_flow
-from .env import Environment
-from .errors import UsageError
-from .flowplayer import FLOW_METADATA, HealingPolicy, ScriptedPolicy, flow_memory
-from .plugins import Plugins
-from .policy import Policy
-from .runner import StepCallback, run_episode
-from .runrequest import RunRequest
-from .runstore import RunDir, RunStore
-from .types import Step, Task, Trajectory
+from owrl_sdk.config import Settings, load_settings
+from owrl_sdk.formats.documents import Flow, check_flow_tools, flow_from_data, load_flow
+from owrl_sdk.contract.env import Environment
+from owrl_sdk.errors import UsageError
+from owrl_sdk.flows.flowplayer import FLOW_METADATA, HealingPolicy, ScriptedPolicy, flow_memory
+from owrl_sdk.contract.plugins import Plugins
+from owrl_sdk.contract.policy import Policy
+from owrl_sdk.episode.runner import StepCallback, run_episode
+from owrl_sdk.flows.runrequest import RunRequest
+from owrl_sdk.episode.runstore import RunDir, RunStore
+from owrl_sdk.types import Step, Task, Trajectory
 
 if TYPE_CHECKING:
-    from .browser.host import BrowserHost
-    from .documents import Flow
+    from owrl_sdk.browser.host import BrowserHost
+    from owrl_sdk.formats.documents import Flow
 
 #: Makes the environment of one episode: (run folder, trace?) -> environment.
 EnvFactory = Callable[[Optional[RunDir], bool], Awaitable[Environment]]
@@ -84,7 +84,7 @@ class Agent:
 
     async def _browser_env(self, run: Optional[RunDir], trace: bool) -> Environment:
         if self._host is None or not self._host.connected:
-            from .browser import browser_host
+            from owrl_sdk.browser import browser_host
 
             if self._host is not None:
                 await self._host.close()
@@ -122,7 +122,7 @@ class Agent:
         and keeps it anyway (``owrl run --trace-with-secrets``).
 
         ``hooks`` are plugins of this episode only (objects with ``step_end`` /
-        ``episode_end`` methods and the like, see :func:`owrl_sdk.runner.build_episode`);
+        ``episode_end`` methods and the like, see :func:`owrl_sdk.episode.runner.build_episode`);
         ``on_step(trajectory, step)`` is called after each step and with ``None`` at the end.
         Both see a step after the run folder has written it (with ``store``); the final
         ``trajectory.json`` is written before this returns."""
@@ -132,7 +132,7 @@ class Agent:
 
     def prepare_flow(self, flow: Union["Flow", str, Path, dict[str, Any]], inputs: Optional[dict[str, Any]] = None,
                      url: Optional[str] = None) -> Task:
-        """The task that plays ``flow`` (a file, its data or a :class:`~owrl_sdk.documents.Flow`) with
+        """The task that plays ``flow`` (a file, its data or a :class:`~owrl_sdk.formats.documents.Flow`) with
         ``inputs``: every input checked and typed at once (the errors ``owrl run --input`` gives, as
         one :class:`~owrl_sdk.errors.UsageError`), the tools checked, the placeholders filled in.
         Nothing starts a browser; :meth:`run_flow` runs the task."""

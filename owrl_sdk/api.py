@@ -28,17 +28,17 @@ from typing import TYPE_CHECKING, Any
 #: The groups are the sections of docs/api.md.
 SECTIONS: dict[str, dict[str, tuple[str, "str | None"]]] = {
     "Plugins and hooks": {
-        "hookimpl": ("owrl_sdk.plugins", "hookimpl"),
-        "Register": ("owrl_sdk.hookspecs", "Register"),
-        "Plugins": ("owrl_sdk.plugins", "Plugins"),
+        "hookimpl": ("owrl_sdk.contract.plugins", "hookimpl"),
+        "Register": ("owrl_sdk.contract.hookspecs", "Register"),
+        "Plugins": ("owrl_sdk.contract.plugins", "Plugins"),
         "command_plugins": ("owrl_sdk.cli", "command_plugins"),
     },
     "Running": {
         "Agent": ("owrl_sdk.agent", "Agent"),
-        "RunRequest": ("owrl_sdk.runrequest", "RunRequest"),
+        "RunRequest": ("owrl_sdk.flows.runrequest", "RunRequest"),
         "Settings": ("owrl_sdk.config", "Settings"),
         "load_settings": ("owrl_sdk.config", "load_settings"),
-        "load_checked_settings": ("owrl_sdk.plugins", "load_checked_settings"),
+        "load_checked_settings": ("owrl_sdk.contract.plugins", "load_checked_settings"),
         "openai_endpoint": ("owrl_sdk.config", "openai_endpoint"),
         "read_toml": ("owrl_sdk.config", "read_toml"),
         "validate_table": ("owrl_sdk.config", "validate_table"),
@@ -59,37 +59,37 @@ SECTIONS: dict[str, dict[str, tuple[str, "str | None"]]] = {
         "Failure": ("owrl_sdk.types", "Failure"),
         "Judgement": ("owrl_sdk.types", "Judgement"),
         "PolicyInfo": ("owrl_sdk.types", "PolicyInfo"),
-        "Flow": ("owrl_sdk.documents", "Flow"),
-        "load_trajectory": ("owrl_sdk.documents", "load_trajectory"),
-        "format_validation_error": ("owrl_sdk.documents", "format_validation_error"),
+        "Flow": ("owrl_sdk.formats.documents", "Flow"),
+        "load_trajectory": ("owrl_sdk.formats.documents", "load_trajectory"),
+        "format_validation_error": ("owrl_sdk.formats.documents", "format_validation_error"),
     },
     "Components": {
-        "Policy": ("owrl_sdk.policy", "Policy"),
-        "TrainablePolicy": ("owrl_sdk.policy", "TrainablePolicy"),
-        "trainable": ("owrl_sdk.policy", "trainable"),
-        "Environment": ("owrl_sdk.env", "Environment"),
-        "Tool": ("owrl_sdk.tools", "Tool"),
-        "TargetArgs": ("owrl_sdk.tools", "TargetArgs"),
-        "ToolArgumentError": ("owrl_sdk.tools", "ToolArgumentError"),
-        "Judge": ("owrl_sdk.components", "Judge"),
-        "Reward": ("owrl_sdk.components", "Reward"),
-        "Optimizer": ("owrl_sdk.components", "Optimizer"),
-        "TaskSampler": ("owrl_sdk.components", "TaskSampler"),
-        "TaskSuite": ("owrl_sdk.components", "TaskSuite"),
-        "SuiteCheck": ("owrl_sdk.components", "SuiteCheck"),
-        "SiteAdapter": ("owrl_sdk.components", "SiteAdapter"),
-        "Memory": ("owrl_sdk.memory", "Memory"),
-        "Context": ("owrl_sdk.memory", "Context"),
+        "Policy": ("owrl_sdk.contract.policy", "Policy"),
+        "TrainablePolicy": ("owrl_sdk.contract.policy", "TrainablePolicy"),
+        "trainable": ("owrl_sdk.contract.policy", "trainable"),
+        "Environment": ("owrl_sdk.contract.env", "Environment"),
+        "Tool": ("owrl_sdk.contract.tools", "Tool"),
+        "TargetArgs": ("owrl_sdk.contract.tools", "TargetArgs"),
+        "ToolArgumentError": ("owrl_sdk.contract.tools", "ToolArgumentError"),
+        "Judge": ("owrl_sdk.contract.components", "Judge"),
+        "Reward": ("owrl_sdk.contract.components", "Reward"),
+        "Optimizer": ("owrl_sdk.contract.components", "Optimizer"),
+        "TaskSampler": ("owrl_sdk.contract.components", "TaskSampler"),
+        "TaskSuite": ("owrl_sdk.contract.components", "TaskSuite"),
+        "SuiteCheck": ("owrl_sdk.contract.components", "SuiteCheck"),
+        "SiteAdapter": ("owrl_sdk.contract.components", "SiteAdapter"),
+        "Memory": ("owrl_sdk.contract.memory", "Memory"),
+        "Context": ("owrl_sdk.contract.memory", "Context"),
     },
     "The browser": {
         "BrowserEnv": ("owrl_sdk.browser.env", "BrowserEnv"),
         "ActionError": ("owrl_sdk.browser.errors", "ActionError"),
         "Located": ("owrl_sdk.browser.targets", "Located"),
         "short": ("owrl_sdk.browser.feedback", "short"),
-        "bound_snapshot": ("owrl_sdk.observation_budget", "bound_snapshot"),
-        "DomainPolicy": ("owrl_sdk.domains", "DomainPolicy"),
-        "Blocklist": ("owrl_sdk.blocklist", "Blocklist"),
-        "host_of": ("owrl_sdk.blocklist", "host_of"),
+        "bound_snapshot": ("owrl_sdk.browser.observation_budget", "bound_snapshot"),
+        "DomainPolicy": ("owrl_sdk.safety.domains", "DomainPolicy"),
+        "Blocklist": ("owrl_sdk.safety.blocklist", "Blocklist"),
+        "host_of": ("owrl_sdk.safety.blocklist", "host_of"),
     },
     "Errors": {
         "OwrlError": ("owrl_sdk.errors", "OwrlError"),
@@ -101,24 +101,24 @@ SECTIONS: dict[str, dict[str, tuple[str, "str | None"]]] = {
         "require_extra": ("owrl_sdk.errors", "require_extra"),
     },
     "Training and scale-out": {
-        "Executor": ("owrl_sdk.executors", "Executor"),
-        "executor_class": ("owrl_sdk.executors", "executor_class"),
-        "Workload": ("owrl_sdk.executors", "Workload"),
-        "WorkItem": ("owrl_sdk.executors", "WorkItem"),
-        "NamedPolicy": ("owrl_sdk.executors", "NamedPolicy"),
-        "SharedPolicy": ("owrl_sdk.executors", "SharedPolicy"),
-        "failed_trajectory": ("owrl_sdk.executors", "failed_trajectory"),
-        "run_episode": ("owrl_sdk.runner", "run_episode"),
-        "episode_limits": ("owrl_sdk.runner", "episode_limits"),
-        "RunStore": ("owrl_sdk.runstore", "RunStore"),
+        "Executor": ("owrl_sdk.scheduling.executors", "Executor"),
+        "executor_class": ("owrl_sdk.scheduling.executors", "executor_class"),
+        "Workload": ("owrl_sdk.scheduling.executors", "Workload"),
+        "WorkItem": ("owrl_sdk.scheduling.executors", "WorkItem"),
+        "NamedPolicy": ("owrl_sdk.scheduling.executors", "NamedPolicy"),
+        "SharedPolicy": ("owrl_sdk.scheduling.executors", "SharedPolicy"),
+        "failed_trajectory": ("owrl_sdk.scheduling.executors", "failed_trajectory"),
+        "run_episode": ("owrl_sdk.episode.runner", "run_episode"),
+        "episode_limits": ("owrl_sdk.episode.runner", "episode_limits"),
+        "RunStore": ("owrl_sdk.episode.runstore", "RunStore"),
     },
     "Utilities": {
-        "secrets": ("owrl_sdk.secrets", None),
-        "SafeConsole": ("owrl_sdk.console", "SafeConsole"),
-        "write_atomic": ("owrl_sdk.files", "write_atomic"),
-        "cache_dir": ("owrl_sdk.dirs", "cache_dir"),
-        "match_answer": ("owrl_sdk.answers", "match_answer"),
-        "normalize": ("owrl_sdk.answers", "normalize"),
+        "secrets": ("owrl_sdk.safety.secrets", None),
+        "SafeConsole": ("owrl_sdk.support.console", "SafeConsole"),
+        "write_atomic": ("owrl_sdk.support.files", "write_atomic"),
+        "cache_dir": ("owrl_sdk.support.dirs", "cache_dir"),
+        "match_answer": ("owrl_sdk.support.answers", "match_answer"),
+        "normalize": ("owrl_sdk.support.answers", "normalize"),
     },
 }
 
@@ -143,42 +143,42 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what type checkers see: the same names, eagerly
-    from owrl_sdk import secrets as secrets
+    from owrl_sdk.safety import secrets as secrets
     from owrl_sdk.agent import Agent as Agent
-    from owrl_sdk.answers import match_answer as match_answer, normalize as normalize
-    from owrl_sdk.blocklist import Blocklist as Blocklist, host_of as host_of
+    from owrl_sdk.support.answers import match_answer as match_answer, normalize as normalize
+    from owrl_sdk.safety.blocklist import Blocklist as Blocklist, host_of as host_of
     from owrl_sdk.browser.env import BrowserEnv as BrowserEnv
     from owrl_sdk.browser.errors import ActionError as ActionError
     from owrl_sdk.browser.feedback import short as short
     from owrl_sdk.browser.targets import Located as Located
     from owrl_sdk.cli import command_plugins as command_plugins
-    from owrl_sdk.components import (Judge as Judge, Optimizer as Optimizer, Reward as Reward,
+    from owrl_sdk.contract.components import (Judge as Judge, Optimizer as Optimizer, Reward as Reward,
                                      SiteAdapter as SiteAdapter, SuiteCheck as SuiteCheck, TaskSampler as TaskSampler,
                                      TaskSuite as TaskSuite)
     from owrl_sdk.config import (Settings as Settings, load_settings as load_settings, openai_endpoint as openai_endpoint,
                                  read_toml as read_toml, validate_table as validate_table)
-    from owrl_sdk.console import SafeConsole as SafeConsole
-    from owrl_sdk.dirs import cache_dir as cache_dir
-    from owrl_sdk.documents import Flow as Flow, format_validation_error as format_validation_error
-    from owrl_sdk.documents import load_trajectory as load_trajectory
-    from owrl_sdk.domains import DomainPolicy as DomainPolicy
-    from owrl_sdk.env import Environment as Environment
+    from owrl_sdk.support.console import SafeConsole as SafeConsole
+    from owrl_sdk.support.dirs import cache_dir as cache_dir
+    from owrl_sdk.formats.documents import Flow as Flow, format_validation_error as format_validation_error
+    from owrl_sdk.formats.documents import load_trajectory as load_trajectory
+    from owrl_sdk.safety.domains import DomainPolicy as DomainPolicy
+    from owrl_sdk.contract.env import Environment as Environment
     from owrl_sdk.errors import (ConfigError as ConfigError, DocumentError as DocumentError, InfraError as InfraError,
                                  ModelUnavailable as ModelUnavailable, OwrlError as OwrlError, UsageError as UsageError,
                                  require_extra as require_extra)
-    from owrl_sdk.executors import (Executor as Executor, NamedPolicy as NamedPolicy, SharedPolicy as SharedPolicy,
+    from owrl_sdk.scheduling.executors import (Executor as Executor, NamedPolicy as NamedPolicy, SharedPolicy as SharedPolicy,
                                     WorkItem as WorkItem, Workload as Workload, executor_class as executor_class,
                                     failed_trajectory as failed_trajectory)
-    from owrl_sdk.files import write_atomic as write_atomic
-    from owrl_sdk.hookspecs import Register as Register
-    from owrl_sdk.memory import Context as Context, Memory as Memory
-    from owrl_sdk.observation_budget import bound_snapshot as bound_snapshot
-    from owrl_sdk.plugins import Plugins as Plugins, hookimpl as hookimpl, load_checked_settings as load_checked_settings
-    from owrl_sdk.policy import Policy as Policy, TrainablePolicy as TrainablePolicy, trainable as trainable
-    from owrl_sdk.runner import episode_limits as episode_limits, run_episode as run_episode
-    from owrl_sdk.runrequest import RunRequest as RunRequest
-    from owrl_sdk.runstore import RunStore as RunStore
-    from owrl_sdk.tools import TargetArgs as TargetArgs, Tool as Tool, ToolArgumentError as ToolArgumentError
+    from owrl_sdk.support.files import write_atomic as write_atomic
+    from owrl_sdk.contract.hookspecs import Register as Register
+    from owrl_sdk.contract.memory import Context as Context, Memory as Memory
+    from owrl_sdk.browser.observation_budget import bound_snapshot as bound_snapshot
+    from owrl_sdk.contract.plugins import Plugins as Plugins, hookimpl as hookimpl, load_checked_settings as load_checked_settings
+    from owrl_sdk.contract.policy import Policy as Policy, TrainablePolicy as TrainablePolicy, trainable as trainable
+    from owrl_sdk.episode.runner import episode_limits as episode_limits, run_episode as run_episode
+    from owrl_sdk.flows.runrequest import RunRequest as RunRequest
+    from owrl_sdk.episode.runstore import RunStore as RunStore
+    from owrl_sdk.contract.tools import TargetArgs as TargetArgs, Tool as Tool, ToolArgumentError as ToolArgumentError
     from owrl_sdk.types import (CallRecord as CallRecord, Check as Check, Expectation as Expectation, Failure as Failure,
                                 Judgement as Judgement, Observation as Observation, PolicyInfo as PolicyInfo, Step as Step,
                                 Target as Target, Task as Task, ToolCall as ToolCall, ToolResult as ToolResult,

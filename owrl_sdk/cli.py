@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import click
 
-from .version import __version__
-from .errors import OwrlError, UsageError
+from owrl_sdk.version import __version__
+from owrl_sdk.errors import OwrlError, UsageError
 
 if TYPE_CHECKING:  # click's ParamType takes type parameters in its stubs only since 8.2
     _StrParamType = click.ParamType[str, Any]
@@ -61,7 +61,7 @@ PLUGINS_KEY = "owrl.plugins"
 def command_plugins() -> Any:
     """The plugins of the running ``owrl`` command, handed to a plugin's command by the group
     that found it (a command invoked on its own gets the process's plugins)."""
-    from .plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
 
     ctx = click.get_current_context(silent=True)
     found = ctx.meta.get(PLUGINS_KEY) if ctx is not None else None
@@ -76,7 +76,7 @@ class OwrlGroup(click.Group):
 
     def _plugin_commands(self) -> dict[str, click.Command]:
         if self._commands is None:
-            from .plugins import Plugins
+            from owrl_sdk.contract.plugins import Plugins
 
             plugins = self._plugins = Plugins()
             self._commands = plugins.commands()
@@ -122,7 +122,7 @@ def setup_logging(verbose: int, quiet: bool) -> None:
     errors only with -q. The library itself only logs (see ``owrl_sdk/__init__``)."""
     import logging
 
-    from .logs import StderrHandler
+    from owrl_sdk.support.logs import StderrHandler
 
     level = logging.ERROR if quiet else {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
     log = logging.getLogger("owrl")
@@ -134,7 +134,7 @@ def setup_logging(verbose: int, quiet: bool) -> None:
 def _one_line_warning(message: Any, category: type, filename: str, lineno: int, file: Any = None,
                       line: Optional[str] = None) -> None:
     """Python warnings as one ``warning: ...`` line (the source line means nothing to a user)."""
-    from .console import terminal_safe
+    from owrl_sdk.support.console import terminal_safe
 
     click.echo(f"warning: {terminal_safe(str(message))}", err=True)
 
@@ -153,7 +153,7 @@ def storage_options(command: Any) -> Any:
 def check_storage(settings: Any) -> None:
     """The settings' storage files checked before any browser starts (UsageError): the one to
     load is readable by its owner only and a storage state; the one to save is not in runs_dir."""
-    from .browser.storage import check_target, load_state
+    from owrl_sdk.browser.storage import check_target, load_state
 
     if settings.storage_state:
         load_state(settings.storage_state)
@@ -172,7 +172,7 @@ def remote_browser(browser_endpoint: Optional[str], cdp_endpoint: Optional[str])
 def main(argv: Optional[list[str]] = None) -> Any:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
-    from .interrupts import exit_code, install
+    from owrl_sdk.support.interrupts import exit_code, install
 
     install()
     if not debug:
@@ -192,7 +192,7 @@ def main(argv: Optional[list[str]] = None) -> Any:
     except OwrlError as err:
         if debug:
             raise
-        from .console import terminal_safe
+        from owrl_sdk.support.console import terminal_safe
 
         click.echo(f"Error: {terminal_safe(str(err))}", err=True)
         sys.exit(err.exit_code)

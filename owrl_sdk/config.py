@@ -3,7 +3,7 @@
 Precedence, highest first: options given on the command line (or to the API), ``OWRL_*``
 environment variables, ``owrl.toml`` in the working directory (or the file ``OWRL_CONFIG`` /
 ``owrl --config FILE`` names instead), then ``owrl.toml`` in the user's config folder
-(:func:`owrl_sdk.dirs.config_dir`: ``$XDG_CONFIG_HOME/owrl`` or ``~/.config/owrl`` on Linux). A bad value raises
+(:func:`owrl_sdk.support.dirs.config_dir`: ``$XDG_CONFIG_HOME/owrl`` or ``~/.config/owrl`` on Linux). A bad value raises
 :class:`ConfigError` naming the key and where it came from.
 
 Plugins keep their settings in a table of their own, ``[plugins.NAME]``, named by the
@@ -27,9 +27,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator
 
-from .dirs import config_dir
-from .domains import normalize_domain
-from .errors import ConfigError
+from owrl_sdk.support.dirs import config_dir
+from owrl_sdk.safety.domains import normalize_domain
+from owrl_sdk.errors import ConfigError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -446,7 +446,7 @@ class FailuresOptions(BaseModel):
 
 def options_reference(models: Mapping[str, type]) -> str:
     """The Markdown table of the options of ``models`` (table name -> options model; every
-    component's: :meth:`owrl_sdk.plugins.Plugins.option_models`): table, key, type, default,
+    component's: :meth:`owrl_sdk.contract.plugins.Plugins.option_models`): table, key, type, default,
     what it does. The reference in ``docs/configuration.md``, which a test keeps current."""
     rows = ["| table | key | type | default | what it does |", "|---|---|---|---|---|"]
     for name in sorted(models):

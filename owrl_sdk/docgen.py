@@ -20,7 +20,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
 def hook_signature(name: str) -> str:
-    from . import hookspecs
+    from owrl_sdk.contract import hookspecs
 
     fn = getattr(hookspecs, name)
     sig = inspect.signature(fn)
@@ -30,16 +30,16 @@ def hook_signature(name: str) -> str:
 
 
 def hook_names() -> list[str]:
-    from . import hookspecs
+    from owrl_sdk.contract import hookspecs
 
     return [n for n, fn in vars(hookspecs).items() if inspect.isfunction(fn) and hasattr(fn, "owrl_spec")]
 
 
 def hooks_markdown() -> str:
-    from . import hookspecs
+    from owrl_sdk.contract import hookspecs
 
     lines = ["# Hook reference", "",
-             "Every hook an owrl plugin can implement, generated from `owrl_sdk/hookspecs.py`",
+             "Every hook an owrl plugin can implement, generated from `owrl_sdk/contract/hookspecs.py`",
              "(`python -m owrl_sdk.docgen`). Implement one with `@owrl_sdk.hookimpl` on a function of",
              "the same name, declaring only the arguments you use.", ""]
     # the module's own account of async hooks, failures, order and per-episode plugins
@@ -59,7 +59,7 @@ def hooks_markdown() -> str:
 def cli_markdown() -> str:
     import click
 
-    from .cli import cli
+    from owrl_sdk.cli import cli
 
     lines = ["# Command line", "", "The help of every `owrl` command, generated from the code "
              "(`python -m owrl_sdk.docgen`).", ""]
@@ -138,7 +138,7 @@ def _members(cls: type) -> list[str]:
 
 def api_entries() -> list[tuple[str, str, list[str]]]:
     """(section, name, lines) for each public name of :mod:`owrl_sdk.api`, in the sections' order."""
-    from . import api
+    from owrl_sdk import api
 
     out = []
     for section, names in api.SECTIONS.items():
@@ -166,7 +166,7 @@ def api_snapshot() -> str:
 
 
 def api_markdown() -> str:
-    from . import api
+    from owrl_sdk import api
 
     lines = ["# The public API", "", "What plugins, templates and embedders import: `owrl_sdk.api` (and `owrl_sdk`'s own",
              "`hookimpl`, `Agent`, `__version__`). Generated from the code (`python -m owrl_sdk.docgen`).", ""]
@@ -189,7 +189,7 @@ FILES = {"hooks.md": hooks_markdown, "cli.md": cli_markdown, "api.md": api_markd
 
 
 def _schema_files() -> dict[Path, str]:
-    from . import schemas
+    from owrl_sdk import schemas
 
     return {schemas.path(kind): schemas.text(kind) for kind in schemas.KINDS}
 

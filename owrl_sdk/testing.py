@@ -1,10 +1,10 @@
 """pytest fixtures for plugin authors (registered under ``pytest11``, so installed with owrl).
 
-- ``owrl_plugins``: a fresh :class:`owrl_sdk.plugins.Plugins` (defaults and installed plugins);
+- ``owrl_plugins``: a fresh :class:`owrl_sdk.contract.plugins.Plugins` (defaults and installed plugins);
 - ``owrl_register_plugin(obj, name=None)``: register a plugin for the duration of a test;
 - ``owrl_page_server(pages)``: serve ``{"/path": "<html>..."}`` on 127.0.0.1, returns the base URL;
 - ``owrl_run_flow(flow_or_turns, url, **settings)``: play a flow with the core's flow player
-  (:mod:`owrl_sdk.flowplayer`) in a real Chromium with the plugins above and return the
+  (:mod:`owrl_sdk.flows.flowplayer`) in a real Chromium with the plugins above and return the
   trajectory (no event loop needed; no entry-point plugin is required).
 
 Example, in a site adapter's tests::
@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Union
 import pytest
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
 
 
 @pytest.fixture
 def owrl_plugins() -> Iterator["Plugins"]:
-    from .plugins import Plugins, reset_plugin_manager
+    from owrl_sdk.contract.plugins import Plugins, reset_plugin_manager
 
     reset_plugin_manager()  # a fresh process-wide manager, which code under test shares
     yield Plugins()
@@ -86,10 +86,10 @@ def owrl_page_server() -> Iterator[Callable[[dict[str, str]], str]]:
 
 @pytest.fixture
 def owrl_run_flow(owrl_plugins: "Plugins", tmp_path: Path) -> Callable[..., Any]:
-    from .agent import Agent
-    from .config import Settings
-    from .documents import Flow
-    from .flowplayer import FLOW_POLICY, flow_memory
+    from owrl_sdk.agent import Agent
+    from owrl_sdk.config import Settings
+    from owrl_sdk.formats.documents import Flow
+    from owrl_sdk.flows.flowplayer import FLOW_POLICY, flow_memory
 
     def run(flow: Union[Flow, list[dict[str, Any]], dict[str, Any]], url: str, **settings: Any) -> Any:
         if isinstance(flow, list):

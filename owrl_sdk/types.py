@@ -15,8 +15,8 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .domains import normalize_domain
-from .inputs import DeclaredInputs, OutputSchema, check_condition
+from owrl_sdk.safety.domains import normalize_domain
+from owrl_sdk.rules.inputs import DeclaredInputs, OutputSchema, check_condition
 
 TRAJECTORY_SCHEMA: Literal["owrl.trajectory/1"] = "owrl.trajectory/1"
 
@@ -136,12 +136,12 @@ class ToolCall(_Model):
     #: ``extract`` read) is saved in the episode's outputs (``Outcome.outputs``).
     save_as: Optional[str] = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     #: In a flow: the call runs only when this condition holds (``{{input:NAME}}``,
-    #: ``not {{output:NAME}}``, ``{{input:NAME}} == TEXT``: :data:`owrl_sdk.inputs.CONDITION`);
+    #: ``not {{output:NAME}}``, ``{{input:NAME}} == TEXT``: :data:`owrl_sdk.rules.inputs.CONDITION`);
     #: true or false once the inputs are filled in.
     when: Optional[Union[bool, str]] = None
     #: In a flow: the point of no return (the call that creates a record, pays, sends). A batch
     #: row that fails or is cut short once this call has started is ``needs_review`` and is
-    #: never re-run automatically (:mod:`owrl_sdk.batch`).
+    #: never re-run automatically (:mod:`owrl_sdk.flows.batch`).
     commit: Optional[bool] = None
 
     _when = field_validator("when")(classmethod(lambda cls, v: check_condition(v)))
@@ -286,7 +286,7 @@ class Task(_Model):
     difficulty: Optional[int] = None
     allowed_domains: list[str] = Field(default_factory=list)
     max_steps: Optional[int] = None
-    #: The inputs the task takes (``{{input:NAME}}`` in its strings): see :mod:`owrl_sdk.inputs`.
+    #: The inputs the task takes (``{{input:NAME}}`` in its strings): see :mod:`owrl_sdk.rules.inputs`.
     inputs: DeclaredInputs = Field(default_factory=dict)
     #: A JSON schema the ``output`` argument of ``done`` must validate against.
     output_schema: OutputSchema = None

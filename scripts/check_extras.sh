@@ -256,9 +256,9 @@ cat >"$SMOKE/check_core.py" <<'EOF'
 import json, os, pathlib, sys
 import yaml
 from owrl_sdk import dirs
-from owrl_sdk.documents import load_flow
-from owrl_sdk.files import try_lock
-from owrl_sdk.outputschema import check_output, check_schema
+from owrl_sdk.formats.documents import load_flow
+from owrl_sdk.support.files import try_lock
+from owrl_sdk.rules.outputschema import check_output, check_schema
 
 data = json.load(open(sys.argv[1]))
 pathlib.Path("flow.yaml").write_text(yaml.safe_dump(data))
@@ -332,7 +332,7 @@ EOF
 cat >"$SMOKE/check_excel.py" <<'EOF'
 # batch rows read from an .xlsx workbook (owrl run --inputs rows.xlsx)
 import openpyxl
-from owrl_sdk.batch import read_rows
+from owrl_sdk.flows.batch import read_rows
 
 book = openpyxl.Workbook()
 for row in (["query", "qty"], ["red scarf", 2], [None, None], ["tote bag", "L"]):
@@ -425,7 +425,7 @@ cat >"$SMOKE/check_scale.py" <<'EOF'
 import sys
 
 import ray
-from owrl_sdk.raybackend import EpisodeWorker, RayOptions, import_ray  # noqa: F401
+from owrl_sdk.scheduling.raybackend import EpisodeWorker, RayOptions, import_ray  # noqa: F401
 
 assert import_ray() is ray
 ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False,
@@ -458,7 +458,7 @@ warnings.simplefilter("ignore")
 from PIL import Image
 from owrl_openwebrl.backend import Sampling, VLBackend
 from owrl_openwebrl.prompt import Prompt
-from owrl_sdk.plugins import Plugins
+from owrl_sdk.contract.plugins import Plugins
 from owrl_train.model import TrainableVL
 
 buf = io.BytesIO()

@@ -30,7 +30,7 @@ python -m pip install -q ${PIN[@]+"${PIN[@]}"} "setuptools>=77"
 python -c "import torch" 2>/dev/null || python -m pip install -q ${PIN[@]+"${PIN[@]}"} "torch==2.13.0"
 # the extras the lock covers (tests/test_lock.py reads this line)
 python -m pip install -q ${PIN[@]+"${PIN[@]}"} -e ".[models,train,openai,excel,bench,scaffold,dev]"
-if ! python -c "from owrl_sdk.chromium import find_chromium; import sys; sys.exit(0 if find_chromium() else 1)"; then
+if ! python -c "from owrl_sdk.browser.chromium import find_chromium; import sys; sys.exit(0 if find_chromium() else 1)"; then
   echo "no Chromium found: trying Playwright's download, then the system package" >&2
   if ! python -m playwright install chromium >/dev/null 2>&1; then
     if command -v apt-get >/dev/null; then
@@ -42,7 +42,7 @@ if ! python -c "from owrl_sdk.chromium import find_chromium; import sys; sys.exi
 fi
 # a system Chromium without its headless shell: add the shell where the package manager has it
 # (optional: headless runs use the full browser without it)
-if python -c "from owrl_sdk.chromium import find_chromium; import sys; c = find_chromium(headless=True); sys.exit(0 if c and c.source == 'system' else 1)" \
+if python -c "from owrl_sdk.browser.chromium import find_chromium; import sys; c = find_chromium(headless=True); sys.exit(0 if c and c.source == 'system' else 1)" \
     && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   shell_install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium-headless-shell >/dev/null 2>&1; }
   shell_install || { apt-get update -qq >/dev/null 2>&1 && shell_install; } \

@@ -29,7 +29,7 @@ os.environ["OWRL_STATE_DIR"] = tempfile.mkdtemp(prefix="owrl-state-")
 
 import background_checks  # noqa: E402 - tests/ is on the path (pyproject.toml)
 from owrl_sdk.config import Settings  # noqa: E402 - after OWRL_STATE_DIR is set
-from owrl_sdk.plugins import Plugins  # noqa: E402
+from owrl_sdk.contract.plugins import Plugins  # noqa: E402
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict
 
-from owrl_sdk.memory import Context
-from owrl_sdk.policy import Policy
-from owrl_sdk.tools import Tool
+from owrl_sdk.contract.memory import Context
+from owrl_sdk.contract.policy import Policy
+from owrl_sdk.contract.tools import Tool
 from owrl_sdk.types import Check, Expectation, Observation, Task, ToolCall, ToolResult, Turn, Verdict
 
 

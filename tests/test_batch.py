@@ -1,4 +1,4 @@
-"""Batches (``owrl run --flow F --inputs ROWS``, :mod:`owrl_sdk.batch`): rows read as a careless
+"""Batches (``owrl run --flow F --inputs ROWS``, :mod:`owrl_sdk.flows.batch`): rows read as a careless
 user writes them, one row's failure never stopping the others, resuming from the batch folder,
 and a five-row batch on the demo shop in a real Chromium."""
 
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from owrl_sdk.batch import BAD_INPUTS, Batch, read_rows
+from owrl_sdk.flows.batch import BAD_INPUTS, Batch, read_rows
 from owrl_sdk.cli import main
-from owrl_sdk.documents import load_flow, load_trajectory
+from owrl_sdk.formats.documents import load_flow, load_trajectory
 from owrl_sdk.errors import UsageError
-from owrl_sdk.executors import Executor
+from owrl_sdk.scheduling.executors import Executor
 
 from owrl_cli import KEEP, owrl
 
@@ -203,8 +203,8 @@ class Scripted(Executor):
         self.workload = workload
 
     async def run(self, items, on_result=None):  # noqa: ANN001
-        from owrl_sdk.executors import WorkResult, error_result
-        from owrl_sdk.runner import EpisodeRecord
+        from owrl_sdk.scheduling.executors import WorkResult, error_result
+        from owrl_sdk.episode.runner import EpisodeRecord
 
         results = []
         for item in items:
@@ -293,7 +293,7 @@ def test_a_folder_another_process_runs_is_refused(tmp_path):
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"quantity": 1}\n')
     holder = subprocess.Popen(  # another process that runs the folder's batch (holds its lock) until told
-        [sys.executable, "-c", "import sys; from owrl_sdk.batch import Batch; "
+        [sys.executable, "-c", "import sys; from owrl_sdk.flows.batch import Batch; "
          f"b = Batch({str(FLOW)!r}, {str(rows)!r}, {str(tmp_path / 'b')!r}); b.out.mkdir(); b._take_lock(); "
          "print('held', flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

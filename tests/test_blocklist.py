@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from owrl_sdk.blocklist import Blocklist
+from owrl_sdk.safety.blocklist import Blocklist
 
 
 def test_entries_expire(tmp_path):

@@ -143,7 +143,7 @@ def test_no_function_is_longer_than_80_lines() -> None:
 
 
 #: Where printing is the job: the CLI's output (commands, cli, console) and the docs generator's main.
-_PRINTERS = ("owrl_sdk/commands/", "owrl_sdk/cli.py", "owrl_sdk/console.py", "owrl_sdk/docgen.py")
+_PRINTERS = ("owrl_sdk/commands/", "owrl_sdk/cli.py", "owrl_sdk/support/console.py", "owrl_sdk/docgen.py")
 
 
 def test_the_library_logs_instead_of_printing() -> None:

@@ -79,7 +79,7 @@ def test_doctor_prints_states_and_remedies_intact(monkeypatch):
 
 
 def test_plugins_prints_load_errors_intact(monkeypatch):
-    from owrl_sdk import plugins as plugins_module
+    from owrl_sdk.contract import plugins as plugins_module
     from owrl_sdk.commands import plugins as command
 
     class Failure:

@@ -22,14 +22,14 @@ def project(tmp_path, monkeypatch):
 
 
 def _models():
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
 
     return Plugins().catalogue.option_models()
 
 
 def test_every_in_repo_component_that_reads_options_declares_them():
     from owrl_sdk.failures.startpage import FailuresOptions
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
 
     models = _models()
     for name in ("default", "crop", "demo-shop", "miniwob", "random", "composite", "demo-shop-adapter"):
@@ -190,7 +190,7 @@ def test_the_configuration_doc_lists_every_option_as_the_code_has_it():
     from pathlib import Path
 
     from owrl_sdk.config import options_reference, settings_reference
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
     for marker, table in (("settings", settings_reference()), ("options", options_reference(Plugins().option_models()))):

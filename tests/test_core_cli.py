@@ -23,7 +23,7 @@ def test_help_imports_no_torch():
 
 
 def test_import_owrl_sdk_is_torch_free():
-    code = "import sys, owrl_sdk, owrl_sdk.loop, owrl_sdk.agent; print('torch' in sys.modules)"
+    code = "import sys, owrl_sdk, owrl_sdk.episode.loop, owrl_sdk.agent; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False"
 

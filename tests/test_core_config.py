@@ -57,7 +57,7 @@ def test_openai_variables_are_read_in_one_place(monkeypatch):
 
 
 def test_chromium_variable_is_read_in_one_place(monkeypatch, tmp_path):
-    from owrl_sdk.chromium import configured_chromium, find_chromium
+    from owrl_sdk.browser.chromium import configured_chromium, find_chromium
 
     monkeypatch.delenv("OWRL_CHROMIUM", raising=False)
     assert configured_chromium() is None
@@ -98,7 +98,7 @@ def test_catalogue_names_the_option_models(plugins, register_plugin, tmp_path, m
     from dataclasses import dataclass
 
     from owrl_sdk import hookimpl
-    from owrl_sdk.components import Judge
+    from owrl_sdk.contract.components import Judge
 
     @dataclass
     class StrictOptions:

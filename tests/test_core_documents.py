@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from owrl_sdk.documents import Flow, load_flow, load_trajectory, save_trajectory, trajectory_to_json
+from owrl_sdk.formats.documents import Flow, load_flow, load_trajectory, save_trajectory, trajectory_to_json
 from owrl_sdk.errors import DocumentError
 from owrl_sdk.types import (
     CallRecord, Check, Expectation, Failure, Judgement, Observation, Outcome, PolicyInfo, Step, Tab, Target,

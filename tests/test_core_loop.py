@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from owrl_sdk import hookimpl
-from owrl_sdk.loop import Episode, EpisodeLimits
-from owrl_sdk.runner import StepCallback
+from owrl_sdk.episode.loop import Episode, EpisodeLimits
+from owrl_sdk.episode.runner import StepCallback
 from owrl_sdk.types import Failure, Task, Turn
 
 from fakes import FakeEnv, FakePage, Go, ListPolicy, call
@@ -114,8 +114,8 @@ async def test_a_flow_runs_no_call_after_one_that_failed_where_a_model_reads_on(
     """A flow's turn was planned for the page it recorded: after a call fails with an error the
     rest of the turn is skipped (a model's turn is not: it reads each error, as above). With a
     healer, the flow's rule holds until the hand-over, the healer's after it."""
-    from owrl_sdk.documents import flow_from_data
-    from owrl_sdk.flowplayer import HealingPolicy, ScriptedPolicy
+    from owrl_sdk.formats.documents import flow_from_data
+    from owrl_sdk.flows.flowplayer import HealingPolicy, ScriptedPolicy
 
     flow = flow_from_data({"turns": [
         {"calls": [{"name": "go", "arguments": {"to": "fake://nope"}}, {"name": "go", "arguments": {"to": "fake://results"}},
@@ -346,8 +346,8 @@ async def test_a_steps_start_time_is_before_its_observation_and_policy(plugins, 
 
 async def test_the_judge_reads_the_episode_as_the_run_folder_holds_it_scrubbed(plugins, settings, tmp_path, monkeypatch):
     """A model judge may be a remote endpoint: an answer holding a secret reached it in clear."""
-    from owrl_sdk.evaluation import TaskFileSuite
-    from owrl_sdk.runner import JudgedEpisodes
+    from owrl_sdk.scheduling.evaluation import TaskFileSuite
+    from owrl_sdk.episode.runner import JudgedEpisodes
     from owrl_sdk.types import Judgement
 
     monkeypatch.setenv("OWRL_SECRET_CODE", "hunter2Pass")
@@ -396,7 +396,7 @@ async def test_under_the_last_call_rule_calls_after_done_run_and_only_a_final_do
 
 
 async def test_a_repeat_limit_of_zero_lets_a_call_repeat_without_change(plugins, settings):
-    from owrl_sdk.tools import Tool
+    from owrl_sdk.contract.tools import Tool
     from owrl_sdk.types import ToolResult
 
     class Nothing(Tool):

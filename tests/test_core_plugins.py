@@ -12,10 +12,10 @@ import click
 import pytest
 
 from owrl_sdk import hookimpl
-from owrl_sdk.components import SiteAdapter
+from owrl_sdk.contract.components import SiteAdapter
 from owrl_sdk.errors import PluginError
-from owrl_sdk.loop import Episode
-from owrl_sdk.plugins import DEFAULT_PLUGINS, Plugins, build_plugin_manager, plugin_infos
+from owrl_sdk.episode.loop import Episode
+from owrl_sdk.contract.plugins import DEFAULT_PLUGINS, Plugins, build_plugin_manager, plugin_infos
 from owrl_sdk.types import Task, ToolResult, Turn
 
 from fakes import FakeEnv, FakePage, Go, ListPolicy, call
@@ -80,8 +80,8 @@ def test_load_and_disable_environment(tmp_path):
                        "register_rewards", "register_optimizers", "register_site_adapters", "register_task_suites",
                        "register_samplers")
 def test_catalogue_hooks_register_each_kind(plugins, register_plugin, settings):
-    from owrl_sdk.components import Judge, Optimizer, Reward, TaskSampler, TaskSuite
-    from owrl_sdk.memory import Memory
+    from owrl_sdk.contract.components import Judge, Optimizer, Reward, TaskSampler, TaskSuite
+    from owrl_sdk.contract.memory import Memory
 
     class J(Judge):
         name = "j"
@@ -377,7 +377,8 @@ def test_resolve_url_first_answer_wins(plugins, register_plugin):
 
 
 def test_trace_never_prints_a_secret_a_store_returns_or_a_hook_is_given(capsys, monkeypatch):
-    from owrl_sdk import hookimpl, secrets
+    from owrl_sdk import hookimpl
+    from owrl_sdk.safety import secrets
 
     class Vault:
         @hookimpl
@@ -392,14 +393,14 @@ def test_trace_never_prints_a_secret_a_store_returns_or_a_hook_is_given(capsys, 
     plugins.resolve_url("https://shop.test/?pw=env-value-51zt")  # a hook's argument that quotes one
     err = capsys.readouterr().err
     assert "resolve_secret returned a value of 16 characters (not shown)" in err
-    assert "resolve_url(url='https://shop.test/?pw={{secret:SHOP_PW}}')" in err, err
+    assert "resolve_url(url='https://shop.test/?pw={{secret:SHOP_PW}}', settings=<the run's settings>)" in err, err
     assert "vault-value-93kq" not in err and "env-value-51zt" not in err
 
 
 def test_components_are_handed_the_catalogue_they_were_built_from(plugins, register_plugin, settings):
     # a judge registered only in this manager: a component that fetched the process's plugins
     # instead of the catalogue it was built from would not find it
-    from owrl_sdk.components import Judge
+    from owrl_sdk.contract.components import Judge
     from owrl_sdk.errors import ConfigError
     from owrl_sdk.types import Judgement
 

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from builtin_judges.rules import BenchmarkJudge, CompositeJudge, RuleJudge
-from owrl_sdk.answers import match_answer
-from owrl_sdk.evaluation import EpisodeRecord, summarise, wilson
-from owrl_sdk.taskfiles import load_tasks
+from owrl_sdk.support.answers import match_answer
+from owrl_sdk.scheduling.evaluation import EpisodeRecord, summarise, wilson
+from owrl_sdk.formats.taskfiles import load_tasks
 from owrl_sdk.types import Observation, Outcome, PolicyInfo, Step, Task, Trajectory, Turn
 
 
@@ -127,8 +127,8 @@ def test_the_result_log_an_evaluation_and_a_batch_resume_from(tmp_path, monkeypa
     last line of a key stands, secrets never reach the disk, a durable line is fsynced."""
     import os
 
-    from owrl_sdk import secrets
-    from owrl_sdk.records import ResultLog, episode_log
+    from owrl_sdk.safety import secrets
+    from owrl_sdk.formats.records import ResultLog, episode_log
 
     log = episode_log(tmp_path / "episodes.jsonl")
     assert log.records() == [] and log.pending(["a#0"]) == ["a#0"]  # no file yet

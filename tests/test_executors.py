@@ -16,10 +16,10 @@ import pytest
 from owrl_baselines import OraclePolicy
 from owrl_cli import owrl
 from owrl_sdk import hookimpl
-from owrl_sdk.evaluation import EvalPlan, Evaluation, TaskFileSuite, read_records
-from owrl_sdk.executors import Executor, WorkItem, Workload, executor_class
-from owrl_sdk.plugins import Plugins
-from owrl_sdk.runner import EpisodeRecord
+from owrl_sdk.scheduling.evaluation import EvalPlan, Evaluation, TaskFileSuite, read_records
+from owrl_sdk.scheduling.executors import Executor, WorkItem, Workload, executor_class
+from owrl_sdk.contract.plugins import Plugins
+from owrl_sdk.episode.runner import EpisodeRecord
 from owrl_sdk.types import Task
 
 PAGE = "<html><body><h1>Executors</h1><p>Nothing to do here but answer.</p></body></html>"
@@ -116,7 +116,7 @@ class InlineExecutor(Executor):
     made: list = []
 
     async def run(self, items, on_result=None):
-        from owrl_sdk.executors import WorkResult
+        from owrl_sdk.scheduling.executors import WorkResult
 
         InlineExecutor.made.append(self.workload.policy.name)
         results = []
@@ -159,8 +159,8 @@ def test_owrl_eval_backend_takes_a_plugin_s_executor_and_names_the_known_ones(tm
     (info / "entry_points.txt").write_text("[owrl]\ninline = owrl_inline_executor\n")
     (tmp_path / "site" / "owrl_inline_executor.py").write_text(textwrap.dedent('''
         from owrl_sdk import hookimpl
-        from owrl_sdk.executors import Executor, WorkResult
-        from owrl_sdk.runner import EpisodeRecord
+        from owrl_sdk.scheduling.executors import Executor, WorkResult
+        from owrl_sdk.episode.runner import EpisodeRecord
 
         class InlineExecutor(Executor):
             name = "inline"
@@ -202,7 +202,7 @@ def oracle_factory(settings, plugins):
 def test_a_stop_from_on_result_drops_the_items_not_started(backend, owrl_page_server, tmp_path, settings):
     """What a batch answers after N identical failures (executors.STOP): no item starts after
     it, on either backend; those already in flight finish."""
-    from owrl_sdk.executors import STOP
+    from owrl_sdk.scheduling.executors import STOP
 
     base = owrl_page_server({"/a": PAGE})
     task = answer_task("a", base + "a")
@@ -270,7 +270,7 @@ def test_a_local_worker_whose_browser_is_killed_runs_its_episode_again(
     """The local backend does what the Ray backend does for a lost actor: the episode whose
     browser died under it runs again once the browser is back, and summary.json counts the
     lost worker and the retry. With one attempt, the episode stays an infra_error."""
-    from owrl_sdk.executors import LocalExecutor
+    from owrl_sdk.scheduling.executors import LocalExecutor
 
     register_plugin(KillerPlugin(), name="browser-killer")
     base = owrl_page_server({"/p": BUTTON_PAGE, "/q": BUTTON_PAGE})

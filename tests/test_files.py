@@ -1,6 +1,6 @@
-"""The one atomic-write helper (owrl_sdk.files): whole files or none, no shared temporaries,
+"""The one atomic-write helper (owrl_sdk.support.files): whole files or none, no shared temporaries,
 permissions exact when asked for and the umask's otherwise. The one folder lock (try_lock), and
-the user's folders (owrl_sdk.dirs)."""
+the user's folders (owrl_sdk.support.dirs)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from owrl_sdk.files import try_lock, write_atomic
+from owrl_sdk.support.files import try_lock, write_atomic
 
 
 def test_a_file_is_replaced_whole_and_no_temporary_is_left(tmp_path):
@@ -65,7 +65,7 @@ def test_a_lock_is_one_holders_and_a_dead_holders_lock_is_free(tmp_path):
     """Another process, and another lock object in this one, are refused while it is held; the
     system frees it when its holder dies without releasing it."""
     path = tmp_path / "folder" / ".held"
-    holder = subprocess.Popen([sys.executable, "-c", "import sys; from owrl_sdk.files import try_lock; "
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from owrl_sdk.support.files import try_lock; "
                                f"held = try_lock({str(path)!r}); print(held is not None, flush=True); "
                                "sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
@@ -83,8 +83,8 @@ def test_a_lock_is_one_holders_and_a_dead_holders_lock_is_free(tmp_path):
 
 
 def test_the_users_folders_follow_the_platform_and_owrls_variables_win(monkeypatch, tmp_path):
-    from owrl_sdk import dirs
-    from owrl_sdk.blocklist import default_path
+    from owrl_sdk.support import dirs
+    from owrl_sdk.safety.blocklist import default_path
     from owrl_sdk.config import _config_files
 
     for name in ("OWRL_CACHE_DIR", "OWRL_STATE_DIR", "OWRL_CONFIG"):

@@ -6,7 +6,7 @@ import ast
 import inspect
 from pathlib import Path
 
-from owrl_sdk import hookspecs
+from owrl_sdk.contract import hookspecs
 
 TESTS = Path(__file__).parent
 

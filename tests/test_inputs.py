@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from owrl_sdk.documents import Flow, flow_from_data
+from owrl_sdk.formats.documents import Flow, flow_from_data
 from owrl_sdk.errors import DocumentError, UsageError
-from owrl_sdk.inputs import InputSpec, apply_inputs, placeholders, resolve_inputs
+from owrl_sdk.rules.inputs import InputSpec, apply_inputs, placeholders, resolve_inputs
 from owrl_sdk.types import Task
 
 

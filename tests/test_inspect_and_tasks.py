@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from owrl_cli import owrl
-from owrl_sdk.chromium import find_chromium
+from owrl_sdk.browser.chromium import find_chromium
 from owrl_sdk.cli import main
 from owrl_sdk.commands.inspect import _LINE, _unquote, parse_snapshot, role_selector
 
@@ -285,9 +285,9 @@ def test_tasks_lists_the_suites_with_plugin_and_size(capsys, monkeypatch):
 
 def test_a_suite_that_cannot_list_its_tasks_does_not_hide_the_others(plugins, register_plugin, settings):
     from owrl_sdk.commands.tasks import suite_rows
-    from owrl_sdk.components import TaskSuite
+    from owrl_sdk.contract.components import TaskSuite
     from owrl_sdk.errors import UsageError
-    from owrl_sdk.plugins import hookimpl
+    from owrl_sdk.contract.plugins import hookimpl
 
     class Broken(TaskSuite):
         name = "broken-suite"

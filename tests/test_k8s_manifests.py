@@ -491,7 +491,7 @@ def test_rayjob_entrypoints_run_owrl_with_the_values():
     assert mounts == {"config": "/etc/owrl", "data": "/data"}
 
     # The driver joins the cluster it runs on through the RAY_ADDRESS that Ray's job supervisor
-    # sets (owrl_sdk.raybackend reads it when no address is given): nothing may name another.
+    # sets (owrl_sdk.scheduling.raybackend reads it when no address is given): nothing may name another.
     for values in (JOBS, CUSTOM_JOBS):
         objects = by_kind(render(values))
         for job in rayjobs(list(objects.values())).values():

@@ -2,7 +2,7 @@
 with the core alone.
 
 The import rules are the contracts in ``.importlinter`` (checked by import-linter's
-``lint-imports``). Flows are a core document and their player (``owrl_sdk.flowplayer``) a
+``lint-imports``). Flows are a core document and their player (``owrl_sdk.flows.flowplayer``) a
 default plugin, so ``owrl run --flow`` and the ``owrl_run_flow`` fixture work with no
 entry-point plugin loaded (``OWRL_LOAD_PLUGINS=""``).
 """
@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from owrl_cli import owrl
 
-from owrl_sdk.flowplayer import FLOW_POLICY
-from owrl_sdk.plugins import Plugins, build_plugin_manager
+from owrl_sdk.flows.flowplayer import FLOW_POLICY
+from owrl_sdk.contract.plugins import Plugins, build_plugin_manager
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,7 +51,7 @@ def test_no_entry_point_plugins_still_has_the_flow_player() -> None:
     plugins = Plugins(build_plugin_manager(environ={"OWRL_LOAD_PLUGINS": ""}))
     assert all(default for default, _, _ in plugins.pm.origins.values())  # the defaults only
     assert FLOW_POLICY in plugins.catalogue.names("policies")
-    assert plugins.catalogue.owners[("policies", FLOW_POLICY)] == "owrl_sdk.flowplayer"
+    assert plugins.catalogue.owners[("policies", FLOW_POLICY)] == "owrl_sdk.flows.flowplayer"
 
 
 def test_owrl_run_flow_without_entry_point_plugins(tmp_path: Path, owrl_page_server: Any) -> None:
@@ -86,9 +86,9 @@ def test_the_run_flow_fixture_without_entry_point_plugins(owrl_plugins: Plugins,
 
 
 def test_a_plugin_scheme_is_the_one_a_resolve_url_hook_resolves(owrl_plugins: Plugins, owrl_register_plugin: Any) -> None:
-    from owrl_sdk.urls import plugin_scheme, resolve_url
+    from owrl_sdk.rules.urls import plugin_scheme, resolve_url
     from owrl_sdk.errors import UsageError
-    from owrl_sdk.plugins import hookimpl
+    from owrl_sdk.contract.plugins import hookimpl
 
     class Mine:
         @hookimpl
@@ -134,12 +134,13 @@ def _source(module: str, node: Any, path: Path) -> str:
     return ".".join(p for p in (base, node.module or "") if p)
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module -> the modules of the tree it imports when it runs: module-level and
-    function-local imports alike; imports under ``if TYPE_CHECKING:`` are never run and left
-    out. ``from pkg import name`` counts the submodule ``pkg.name`` when there is one, else
-    ``pkg``. An import from a module's own parent package counts too: a package whose
-    ``__init__`` imports the submodule that imports it back is a cycle like any other."""
+def import_graph(type_checking: bool = True) -> dict[str, set[str]]:
+    """Module -> the modules of the tree it imports: module-level and function-local imports
+    alike, and those under ``if TYPE_CHECKING:`` too (a circle a type checker walks is one a
+    reader walks; ``type_checking=False`` leaves them out). ``from pkg import name`` counts the
+    submodule ``pkg.name`` when there is one, else ``pkg``. An import from a module's own parent
+    package counts too: a package whose ``__init__`` imports the submodule that imports it back
+    is a cycle like any other."""
     import ast
 
     modules = _modules()
@@ -153,7 +154,7 @@ def import_graph() -> dict[str, set[str]]:
     for module, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            if not type_checking and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
                 node.body = []
         targets: set[str] = set()
         for node in ast.walk(tree):
@@ -199,11 +200,12 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_no_import_cycle_even_through_function_local_imports() -> None:
+def test_no_import_cycle_even_through_function_local_or_type_checking_imports() -> None:
     graph = import_graph()
     assert {"owrl_sdk.types", "owrl_train.rl", "builtin_tools.browser"} <= set(graph)
-    assert "owrl_sdk.outputschema" in graph["owrl_sdk.inputs"]  # a module-level import is seen
-    assert "owrl_sdk.tools" in graph["owrl_sdk.documents"]  # so is a function-local one
+    assert "owrl_sdk.browser.state" in graph["owrl_sdk.browser.expect"]  # an import for type checkers is seen
+    assert "owrl_sdk.rules.outputschema" in graph["owrl_sdk.rules.inputs"]  # a module-level import is seen
+    assert "owrl_sdk.contract.tools" in graph["owrl_sdk.formats.documents"]  # so is a function-local one
     assert not cycles(graph), "\n".join(" <-> ".join(c) for c in cycles(graph))
 
 
@@ -216,8 +218,19 @@ def test_the_cycle_finder_sees_a_submodule_that_imports_its_own_package() -> Non
 
 def test_the_cycle_finder_finds_one_closed_by_a_function_local_import() -> None:
     graph = import_graph()
-    graph["owrl_sdk.types"] = graph["owrl_sdk.types"] | {"owrl_sdk.outputs"}  # outputs -> plugins -> ... -> types
-    assert any({"owrl_sdk.types", "owrl_sdk.outputs"} <= set(c) for c in cycles(graph))
+    graph["owrl_sdk.types"] = graph["owrl_sdk.types"] | {"owrl_sdk.formats.outputs"}  # outputs -> plugins -> ... -> types
+    assert any({"owrl_sdk.types", "owrl_sdk.formats.outputs"} <= set(c) for c in cycles(graph))
+
+
+def test_the_core_is_told_apart_by_its_packages() -> None:
+    """The top level of owrl_sdk holds at most a dozen modules: the rest lives in the packages the
+    layers contract names (``.importlinter``), every one of them named there."""
+    top = sorted(p.stem for p in (ROOT / "owrl_sdk").glob("*.py"))
+    assert len(top) <= 12, top
+    packages = sorted(p.parent.name for p in (ROOT / "owrl_sdk").glob("*/__init__.py"))
+    contract = (ROOT / ".importlinter").read_text().split("[importlinter:contract:core-layers]")[1].split("\n[")[0]
+    named = {name.strip() for line in contract.split("layers =", 1)[1].splitlines() for name in line.split(":")}
+    assert set(packages) <= named and set(top) - {"__init__"} <= named, sorted(set(packages) | set(top) - named)
 
 
 # ------------------------------------------------------------------ function-local imports
@@ -238,7 +251,6 @@ _COMMANDS = "the command module (and click) only when the owrl command asks for 
 
 #: Single exceptions, each with its reason.
 ALLOWED = {
-    ("owrl_sdk/batch.py", "from . import inputs"): "the module, where `inputs` is a variable name",
     ("plugins/owrl_demo/__init__.py", "from .command import demo_site_command"): _COMMANDS,
     ("plugins/owrl_openwebrl/__init__.py", "from .commands import model_command"): _COMMANDS,
     ("plugins/owrl_train/__init__.py", "from .commands import train_command"): _COMMANDS,

@@ -206,7 +206,7 @@ class ScriptPolicy:
     done; it keeps every context the memory gave it."""
 
     def __new__(cls, settings: Settings) -> Any:
-        from owrl_sdk.policy import Policy
+        from owrl_sdk.contract.policy import Policy
 
         class _Script(Policy):
             name = "memory-test-script"
@@ -262,8 +262,8 @@ def test_a_real_episode_on_a_local_page(memory, options, owrl_plugins, owrl_page
 def test_the_oracle_finishes_a_demo_shop_task_with_little_history(memory, tmp_path):
     """The oracle counts its turns by the last step's index, so a memory that leaves steps
     out does not make it replay a turn."""
-    from owrl_sdk.evaluation import EvalPlan, Evaluation
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.scheduling.evaluation import EvalPlan, Evaluation
+    from owrl_sdk.contract.plugins import Plugins
 
     settings = Settings(runs_dir=str(tmp_path / "runs"), memory=memory,
                         plugins={memory: {"keep_last": 1, **({"budget": 1} if memory == "weighted" else {})}})

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from owrl_cli import owrl
-from owrl_sdk.documents import load_flow, load_trajectory
-from owrl_sdk.memory import Context
-from owrl_sdk.outputs import check_output, check_schema
-from owrl_sdk.policy import Policy
+from owrl_sdk.formats.documents import load_flow, load_trajectory
+from owrl_sdk.contract.memory import Context
+from owrl_sdk.formats.outputs import check_output, check_schema
+from owrl_sdk.contract.policy import Policy
 from owrl_sdk.types import PolicyInfo, ToolCall, Turn
 
 ROOT = Path(__file__).resolve().parents[1]

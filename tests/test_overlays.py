@@ -6,7 +6,7 @@ import pytest
 
 from owrl_sdk import Agent, hookimpl
 from owrl_sdk.config import Settings
-from owrl_sdk.documents import Flow
+from owrl_sdk.formats.documents import Flow
 
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from owrl_sdk import hookimpl
-from owrl_sdk.components import SiteAdapter, TaskSuite
+from owrl_sdk.contract.components import SiteAdapter, TaskSuite
 from owrl_sdk.errors import PluginError
-from owrl_sdk.plugins import Plugins, build_plugin_manager, plugin_manager, reset_plugin_manager
+from owrl_sdk.contract.plugins import Plugins, build_plugin_manager, plugin_manager, reset_plugin_manager
 from owrl_sdk.types import Observation, Task
 
 SHOP = Task(id="t", intent="x", start_url="https://shop.example.com/")
@@ -229,7 +229,7 @@ def test_the_shared_manager_follows_the_plugin_environment(monkeypatch):
 
 
 def test_optimizers_share_one_abstract_entry_point(settings, monkeypatch):
-    from owrl_sdk.components import Optimizer
+    from owrl_sdk.contract.components import Optimizer
     from owrl_train import SFT
     from owrl_train.rl import MMGRPO
 
@@ -254,7 +254,7 @@ def test_optimizers_share_one_abstract_entry_point(settings, monkeypatch):
 
 
 def test_plugin_listing_is_of_plugins_not_of_their_adapters(plugins):
-    from owrl_sdk.plugins import plugin_infos
+    from owrl_sdk.contract.plugins import plugin_infos
 
     _ = plugins.catalogue
     assert "site-adapter:demo-shop-adapter" in plugins.pm.scoped

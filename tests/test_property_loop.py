@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 
 from owrl_openwebrl.parser import parse_turn
 from owrl_sdk.config import Settings
-from owrl_sdk.loop import Episode, EpisodeLimits
-from owrl_sdk.plugins import Plugins
-from owrl_sdk.policy import Policy
+from owrl_sdk.episode.loop import Episode, EpisodeLimits
+from owrl_sdk.contract.plugins import Plugins
+from owrl_sdk.contract.policy import Policy
 from owrl_sdk.types import Task
 
 PAGE = ("data:text/html,<title>Form</title><input id=q><button onclick=\"document.title='clicked'\">Go</button>"

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from owrl_sdk.chromium import find_chromium
+from owrl_sdk.browser.chromium import find_chromium
 from owrl_sdk.recorder import choose_text, partial_path, stable_url_part, upper_snake
 
 needs_chromium = pytest.mark.skipif(find_chromium(check_managed=False) is None, reason="no Chromium on this machine")
@@ -163,7 +163,7 @@ def grep_folder(folder: Path, needle: str) -> list[str]:
 
 async def record(url: str, out: Path, act: Any, **options: Any) -> dict[str, Any]:
     from owrl_sdk.config import Settings
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
     from owrl_sdk.recorder import Recorder
 
     plugins = Plugins()
@@ -226,7 +226,7 @@ def test_a_recorded_login_replays_and_never_holds_the_password(tmp_path, owrl_pa
     assert calls[9]["arguments"] == {"accept": True} and calls[9]["expect"] == {"text_visible": "Drafts deleted"}
     assert not partial_path(out).exists()
 
-    from owrl_sdk.documents import load_flow
+    from owrl_sdk.formats.documents import load_flow
 
     monkeypatch.setenv("OWRL_SECRET_PASSWORD", PASSWORD)
     traj = owrl_run_flow(load_flow(out), base + "login")  # its run folder is under tmp_path too
@@ -290,7 +290,7 @@ def test_input_fields_become_placeholders_with_the_typed_default(tmp_path, owrl_
     box = calls_of(flow)[3]
     assert box["name"] == "set_checked" and box["arguments"]["checked"] == "{{input:remember}}"
     assert flow["inputs"]["remember"] == {"type": "boolean", "default": True, "description": "set while recording"}
-    from owrl_sdk.documents import Flow
+    from owrl_sdk.formats.documents import Flow
 
     if "inputs" in Flow.model_fields:  # declared, with the typed value as default; the replay fills it in
         assert flow["inputs"]["email"]["default"] == "maria@example.org"
@@ -322,7 +322,7 @@ FRAME = """<!doctype html><p id="paid"></p>
 @needs_chromium
 def test_tabs_and_frames_are_recorded_and_closing_the_browser_ends_the_recording(tmp_path, owrl_page_server, owrl_run_flow):
     from owrl_sdk.config import Settings
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
     from owrl_sdk.recorder import Recorder
 
     base = owrl_page_server({"/": HOME, "/details": DETAILS, "/frame": FRAME})
@@ -477,7 +477,7 @@ async def click_over_cdp(port: int) -> None:
 
 @needs_chromium
 def test_sigint_to_owrl_record_writes_a_valid_flow(tmp_path, owrl_page_server):
-    from owrl_sdk.documents import load_flow
+    from owrl_sdk.formats.documents import load_flow
 
     base = owrl_page_server({"/account": ACCOUNT})
     out = tmp_path / "cli.json"

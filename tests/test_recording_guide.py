@@ -38,7 +38,7 @@ import pytest
 
 from json_server import JsonServer
 from owrl_cli import KEEP
-from owrl_sdk.chromium import find_chromium
+from owrl_sdk.browser.chromium import find_chromium
 from owrl_sdk.recorder import partial_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -197,7 +197,7 @@ def test_the_shop_renames_its_add_button_only_when_asked(monkeypatch, tmp_path):
     import urllib.request
 
     from owrl_demo import DemoShop
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
 
     def button(url: str) -> str:
         page = urllib.request.urlopen(url, timeout=10).read().decode()

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from owrl_cli import owrl
-from owrl_sdk.chromium import BASE_ARGS, find_chromium
+from owrl_sdk.browser.chromium import BASE_ARGS, find_chromium
 from owrl_sdk.config import Settings
-from owrl_sdk.documents import load_trajectory, save_trajectory
-from owrl_sdk.report import write_run_report
+from owrl_sdk.formats.documents import load_trajectory, save_trajectory
+from owrl_sdk.formats.report import write_run_report
 from owrl_sdk.types import Observation, PolicyInfo, Step, Task, Trajectory, Turn
 
 CHROMIUM = find_chromium(check_managed=False, headless=True)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from owrl_sdk.runrequest import RunRequest
+from owrl_sdk.flows.runrequest import RunRequest
 
 FLOW: dict[str, Any] = {
     "schema": "owrl.flow/1", "task": "find {{input:q}}", "start_url": "http://127.0.0.1:9/search?q={{input:q}}",
@@ -66,9 +66,9 @@ def test_agent_prepare_flow(prepared):
 
 
 def test_a_batch_row(prepared, tmp_path):
-    from owrl_sdk.batch import Batch
+    from owrl_sdk.flows.batch import Batch
     from owrl_sdk.config import Settings
-    from owrl_sdk.documents import Flow
+    from owrl_sdk.formats.documents import Flow
 
     batch = Batch(Flow.model_validate(FLOW), [{"q": "a b"}, {"q": "c"}], out=tmp_path / "b",
                   settings=Settings(runs_dir=str(tmp_path)))
@@ -96,7 +96,7 @@ def test_owrl_run_with_a_flow(prepared, tmp_path):
 
 def test_a_server_job(prepared, tmp_path):
     from owrl_sdk.config import Settings
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
     from owrl_sdk.server.jobs import JobStore
     from owrl_sdk.server.runner import JobRunner
 
@@ -118,13 +118,13 @@ def test_a_value_that_holds_a_placeholder_is_filled_in_once():
 
     from owrl_sdk import Agent
     from owrl_sdk.config import Settings
-    from owrl_sdk.flowplayer import ScriptedPolicy
-    from owrl_sdk.memory import Context
+    from owrl_sdk.flows.flowplayer import ScriptedPolicy
+    from owrl_sdk.contract.memory import Context
     from owrl_sdk.types import Observation
 
     task = Agent().prepare_flow(FLOW, {"q": "{{input:n}}", "n": 7})
     assert task.intent == "find {{input:n}}" and task.start_url.endswith("?q=%7B%7Binput%3An%7D%7D")
-    from owrl_sdk.documents import Flow
+    from owrl_sdk.formats.documents import Flow
 
     player = ScriptedPolicy(Settings(), flow=Flow.model_validate(FLOW))
     turn = asyncio.run(player.act(Context(task=task, observation=Observation(url=task.start_url), tools=[])))

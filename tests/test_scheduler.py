@@ -1,4 +1,4 @@
-"""The one scheduler every executor runs its items on (owrl_sdk.executors.schedule).
+"""The one scheduler every executor runs its items on (owrl_sdk.scheduling.executors.schedule).
 
 Its rules are about queues and attempts, not browsers, so these tests give it workers made
 here: each "runs" an item by sleeping a moment and answering as told. The executors' own
@@ -11,8 +11,8 @@ from typing import Any, Optional
 
 import pytest
 
-from owrl_sdk.executors import STOP, Workers, WorkersGone, WorkItem, WorkResult, schedule
-from owrl_sdk.runner import failed_record
+from owrl_sdk.scheduling.executors import STOP, Workers, WorkersGone, WorkItem, WorkResult, schedule
+from owrl_sdk.episode.runner import failed_record
 from owrl_sdk.types import Task
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from owrl_sdk import Agent, hookimpl
 from owrl_sdk.config import Settings
-from owrl_sdk.policy import Policy
+from owrl_sdk.contract.policy import Policy
 from owrl_sdk.types import Task, ToolCall, Turn
 
 USER, PASSWORD = "demo@shop.test", "demo1234"  # the demo shop's own account (plugins/owrl_demo/catalogue.py)
@@ -59,7 +59,7 @@ class ShopProbe:
 
 @pytest.fixture
 def enabled(monkeypatch):
-    from owrl_sdk import secrets
+    from owrl_sdk.safety import secrets
 
     monkeypatch.setenv("OWRL_DEMO_SHOP_ADAPTER_ENABLED", "1")
     monkeypatch.setenv("OWRL_SECRET_SHOP_USER", USER)
@@ -302,7 +302,7 @@ def test_options_come_from_owrl_toml_then_the_environment_and_are_checked(tmp_pa
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no user config file here
     from owrl_sdk.config import load_settings
     from owrl_sdk.errors import ConfigError
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
     from owrl_shop_adapter import load_options, pick_variant
     from owrl_shop_adapter.options import parse_options
 

@@ -6,7 +6,7 @@ import re
 
 from owrl_sdk import Agent
 from owrl_sdk.config import Settings
-from owrl_sdk.policy import Policy
+from owrl_sdk.contract.policy import Policy
 from owrl_sdk.types import ToolCall, Turn
 
 PAGE = ("data:text/html,<title>Stale</title><div id=box></div><script>"

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from owrl_sdk.api import ConfigError, Policy, trainable
-from owrl_sdk.policy import TRAINABLE_ATTRIBUTES
+from owrl_sdk.contract.policy import TRAINABLE_ATTRIBUTES
 
 
 def test_the_openwebrl_policy_meets_the_contract_the_trainer_holds_it_to():
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
     from owrl_train.peers import peer_policy
 
     catalogue = Plugins().catalogue

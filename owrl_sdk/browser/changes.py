@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Optional
 from urllib.parse import urldefrag
 
-from .feedback import NO_CHANGE, bounded, diff, short
-from .liveness import _is_playwright_error
-from .state import EnvState
+from owrl_sdk.browser.feedback import NO_CHANGE, bounded, diff, short
+from owrl_sdk.browser.liveness import _is_playwright_error
+from owrl_sdk.browser.state import EnvState, _Snapshot
 
 if TYPE_CHECKING:  # pragma: no cover
     from playwright.async_api import Frame, Page
@@ -97,14 +97,6 @@ _EDITOR_SCAN = r"""() => {
 
 #: How long that look may take before the fields are read one by one instead (seconds).
 _SCAN_S = 1.0
-
-
-@dataclass
-class _Snapshot:
-    page: "Page"
-    url: str
-    text: str
-    at: float
 
 
 @dataclass

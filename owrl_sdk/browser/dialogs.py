@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional
 
-from .feedback import short
+from owrl_sdk.browser.feedback import short
 
 if TYPE_CHECKING:  # pragma: no cover
     from playwright.async_api import Dialog, Page

@@ -8,7 +8,7 @@ is gone. Under a domain policy each context is given its own forward proxy on 12
 ``<-loopback>``), so every HTTP request and every tunnel (HTTPS, WebSocket) of that context,
 whoever starts it, is a request to the gate first. The gate:
 
-1. refuses a host the policy refuses (:meth:`~owrl_sdk.domains.DomainPolicy.refusal`, the same
+1. refuses a host the policy refuses (:meth:`~owrl_sdk.safety.domains.DomainPolicy.refusal`, the same
    rule as the routing: names, and addresses in any spelling);
 2. resolves a name itself and refuses it when any address it resolves to is blocked (a name
    that points at a blocked address, a blocked internal service, is refused by address);
@@ -22,7 +22,7 @@ name is judged by the address it resolves to when the server connects, not only 
 was submitted, so a name that changes its answer in between reaches nothing inside.
 
 WebRTC's UDP goes below every proxy: Chromium is launched with
-``--force-webrtc-ip-handling-policy=disable_non_proxied_udp`` (:data:`owrl_sdk.chromium.BASE_ARGS`),
+``--force-webrtc-ip-handling-policy=disable_non_proxied_udp`` (:data:`owrl_sdk.browser.chromium.BASE_ARGS`),
 which leaves it only proxied TCP, through the gate. A browser owrl connects to
 (``browser_endpoint``) runs elsewhere and cannot reach a gate on this machine's loopback: the
 routing alone holds there, and the episode says so in a warning.
@@ -35,8 +35,8 @@ import socket
 from typing import Callable, Optional
 from urllib.parse import urlsplit
 
-from ..addresses import NotAHost, internal, parse_ip
-from ..domains import DomainPolicy
+from owrl_sdk.safety.addresses import NotAHost, internal, parse_ip
+from owrl_sdk.safety.domains import DomainPolicy
 
 #: The most bytes of a request's head the gate reads, and how long it waits for it.
 HEAD_LIMIT = 64 * 1024
@@ -50,7 +50,7 @@ class EgressGate:
     """A forward proxy for one browser context, held to ``policy``. ``on_refused(url, reason)``
     hears each refusal (the environment reports it like a refused navigation).
     ``refuse_internal``: also refuse every address that is not on the public internet
-    (:func:`owrl_sdk.addresses.internal`), whatever the spelling or the name that led to it."""
+    (:func:`owrl_sdk.safety.addresses.internal`), whatever the spelling or the name that led to it."""
 
     def __init__(self, policy: DomainPolicy, on_refused: Optional[Callable[[str, str], None]] = None,
                  refuse_internal: bool = False):

@@ -1,6 +1,6 @@
 """The browser environment: one episode at a time in a fresh context of a shared Chromium.
 
-:class:`BrowserEnv` implements :class:`owrl_sdk.env.Environment`. Besides the protocol it
+:class:`BrowserEnv` implements :class:`owrl_sdk.contract.env.Environment`. Besides the protocol it
 offers what tools need: the active page, targets resolved to points or locators, tabs,
 and the answer to a JavaScript dialog.
 
@@ -23,7 +23,7 @@ the quiet wait ran, ``settled`` (False: still changing at ``settle_max_ms``) and
 ``ToolResult.changed`` says whether there was anything to tell (False: "no visible change").
 A failed call carries its failure kind in ``ToolResult.error_kind`` (see :mod:`.errors`).
 
-The domain policy (:class:`owrl_sdk.domains.DomainPolicy`) is enforced here. When it checks
+The domain policy (:class:`owrl_sdk.safety.domains.DomainPolicy`) is enforced here. When it checks
 hosts (an allowlist or a blocklist), every request of the episode's context, of any type,
 is routed: one to a refused address is answered with an empty 204 before it leaves;
 redirect hops, which Playwright's routing does not see, are held by the host
@@ -42,29 +42,28 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Optional
 
-from .. import secrets
-from ..domains import DomainPolicy
-from ..errors import InfraError
-from ..observation_budget import bound_snapshot
-from ..types import Expectation, Failure, Observation, Target, Task, ToolCall, ToolResult, Verdict
-from . import expect as expectations
-from .changes import FRESH_SNAPSHOT_S, ChangeFeedbackMixin, _Snapshot
-from .dialogs import Dialogs
-from .errors import ActionError, describe
-from .feedback import short
-from .egress import EgressGate
-from .guard import DomainGuardMixin, _Blocked
-from ..failures.kinds import SiteFault
-from .liveness import LivenessMixin, _forget, _is_playwright_error
-from .settle import SettleMixin
-from .storage import check_target, load_state, save_state
-from .tabs import TabsMixin
-from .targets import Located, TargetsMixin
+from owrl_sdk.safety import secrets
+from owrl_sdk.safety.domains import DomainPolicy
+from owrl_sdk.errors import InfraError
+from owrl_sdk.browser.observation_budget import bound_snapshot
+from owrl_sdk.types import Expectation, Failure, Observation, Target, Task, ToolCall, ToolResult, Verdict
+from owrl_sdk.browser import expect as expectations
+from owrl_sdk.browser.changes import FRESH_SNAPSHOT_S, ChangeFeedbackMixin
+from owrl_sdk.browser.dialogs import Dialogs
+from owrl_sdk.browser.errors import ActionError, describe
+from owrl_sdk.browser.feedback import short
+from owrl_sdk.browser.egress import EgressGate
+from owrl_sdk.browser.guard import DomainGuardMixin, _Blocked
+from owrl_sdk.failures.kinds import SiteFault
+from owrl_sdk.browser.liveness import LivenessMixin, _forget, _is_playwright_error
+from owrl_sdk.browser.settle import SettleMixin
+from owrl_sdk.browser.storage import check_target, load_state, save_state
+from owrl_sdk.browser.tabs import TabsMixin
+from owrl_sdk.browser.state import Host, _Snapshot
+from owrl_sdk.browser.targets import Located, TargetsMixin
 
 if TYPE_CHECKING:  # pragma: no cover
     from playwright.async_api import BrowserContext, Dialog, Download, Page
-
-    from .host import BrowserHost
 
 #: Context options that lower safety defaults; each one set puts a warning in the trajectory.
 UNSAFE_CONTEXT_OPTIONS = ("ignore_https_errors", "bypass_csp")
@@ -116,7 +115,7 @@ _READ_STATUS = """() => { const n = performance.getEntriesByType('navigation')[0
 
 
 class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, DomainGuardMixin, LivenessMixin):
-    """An :class:`~owrl_sdk.env.Environment` on Playwright. Made by :meth:`BrowserHost.new_env`.
+    """An :class:`~owrl_sdk.contract.env.Environment` on Playwright. Made by :meth:`BrowserHost.new_env`.
 
     It holds one episode's state and runs the protocol (reset, observe, execute, verify,
     close) and the dialogs; each other responsibility is a mixin of its own module, working
@@ -126,7 +125,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
 
     def __init__(
         self,
-        host: "BrowserHost",
+        host: Host,
         run_dir: Optional[Path] = None,
         trace: bool = False,
         unsafe: Optional[dict[str, Any]] = None,
@@ -432,7 +431,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
 
     async def _bound_aria(self, page: "Page", text: str, boxed: bool) -> tuple[str, str, Optional[int]]:
         """The whole snapshot (refs and change feedback read it), the one the policy reads
-        (cut to the ``observation_chars`` budget, see :mod:`owrl_sdk.observation_budget`) and
+        (cut to the ``observation_chars`` budget, see :mod:`owrl_sdk.browser.observation_budget`) and
         the whole one's length when it was cut. Over budget, a snapshot without element boxes
         is taken again with them, and the page remembered so that its next one has them."""
         budget = self.settings.observation_chars
@@ -608,7 +607,7 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
     def _dialog_observation(self, page: "Page") -> Observation:
         dialog = self.dialog
         assert dialog is not None
-        from .picture import draw_dialog
+        from owrl_sdk.browser.picture import draw_dialog
 
         message = secrets.redact(dialog.message) or ""  # drawn into the picture: no scrub reaches it there
         shot = draw_dialog(self._last_screenshot, dialog.type, message, self.viewport, self.settings.screenshot_quality,

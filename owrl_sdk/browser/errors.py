@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from ..failures.kinds import net_failure
+from owrl_sdk.failures.kinds import net_failure
 
 CLOSED_MARKERS = (
     "Target page, context or browser has been closed",

@@ -8,16 +8,37 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, Protocol
 
-from ..types import Check, ElementRef, Expectation
-from .errors import ActionError, explain
-from .feedback import short
+from owrl_sdk.types import Check, ElementRef, Expectation
+from owrl_sdk.browser.errors import ActionError, explain
+from owrl_sdk.browser.feedback import short
 
 if TYPE_CHECKING:  # pragma: no cover
-    from playwright.async_api import Page
+    from playwright.async_api import Dialog, Locator, Page
 
-    from .env import BrowserEnv
+    from owrl_sdk.browser.state import _Snapshot
+
+
+class BrowserEnv(Protocol):
+    """What the checks read of an episode's environment (:class:`~owrl_sdk.browser.env.BrowserEnv`,
+    which calls them: this module does not import it)."""
+
+    pages: list["Page"]
+    _snapshot: Optional["_Snapshot"]
+    _tabs_opened: int
+
+    @property
+    def page(self) -> "Page": ...
+
+    @property
+    def dialog(self) -> Optional["Dialog"]: ...
+
+    async def _aria(self, page: "Page") -> Optional[str]: ...
+
+    def element(self, ref: Optional[str] = None, selector: Optional[str] = None) -> "Locator": ...
+
+    def _raise_if_dead(self, error: BaseException) -> None: ...
 
 #: [the value, whether it is a field's own]: an editor (contenteditable, role textbox) holds its text.
 _READ_VALUE = ("el => (['INPUT', 'TEXTAREA', 'SELECT'].includes(el.tagName) || "

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..types import NO_CHANGE as NO_CHANGE  # where the loop reads it too
+from owrl_sdk.types import NO_CHANGE as NO_CHANGE  # where the loop reads it too
 
 _NOISE = re.compile(r"\s*\[(?:ref|box)=[^\]]*\]|\s*\[(?:active|cursor=pointer)\]")
 _LINE = re.compile(r'^(?P<role>[\w-]+)(?: "(?P<name>(?:[^"\\]|\\.)*)")?(?P<attrs>(?: \[[^\]]*\])*)(?::\s*(?P<text>.*))?$')

@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .feedback import short
-from .liveness import _forget
-from .state import EnvState
+from owrl_sdk.browser.feedback import short
+from owrl_sdk.browser.liveness import _forget
+from owrl_sdk.browser.state import EnvState
 
 if TYPE_CHECKING:  # pragma: no cover
     from playwright.async_api import Page

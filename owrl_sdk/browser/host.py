@@ -1,7 +1,7 @@
 """One Chromium per host, many episodes in it: each episode gets a fresh context.
 
 :class:`BrowserHost` owns the Playwright driver and the browser process. It launches
-Chromium with :data:`owrl_sdk.chromium.BASE_ARGS`, lets plugins adjust the launch options
+Chromium with :data:`owrl_sdk.browser.chromium.BASE_ARGS`, lets plugins adjust the launch options
 (``launch_hook``, normally ``Plugins.browser_launch_options``), and makes
 :class:`~owrl_sdk.browser.env.BrowserEnv` objects that share the browser.
 
@@ -41,16 +41,16 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
-from ..chromium import BASE_ARGS, REMEDY, configured_chromium, find_chromium
-from ..config import Settings
-from ..errors import ConfigError, InfraError
-from . import processes
-from .env import BrowserEnv
+from owrl_sdk.browser.chromium import BASE_ARGS, REMEDY, configured_chromium, find_chromium
+from owrl_sdk.config import Settings
+from owrl_sdk.errors import ConfigError, InfraError
+from owrl_sdk.browser import processes
+from owrl_sdk.browser.env import BrowserEnv
 
 if TYPE_CHECKING:  # pragma: no cover
     from playwright.async_api import Browser, Playwright
 
-    from .env import BrowserEnv
+    from owrl_sdk.browser.env import BrowserEnv
 
 LaunchHook = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -179,7 +179,7 @@ class BrowserHost:
         warning in the trajectory. ``context_options`` are other Playwright context options
         (locale, timezone_id, user_agent, ...). ``deny_local`` refuses local files and the
         browser's own pages in every navigation of its episodes (see
-        :class:`owrl_sdk.domains.DomainPolicy`); ``owrl serve`` sets it.
+        :class:`owrl_sdk.safety.domains.DomainPolicy`); ``owrl serve`` sets it.
         """
         if not self.connected:
             await self.start()

@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable
 
-from ..errors import InfraError
-from ..failures.kinds import SiteFault
-from .errors import is_closed_error
-from .feedback import short
-from .state import EnvState
+from owrl_sdk.errors import InfraError
+from owrl_sdk.failures.kinds import SiteFault
+from owrl_sdk.browser.errors import is_closed_error
+from owrl_sdk.browser.feedback import short
+from owrl_sdk.browser.state import EnvState
 
 
 def _is_playwright_error(error: BaseException) -> bool:

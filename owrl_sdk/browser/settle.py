@@ -72,8 +72,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
-from .liveness import _is_playwright_error
-from .state import EnvState
+from owrl_sdk.browser.liveness import _is_playwright_error
+from owrl_sdk.browser.state import EnvState
 
 if TYPE_CHECKING:  # pragma: no cover
     from playwright.async_api import BrowserContext, Frame, Page, Request

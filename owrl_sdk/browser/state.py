@@ -10,23 +10,68 @@ only, so it changes nothing at run time.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Awaitable, Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Awaitable, Optional, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
-    from playwright.async_api import BrowserContext, Download, Frame, Page, Request
+    from playwright.async_api import Browser, BrowserContext, Download, Frame, Page, Request
 
-    from ..config import Settings
-    from ..domains import DomainPolicy
-    from ..types import Failure
-    from .changes import _Snapshot
-    from .dialogs import Dialogs
-    from .host import BrowserHost
+    from owrl_sdk.browser.dialogs import Dialogs
+    from owrl_sdk.config import Settings
+    from owrl_sdk.safety.domains import DomainPolicy
+    from owrl_sdk.types import Failure
+
+
+class Host(Protocol):
+    """What an episode's environment asks of the browser host that made it
+    (:class:`~owrl_sdk.browser.host.BrowserHost`): the parts never import the host."""
+
+    settings: "Settings"
+    warnings: list[str]
+    generation: int
+
+    @property
+    def connected(self) -> bool: ...
+
+    @property
+    def remote(self) -> bool: ...
+
+    @property
+    def pid(self) -> Optional[int]: ...
+
+    def process_alive(self) -> bool: ...
+
+    def failure_code(self) -> str: ...
+
+    async def browser_for_episode(self) -> tuple["Browser", Optional[str]]: ...
+
+    def pages_created(self, context_id: Optional[str]) -> int: ...
+
+    def watch_downloads(self, env: Any, context_id: Optional[str]) -> bool: ...
+
+    def release_downloads(self, context_id: Optional[str]) -> None: ...
+
+    async def guard_hops(self, env: Any, context_id: Optional[str]) -> bool: ...
+
+    def release_hops(self, context_id: Optional[str]) -> None: ...
+
+    def note_frame(self, frame_id: str, context_id: Optional[str]) -> None: ...
+
+
+@dataclass
+class _Snapshot:
+    """A page's text snapshot (the change feedback's before and after), and when it was taken."""
+
+    page: "Page"
+    url: str
+    text: str
+    at: float
 
 
 class EnvState:
     """What the parts of a ``BrowserEnv`` share (set in ``BrowserEnv.__init__``)."""
 
-    host: "BrowserHost"
+    host: Host
     settings: "Settings"
     #: The episode's browser context and its tabs; ``_active`` is the tab tools act on.
     context: Optional["BrowserContext"]

@@ -5,10 +5,10 @@ A storage state holds a log-in: its cookies are credentials. So a file is writte
 0600 (atomically, never wider, never into a runs folder), a file others can read is refused
 when loaded, and every cookie value and local-storage value read or written that looks like
 a credential (:data:`TOKEN_MIN` characters or more, no space, no address; the
-:data:`MOST_VALUES` longest) is registered as a secret (:func:`owrl_sdk.secrets.register`): a
+:data:`MOST_VALUES` longest) is registered as a secret (:func:`owrl_sdk.safety.secrets.register`): a
 page that echoes a session cookie has it redacted from trajectories, reports and the terminal
 like a typed password. In ``owrl serve`` it belongs to the job's scope
-(:func:`owrl_sdk.secrets.scope`): another job's records are not touched.
+(:func:`owrl_sdk.safety.secrets.scope`): another job's records are not touched.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import stat
 from pathlib import Path
 from typing import Any, Union
 
-from .. import secrets
-from ..errors import UsageError
-from ..files import write_atomic
+from owrl_sdk.safety import secrets
+from owrl_sdk.errors import UsageError
+from owrl_sdk.support.files import write_atomic
 
 
 #: A cookie or storage value is taken for a credential when it is this long, has no space and is

@@ -13,11 +13,11 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..types import Tab
-from .errors import ActionError
-from .feedback import short
-from .liveness import _forget, _is_playwright_error
-from .state import EnvState
+from owrl_sdk.types import Tab
+from owrl_sdk.browser.errors import ActionError
+from owrl_sdk.browser.feedback import short
+from owrl_sdk.browser.liveness import _forget, _is_playwright_error
+from owrl_sdk.browser.state import EnvState
 
 if TYPE_CHECKING:  # pragma: no cover
     from playwright.async_api import BrowserContext, Page

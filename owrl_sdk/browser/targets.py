@@ -12,10 +12,10 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from ..types import Target
-from .errors import ActionError
-from .geometry import box_center, grid_to_pixels
-from .state import EnvState
+from owrl_sdk.types import Target
+from owrl_sdk.browser.errors import ActionError
+from owrl_sdk.browser.geometry import box_center, grid_to_pixels
+from owrl_sdk.browser.state import EnvState
 
 if TYPE_CHECKING:  # pragma: no cover
     from playwright.async_api import Locator

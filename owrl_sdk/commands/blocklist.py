@@ -7,8 +7,8 @@ from typing import Optional
 
 import click
 
-from owrl_sdk.hookspecs import Register
-from owrl_sdk.plugins import hookimpl
+from owrl_sdk.contract.hookspecs import Register
+from owrl_sdk.contract.plugins import hookimpl
 
 
 @click.group("blocklist")
@@ -23,7 +23,7 @@ def list_command(as_json: bool) -> None:
     """Show blocked hosts and until when."""
     import json
 
-    from owrl_sdk.blocklist import Blocklist
+    from owrl_sdk.safety.blocklist import Blocklist
 
     bl = Blocklist()
     rows = bl.entries()
@@ -44,7 +44,7 @@ def list_command(as_json: bool) -> None:
 @click.argument("host", required=False)
 def clear_command(host: Optional[str]) -> None:
     """Unblock HOST, or every host."""
-    from owrl_sdk.blocklist import Blocklist
+    from owrl_sdk.safety.blocklist import Blocklist
 
     n = Blocklist().clear(host)
     click.echo(f"unblocked {n} host{'s' if n != 1 else ''}")

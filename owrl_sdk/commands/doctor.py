@@ -10,8 +10,8 @@ from typing import Callable, Optional, Union
 
 import click
 
-from owrl_sdk.hookspecs import Register
-from owrl_sdk.plugins import hookimpl
+from owrl_sdk.contract.hookspecs import Register
+from owrl_sdk.contract.plugins import hookimpl
 
 
 @dataclass
@@ -38,7 +38,7 @@ def _playwright() -> Check:
 
 
 def _chromium() -> list[Check]:
-    from owrl_sdk.chromium import BASE_ARGS, REMEDY, find_chromium
+    from owrl_sdk.browser.chromium import BASE_ARGS, REMEDY, find_chromium
 
     choice = find_chromium(headless=True)  # what a headless run launches
     if choice is None:
@@ -64,7 +64,7 @@ def _remote_browser() -> list[Check]:
 
     from owrl_sdk.browser import BrowserHost
     from owrl_sdk.errors import OwrlError
-    from owrl_sdk.plugins import load_checked_settings as load_settings
+    from owrl_sdk.contract.plugins import load_checked_settings as load_settings
 
     try:
         settings = load_settings()
@@ -110,7 +110,7 @@ def _torch() -> list[Check]:
 
 
 def _plugins() -> list[Check]:
-    from owrl_sdk.plugins import Plugins, plugin_infos
+    from owrl_sdk.contract.plugins import Plugins, plugin_infos
 
     plugins = Plugins()
     infos = plugin_infos(plugins.pm)
@@ -148,7 +148,7 @@ def doctor_command(as_json: bool) -> Optional[int]:
     else:
         from rich.markup import escape
 
-        from ..console import SafeConsole as Console  # page text cannot drive the terminal
+        from owrl_sdk.support.console import SafeConsole as Console  # page text cannot drive the terminal
 
         console = Console(highlight=False)
         marks = {"ok": "[green]✓[/green]", "warn": "[yellow]![/yellow]", "fail": "[red]✗[/red]"}

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any, Optional
 import click
 
 from owrl_sdk.cli import remote_browser
-from owrl_sdk.hookspecs import Register
-from owrl_sdk.plugins import hookimpl
+from owrl_sdk.contract.hookspecs import Register
+from owrl_sdk.contract.plugins import hookimpl
 
 if TYPE_CHECKING:
-    from owrl_sdk.evaluation import EpisodeRecord
+    from owrl_sdk.scheduling.evaluation import EpisodeRecord
 
 
 def _fmt_rate(block: dict[str, Any]) -> str:
@@ -58,12 +58,12 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from owrl_sdk.errors import UsageError
-    from owrl_sdk.evaluation import EvalPlan, Evaluation
-    from owrl_sdk.executors import executor_class
-    from owrl_sdk.plugins import Plugins
-    from owrl_sdk.plugins import load_checked_settings as load_settings
+    from owrl_sdk.scheduling.evaluation import EvalPlan, Evaluation
+    from owrl_sdk.scheduling.executors import executor_class
+    from owrl_sdk.contract.plugins import Plugins
+    from owrl_sdk.contract.plugins import load_checked_settings as load_settings
 
-    from ..console import SafeConsole as Console  # page text cannot drive the terminal
+    from owrl_sdk.support.console import SafeConsole as Console  # page text cannot drive the terminal
 
     if ray_address and backend != "ray":
         raise UsageError("--ray-address needs --backend ray")
@@ -107,7 +107,7 @@ def eval_command(suite: str, task_ids: Optional[str], episodes: int, workers: in
         evaluation.on_record = on_record
         summary = asyncio.run(evaluation.run())
 
-    from owrl_sdk.report import write_eval_report
+    from owrl_sdk.formats.report import write_eval_report
 
     console.print(f"report: {escape(str(write_eval_report(out_dir)))}", highlight=False, soft_wrap=True)
     if as_json:
@@ -135,8 +135,8 @@ def suite_and_tasks(suite: str, task_ids: Optional[str], settings: Any, plugins:
     from rich.markup import escape
 
     from owrl_sdk.errors import UsageError
-    from owrl_sdk.evaluation import TaskFileSuite
-    from owrl_sdk.taskfiles import load_tasks
+    from owrl_sdk.scheduling.evaluation import TaskFileSuite
+    from owrl_sdk.formats.taskfiles import load_tasks
 
     if Path(suite).is_file():
         tasks, bad = load_tasks(suite)
@@ -167,7 +167,7 @@ def print_eval_table(summary: dict[str, Any], title: str, backend: str, out_dir:
     from rich.markup import escape
     from rich.table import Table
 
-    from ..console import SafeConsole as Console
+    from owrl_sdk.support.console import SafeConsole as Console
 
     # Table cells and titles given as str are read as markup: task ids and names are escaped.
     table = Table(title=escape(title))

@@ -25,9 +25,9 @@ import click
 
 from owrl_sdk.browser.selectors import iframe_selector, position, role_selector
 from owrl_sdk.cli import check_storage, storage_options
-from owrl_sdk.hookspecs import Register
-from owrl_sdk.plugins import hookimpl
-from owrl_sdk.urls import plugin_scheme, resolve_url
+from owrl_sdk.contract.hookspecs import Register
+from owrl_sdk.contract.plugins import hookimpl
+from owrl_sdk.rules.urls import plugin_scheme, resolve_url
 
 #: Roles a user acts on; the table lists the snapshot's elements with these roles.
 INTERACTIVE_ROLES = frozenset({
@@ -165,7 +165,7 @@ def _check_url(given: str, url: str, settings: Any, plugin_url: bool = False) ->
     ``plugin_url``: ``given`` is in a plugin's own scheme (``url`` is what its hook made of it)."""
     from urllib.parse import urlsplit
 
-    from owrl_sdk.domains import DomainPolicy
+    from owrl_sdk.safety.domains import DomainPolicy
     from owrl_sdk.errors import UsageError
 
     if "://" not in given and not plugin_url and not given.startswith(("about:", "data:")):
@@ -264,8 +264,8 @@ def inspect_command(url: str, snapshot: bool, allow_domains: tuple[str, ...], wa
     URL is written as for `owrl run --url`: https://..., a bare host, a local file or demo:shop/PATH.
     Each selector was checked to find exactly its element on the page, ready for a flow call's
     "selector" argument."""
-    from owrl_sdk.plugins import Plugins
-    from owrl_sdk.plugins import load_checked_settings as load_settings
+    from owrl_sdk.contract.plugins import Plugins
+    from owrl_sdk.contract.plugins import load_checked_settings as load_settings
 
     plugins = Plugins()
     settings = load_settings({"headless": False if headed else None, "allowed_domains": list(allow_domains) or None,
@@ -296,7 +296,7 @@ def inspect_command(url: str, snapshot: bool, allow_domains: tuple[str, ...], wa
         if stopped:
             click.echo(stopped, err=True)
         return
-    from ..console import terminal_safe  # the page's text cannot drive the terminal
+    from owrl_sdk.support.console import terminal_safe  # the page's text cannot drive the terminal
 
     click.echo(terminal_safe(f"page: {observation.title or '(no title)'} · {observation.url}"))
     if snapshot:

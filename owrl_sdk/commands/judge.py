@@ -10,8 +10,8 @@ import click
 
 from owrl_sdk.cli import PathArg
 from owrl_sdk.errors import UsageError
-from owrl_sdk.hookspecs import Register
-from owrl_sdk.plugins import hookimpl
+from owrl_sdk.contract.hookspecs import Register
+from owrl_sdk.contract.plugins import hookimpl
 
 
 @click.command("judge")
@@ -26,10 +26,10 @@ from owrl_sdk.plugins import hookimpl
 def judge_command(path: str, judge_name: str, model: Optional[str], profile: Optional[str], save: bool,
                   as_json: bool) -> None:
     """Score a run folder or trajectory file."""
-    from owrl_sdk.documents import load_trajectory, save_trajectory
-    from owrl_sdk.plugins import Plugins
-    from owrl_sdk.plugins import load_checked_settings as load_settings
-    from owrl_sdk.secrets import dumps, redact
+    from owrl_sdk.formats.documents import load_trajectory, save_trajectory
+    from owrl_sdk.contract.plugins import Plugins
+    from owrl_sdk.contract.plugins import load_checked_settings as load_settings
+    from owrl_sdk.safety.secrets import dumps, redact
 
     settings = load_settings({"profile": profile})
     catalogue = Plugins().catalogue

@@ -12,8 +12,8 @@ from typing import Any, Optional
 
 import click
 
-from owrl_sdk.hookspecs import Register
-from owrl_sdk.plugins import hookimpl
+from owrl_sdk.contract.hookspecs import Register
+from owrl_sdk.contract.plugins import hookimpl
 
 #: The templates folder of a source checkout, used when ``owrl_templates`` is not importable
 #: (an editable install made before the templates became a package).

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from owrl_sdk.hookspecs import Register
-from owrl_sdk.plugins import hookimpl
+from owrl_sdk.contract.hookspecs import Register
+from owrl_sdk.contract.plugins import hookimpl
 
 
 @click.command("plugins")
@@ -17,7 +17,7 @@ from owrl_sdk.plugins import hookimpl
 def plugins_command(show_all: bool, as_json: bool) -> None:
     """List installed plugins, their versions, what each registers (policies, memories, tools,
     judges, ... by name) and the hooks they implement."""
-    from owrl_sdk.plugins import Plugins, plugin_infos
+    from owrl_sdk.contract.plugins import Plugins, plugin_infos
 
     plugins = Plugins()
     infos = [i for i in plugin_infos(plugins.pm) if show_all or not i.default]
@@ -36,7 +36,7 @@ def plugins_command(show_all: bool, as_json: bool) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from ..console import SafeConsole as Console  # page text cannot drive the terminal
+    from owrl_sdk.support.console import SafeConsole as Console  # page text cannot drive the terminal
 
     console = Console()
     table = Table(title="owrl plugins" + ("" if show_all else " (defaults hidden: --all shows them)"))

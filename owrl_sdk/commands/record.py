@@ -26,9 +26,9 @@ from typing import Any, Optional
 import click
 
 from owrl_sdk.cli import check_storage, storage_options
-from owrl_sdk.hookspecs import Register
-from owrl_sdk.plugins import hookimpl
-from owrl_sdk.urls import plugin_scheme, resolve_url
+from owrl_sdk.contract.hookspecs import Register
+from owrl_sdk.contract.plugins import hookimpl
+from owrl_sdk.rules.urls import plugin_scheme, resolve_url
 
 
 def _free_display() -> int:
@@ -108,7 +108,7 @@ def record_command(url: str, out: Path, task: Optional[str], input_fields: str, 
     Ctrl-C or by closing the browser; replay with `owrl run --flow OUT`."""
     from owrl_sdk.commands.inspect import _check_url
     from owrl_sdk.errors import UsageError
-    from owrl_sdk.plugins import Plugins, load_checked_settings
+    from owrl_sdk.contract.plugins import Plugins, load_checked_settings
     from owrl_sdk.recorder import Recorder
 
     xvfb = None

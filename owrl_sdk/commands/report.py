@@ -9,8 +9,8 @@ from typing import Optional
 import click
 
 from owrl_sdk.cli import PathArg
-from owrl_sdk.hookspecs import Register
-from owrl_sdk.plugins import hookimpl
+from owrl_sdk.contract.hookspecs import Register
+from owrl_sdk.contract.plugins import hookimpl
 
 
 @click.command("report")
@@ -27,7 +27,7 @@ def report_command(path: str, out: Optional[str], as_json: bool = False) -> None
     each episode to its run's page, written next to that run's trajectory.json; a batch's page
     holds its counts and one line per row (inputs, outputs, status, failure, the last
     screenshot of a row that did not succeed) linked to the row's run page."""
-    from owrl_sdk.report import write_report
+    from owrl_sdk.formats.report import write_report
 
     folder = Path(path)
     _check_eval_inputs(folder)
@@ -45,7 +45,7 @@ def _check_eval_inputs(folder: Path) -> None:
     that is nested too deeply to parse, is an error naming that file. (A run folder's
     trajectory.json gets the same from its loader; a line that is merely not JSON is skipped
     by the report, as by ``owrl eval``.)"""
-    from owrl_sdk.documents import json_lines, read_text, too_deep
+    from owrl_sdk.formats.documents import json_lines, read_text, too_deep
     from owrl_sdk.errors import DocumentError
 
     if (folder / "trajectory.json").is_file():

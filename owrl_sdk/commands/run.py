@@ -12,10 +12,10 @@ from typing import Any, Callable, Optional, Union
 import click
 
 from owrl_sdk.cli import PathArg, check_storage, remote_browser, storage_options
-from owrl_sdk.flowplayer import FLOW_POLICY
-from owrl_sdk.hookspecs import Register
-from owrl_sdk.plugins import Plugins, hookimpl
-from owrl_sdk.urls import resolve_url
+from owrl_sdk.flows.flowplayer import FLOW_POLICY
+from owrl_sdk.contract.hookspecs import Register
+from owrl_sdk.contract.plugins import Plugins, hookimpl
+from owrl_sdk.rules.urls import resolve_url
 
 STATUS_EXIT = {"success": 0, "fail": 1, "aborted": 1, "infra_error": 3}
 
@@ -43,7 +43,7 @@ class LiveView:
         from rich.markup import escape
         from rich.panel import Panel
 
-        from owrl_sdk.secrets import scrub
+        from owrl_sdk.safety.secrets import scrub
 
         step = scrub(step)  # every string shown (the title's URL, a verdict's detail) without secrets
 
@@ -141,7 +141,7 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
                   **batch_options)
         return
     from owrl_sdk.errors import UsageError
-    from owrl_sdk.plugins import load_checked_settings as load_settings
+    from owrl_sdk.contract.plugins import load_checked_settings as load_settings
 
     given = [f"--{k.replace('_', '-')}" for k, v in batch_options.items() if v]
     if given:
@@ -162,7 +162,7 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
 
     from rich.markup import escape
 
-    from ..console import SafeConsole as Console  # page text cannot drive the terminal
+    from owrl_sdk.support.console import SafeConsole as Console  # page text cannot drive the terminal
 
     console = Console(stderr=as_json, quiet=as_json)
     view = LiveView(console, settings.max_steps)
@@ -202,10 +202,10 @@ def prepare_one(plugins: Plugins, intent: Optional[str], url: Optional[str], pol
     """Everything checked before a browser starts: the flow's tools, its inputs and the start
     URL (a plugin scheme resolved). A flow is prepared as every door prepares one (a batch
     row, a server job, ``Agent.run_flow``: ``RunRequest``)."""
-    from owrl_sdk.documents import Flow, check_flow_tools, load_flow, load_trajectory
+    from owrl_sdk.formats.documents import Flow, check_flow_tools, load_flow, load_trajectory
     from owrl_sdk.errors import UsageError
-    from owrl_sdk.inputs import apply_inputs
-    from owrl_sdk.runrequest import RunRequest
+    from owrl_sdk.rules.inputs import apply_inputs
+    from owrl_sdk.flows.runrequest import RunRequest
     from owrl_sdk.types import Task
 
     if flow_file and replay:
@@ -264,7 +264,7 @@ def one_agent(settings: Any, plugins: Plugins, flow: Any, healer: Optional[str])
     """The Agent of ``owrl run``: the settings' policy, the flow's player, or the player that
     hands over to ``healer`` when the flow breaks."""
     from owrl_sdk.agent import Agent
-    from owrl_sdk.flowplayer import HealingPolicy, flow_memory
+    from owrl_sdk.flows.flowplayer import HealingPolicy, flow_memory
 
     if flow is None:
         return Agent(settings=settings, plugins=plugins)
@@ -279,7 +279,7 @@ def save_repair(traj: Any, flow_file: str, console: Any) -> None:
     """A healed run's calls saved as the flow's next version (and named in its run folder)."""
     from rich.markup import escape
 
-    from owrl_sdk.documents import Flow, save_trajectory
+    from owrl_sdk.formats.documents import Flow, save_trajectory
 
     target = next_flow_version(flow_file)
     target.write_text(Flow.from_trajectory(traj).to_json(), encoding="utf-8")
@@ -293,8 +293,8 @@ def print_outcome(traj: Any, console: Any, as_json: bool) -> None:
     """The outcome, scrubbed of secrets: a JSON object on stdout, or lines for a person."""
     from rich.markup import escape
 
-    from owrl_sdk import secrets
-    from owrl_sdk.report import REPORT_NAME, write_run_report
+    from owrl_sdk.safety import secrets
+    from owrl_sdk.formats.report import REPORT_NAME, write_run_report
 
     outcome = secrets.scrub(traj.outcome)
     run_dir = traj.metadata.get("run_dir")
@@ -342,7 +342,7 @@ def fill_inputs(flow: Any, intent: Optional[str], url: Optional[str], given: tup
     """The flow, task text and start URL with ``{{input:NAME}}`` filled in from ``--input`` options
     (and the flow's declared defaults), and the values used. Every problem is one UsageError
     (exit 2), raised before any browser starts."""
-    from owrl_sdk.inputs import apply_inputs, fill, placeholders, resolve_inputs
+    from owrl_sdk.rules.inputs import apply_inputs, fill, placeholders, resolve_inputs
 
     given_values = parse_inputs(given)
     declared = dict(flow.inputs) if flow is not None else {}
@@ -360,7 +360,7 @@ def uses_secrets(intent: Optional[str], flow: Any) -> bool:
     folder deletes a trace of an episode that resolved one anyway."""
     import os
 
-    from owrl_sdk import secrets
+    from owrl_sdk.safety import secrets
 
     if secrets.has_placeholder(intent or "") or (flow is not None and secrets.has_placeholder(flow.to_json())):
         return True
@@ -368,8 +368,8 @@ def uses_secrets(intent: Optional[str], flow: Any) -> bool:
 
 
 def next_flow_version(path: Union[str, Path]) -> Path:
-    """Where a repaired flow is saved (:func:`owrl_sdk.flowplayer.next_flow_version`)."""
-    from owrl_sdk.flowplayer import next_flow_version as nxt
+    """Where a repaired flow is saved (:func:`owrl_sdk.flows.flowplayer.next_flow_version`)."""
+    from owrl_sdk.flows.flowplayer import next_flow_version as nxt
 
     return nxt(path)
 
@@ -380,18 +380,18 @@ def run_batch(flow_file: Optional[str], inputs_file: Optional[str], workers: Opt
               cdp_endpoint: Optional[str], out: Optional[str], trace: bool, as_json: bool,
               given_inputs: tuple[str, ...] = (), storage: Optional[dict[str, Any]] = None,
               **batch_options: Any) -> None:
-    """``owrl run --flow F --inputs ROWS``: a :class:`owrl_sdk.batch.Batch` with a progress bar on
+    """``owrl run --flow F --inputs ROWS``: a :class:`owrl_sdk.flows.batch.Batch` with a progress bar on
     stderr (``--input`` values apply to every row; a row's own value wins); exit 0 when every row
     succeeded, 1 when any failed."""
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from owrl_sdk.batch import NEEDS_REVIEW, Batch, RowResult
-    from owrl_sdk.documents import check_flow_tools
+    from owrl_sdk.flows.batch import NEEDS_REVIEW, Batch, RowResult
+    from owrl_sdk.formats.documents import check_flow_tools
     from owrl_sdk.errors import UsageError
-    from owrl_sdk.plugins import load_checked_settings
+    from owrl_sdk.contract.plugins import load_checked_settings
 
-    from ..console import SafeConsole as Console  # page text cannot drive the terminal
+    from owrl_sdk.support.console import SafeConsole as Console  # page text cannot drive the terminal
 
     if inputs_file is None:
         raise UsageError("--workers runs the rows of a batch in parallel: give --inputs FILE too")
@@ -445,7 +445,7 @@ def run_batch(flow_file: Optional[str], inputs_file: Optional[str], workers: Opt
             left = len(batch.pending())
             console.print(f"interrupted: {total - left} of {total} rows done, {left} left; the same command resumes "
                           f"them ({escape(str(batch.out / 'batch.json'))})", highlight=False, soft_wrap=True)
-            from owrl_sdk.interrupts import exit_code
+            from owrl_sdk.support.interrupts import exit_code
 
             sys.exit(exit_code())
     print_batch_summary(summary, batch.out, console, as_json)
@@ -472,8 +472,8 @@ def batch_start_url(url: Optional[str], flow_file: str, plugins: Plugins, note: 
     run reads it; None where a row's values fill a placeholder in it (each row resolves its own)."""
     if url:
         return resolve_url(url, note=note, given_as="--url", plugins=plugins)
-    from owrl_sdk.documents import load_flow
-    from owrl_sdk.inputs import PLACEHOLDER
+    from owrl_sdk.formats.documents import load_flow
+    from owrl_sdk.rules.inputs import PLACEHOLDER
 
     own = load_flow(flow_file).start_url
     if not own or PLACEHOLDER.search(own):

@@ -6,8 +6,8 @@ from typing import Optional
 
 import click
 
-from owrl_sdk.hookspecs import Register
-from owrl_sdk.plugins import hookimpl
+from owrl_sdk.contract.hookspecs import Register
+from owrl_sdk.contract.plugins import hookimpl
 
 
 @click.command("schema")

@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from owrl_sdk.hookspecs import Register
-from owrl_sdk.plugins import hookimpl
+from owrl_sdk.contract.hookspecs import Register
+from owrl_sdk.contract.plugins import hookimpl
 
 TOKEN_ENV = "OWRL_SERVE_TOKEN"
 INSTALL_HINT = "pip install 'openwebrl-sdk[serve]'"
@@ -57,7 +57,7 @@ def serve_command(host: str, port: int, data_dir: str, max_concurrent: int, no_a
         raise UsageError(f"owrl serve needs FastAPI, uvicorn and python-multipart ({err.name} is missing): "
                          f"{INSTALL_HINT}") from None
 
-    from owrl_sdk.plugins import load_checked_settings
+    from owrl_sdk.contract.plugins import load_checked_settings
     from owrl_sdk.server.app import create_app
     from owrl_sdk.server.jobs import lock_data_dir
 
@@ -80,7 +80,7 @@ def serve_command(host: str, port: int, data_dir: str, max_concurrent: int, no_a
     import signal
 
     # the server shuts down gracefully on SIGTERM itself (uvicorn's handler, then the signal's own
-    # default), not through the CLI's SIGTERM-as-Ctrl-C of batch commands (owrl_sdk.interrupts)
+    # default), not through the CLI's SIGTERM-as-Ctrl-C of batch commands (owrl_sdk.support.interrupts)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         uvicorn.Server(config).run()

@@ -9,8 +9,8 @@ from typing import Any, Optional
 
 import click
 
-from owrl_sdk.hookspecs import Register
-from owrl_sdk.plugins import hookimpl
+from owrl_sdk.contract.hookspecs import Register
+from owrl_sdk.contract.plugins import hookimpl
 
 TASK_FILE_SUFFIXES = (".jsonl", ".json")
 
@@ -60,7 +60,7 @@ def suite_rows(plugins: Any, settings: Any) -> list[dict[str, Any]]:
 def task_rows(suite: str, plugins: Any, settings: Any) -> tuple[str, list[dict[str, Any]], list[str]]:
     """(suite name, its tasks as {id, intent, start_url, difficulty}, skipped-record warnings)."""
     from owrl_sdk.errors import UsageError
-    from owrl_sdk.taskfiles import load_tasks
+    from owrl_sdk.formats.taskfiles import load_tasks
 
     path = Path(suite)
     if path.is_file():
@@ -97,10 +97,10 @@ def tasks_command(suite: Optional[str], as_json: bool) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from owrl_sdk.plugins import Plugins
-    from owrl_sdk.plugins import load_checked_settings as load_settings
+    from owrl_sdk.contract.plugins import Plugins
+    from owrl_sdk.contract.plugins import load_checked_settings as load_settings
 
-    from ..console import SafeConsole as Console  # page text cannot drive the terminal
+    from owrl_sdk.support.console import SafeConsole as Console  # page text cannot drive the terminal
 
     plugins = Plugins()
     settings = load_settings()

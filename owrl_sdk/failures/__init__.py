@@ -41,15 +41,9 @@ A plugin (or a site adapter) may end an episode with a kind of its own by raisin
 
 from __future__ import annotations
 
-from .classification import (
-    GENERIC_CALL_KIND,
-    after_tool_call,
-    classify,
-    classify_call,
-    classify_failure,
-)
-from .kinds import KINDS, NET_ERRORS, SITE_CATEGORIES, SiteFault, is_site_fault, net_failure
-from .startpage import BLANK_GRACE_S, READ_TIMEOUT_S, check_start_page, episode_start, start_page_problem
+from owrl_sdk.failures.classification import GENERIC_CALL_KIND, after_tool_call, classify, classify_call, classify_failure
+from owrl_sdk.failures.kinds import KINDS, NET_ERRORS, SITE_CATEGORIES, SiteFault, is_site_fault, net_failure
+from owrl_sdk.failures.startpage import BLANK_GRACE_S, READ_TIMEOUT_S, check_start_page, episode_start, start_page_problem
 
 __all__ = [
     "BLANK_GRACE_S",

@@ -25,10 +25,10 @@ import socket
 import ssl
 from typing import Optional
 
-from ..errors import InfraError
-from ..plugins import hookimpl
-from ..types import Failure, ToolCall, ToolResult
-from .kinds import _NET_CODE, SITE_CATEGORIES, SiteFault, net_failure
+from owrl_sdk.errors import InfraError
+from owrl_sdk.contract.plugins import hookimpl
+from owrl_sdk.types import Failure, ToolCall, ToolResult
+from owrl_sdk.failures.kinds import _NET_CODE, SITE_CATEGORIES, SiteFault, net_failure
 
 #: Python's own socket failures, in the order they are checked (subclasses first).
 _SOCKET_ERRORS: tuple[tuple[type, str], ...] = (

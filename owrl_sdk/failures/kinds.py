@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from ..types import Failure
+from owrl_sdk.types import Failure
 
 KINDS: dict[str, str] = {
     # network: the site could not be reached (site's or network's fault)

@@ -14,11 +14,11 @@ import re
 from typing import Any, Optional, cast
 from urllib.parse import urlsplit
 
-from ..config import FailuresOptions as FailuresOptions  # [plugins.failures], with the other settings
-from ..env import PageEnvironment
-from ..plugins import hookimpl
-from ..types import Failure, Task
-from .kinds import SiteFault
+from owrl_sdk.config import FailuresOptions as FailuresOptions  # [plugins.failures], with the other settings
+from owrl_sdk.contract.env import PageEnvironment
+from owrl_sdk.contract.plugins import hookimpl
+from owrl_sdk.types import Failure, Task
+from owrl_sdk.failures.kinds import SiteFault
 
 _CAPTCHA_WORDS = re.compile(
     r"captcha|are you a robot|verify (that )?you are (a )?human|unusual traffic|bot check|"

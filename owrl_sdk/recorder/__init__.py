@@ -7,7 +7,7 @@ reports; :mod:`owrl_sdk.recorder.flowbuild` turns them into calls, expectations 
 
 from __future__ import annotations
 
-from .flowbuild import FlowBuilder, choose_text, stable_url_part, upper_snake
-from .session import Recorder, capture_script, partial_path
+from owrl_sdk.recorder.flowbuild import FlowBuilder, choose_text, stable_url_part, upper_snake
+from owrl_sdk.recorder.session import Recorder, capture_script, partial_path
 
 __all__ = ["FlowBuilder", "Recorder", "capture_script", "choose_text", "partial_path", "stable_url_part", "upper_snake"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Union
 from urllib.parse import parse_qsl, unquote_plus, urlsplit, urlunsplit
 
-from owrl_sdk.documents import FLOW_SCHEMA, Flow, flow_from_data
+from owrl_sdk.formats.documents import FLOW_SCHEMA, Flow, flow_from_data
 
 #: Query parameters that carry a session, a token or a time: never part of an expected URL.
 _VOLATILE_PARAMS = re.compile(r"^(token|session|sid|csrf|nonce|ts|t|timestamp|_|utm_.*|state|code)$", re.I)

@@ -39,13 +39,13 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from owrl_sdk.browser.selectors import iframe_selector, role_selector
-from owrl_sdk.documents import Flow, check_flow_tools
-from owrl_sdk.domains import DomainPolicy
+from owrl_sdk.formats.documents import Flow, check_flow_tools
+from owrl_sdk.safety.domains import DomainPolicy
 from owrl_sdk.errors import UsageError
-from owrl_sdk.files import write_atomic
+from owrl_sdk.support.files import write_atomic
 
-from .flowbuild import Call, FlowBuilder, choose_text, short_name, upper_snake, without_secret_params
-from .world import CaptureSession
+from owrl_sdk.recorder.flowbuild import Call, FlowBuilder, choose_text, short_name, upper_snake, without_secret_params
+from owrl_sdk.recorder.world import CaptureSession
 
 #: Where a report came from: the DevTools session (its tab) and the world's execution context
 #: (its frame's document).

@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..documents import Flow
-from ..types import Task, Trajectory
+from owrl_sdk.formats.documents import Flow
+from owrl_sdk.types import Task, Trajectory
 
 HERE = Path(__file__).resolve().parent
 KINDS = ("flow", "trajectory", "task")

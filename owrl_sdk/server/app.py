@@ -23,13 +23,13 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..version import __version__
-from ..config import Settings, load_settings
-from ..plugins import Plugins
-from .jobs import JobStore
-from .models import ERRORS, MAX_BODY_BYTES, MAX_CSV_BYTES, MAX_ROWS, RequestValidationErrorOf
-from .routes import jobs, public
-from .runner import InputsError, JobRunner, SpecError
+from owrl_sdk.version import __version__
+from owrl_sdk.config import Settings, load_settings
+from owrl_sdk.contract.plugins import Plugins
+from owrl_sdk.server.jobs import JobStore
+from owrl_sdk.server.models import ERRORS, MAX_BODY_BYTES, MAX_CSV_BYTES, MAX_ROWS, RequestValidationErrorOf
+from owrl_sdk.server.routes import jobs, public
+from owrl_sdk.server.runner import InputsError, JobRunner, SpecError
 
 __all__ = ["ALLOW_LOCAL_FILES_ENV", "MAX_BODY_BYTES", "MAX_CSV_BYTES", "MAX_ROWS", "create_app"]
 

@@ -24,10 +24,10 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
-from ..errors import UsageError
-from ..files import try_lock
-from ..secrets import redact, scrub
-from ..types import Outcome, utc_now
+from owrl_sdk.errors import UsageError
+from owrl_sdk.support.files import try_lock
+from owrl_sdk.safety.secrets import redact, scrub
+from owrl_sdk.types import Outcome, utc_now
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock

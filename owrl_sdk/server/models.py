@@ -7,8 +7,8 @@ from typing import Annotated, Any, Optional, Union
 from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from ..documents import FLOW_SCHEMA, Flow
-from .jobs import Job, JobStatus
+from owrl_sdk.formats.documents import FLOW_SCHEMA, Flow
+from owrl_sdk.server.jobs import Job, JobStatus
 
 Domain = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")]
 JobId = Annotated[str, PathParam(description="the job's id", max_length=64)]

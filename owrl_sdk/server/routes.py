@@ -20,31 +20,17 @@ from fastapi import Path as PathParam
 from fastapi.responses import Response, StreamingResponse
 from pydantic import ValidationError
 
-from ..version import __version__
-from ..browser.storage import checked_state
-from ..documents import FLOW_SCHEMA, Flow
-from ..errors import UsageError
-from ..flowplayer import FLOW_POLICY
-from ..inputs import fill, placeholders
-from ..report import CSP
-from .jobs import Job, JobStatus
-from .models import (
-    FLOW_EXAMPLE,
-    INPUTS_FLOW_EXAMPLE,
-    MAX_CSV_BYTES,
-    MAX_ROWS,
-    BatchJobRequest,
-    Domain,
-    ErrorDetail,
-    FlowJobRequest,
-    Health,
-    JobId,
-    JobList,
-    RequestValidationErrorOf,
-    StepsPage,
-    TaskJobRequest,
-)
-from .runner import JobEnded, JobNotFound, JobRunner, SpecError, resolve_job_inputs
+from owrl_sdk.version import __version__
+from owrl_sdk.browser.storage import checked_state
+from owrl_sdk.formats.documents import FLOW_SCHEMA, Flow
+from owrl_sdk.errors import UsageError
+from owrl_sdk.flows.flowplayer import FLOW_POLICY
+from owrl_sdk.rules.inputs import fill, placeholders
+from owrl_sdk.formats.report import CSP
+from owrl_sdk.server.jobs import Job, JobStatus
+from owrl_sdk.server.models import (FLOW_EXAMPLE, INPUTS_FLOW_EXAMPLE, MAX_CSV_BYTES, MAX_ROWS, BatchJobRequest, Domain, ErrorDetail,
+                                   FlowJobRequest, Health, JobId, JobList, RequestValidationErrorOf, StepsPage, TaskJobRequest)
+from owrl_sdk.server.runner import JobEnded, JobNotFound, JobRunner, SpecError, resolve_job_inputs
 
 
 def runner_of(request: Request) -> JobRunner:
@@ -111,7 +97,7 @@ def flow_spec(runner: JobRunner, flow: Flow, inputs: dict[str, Any], start_url: 
     steps = max_steps or max(runner.settings.max_steps, len(flow.turns))
     text = task or flow.task or "play the flow"
     # the job shows the task text and start URL filled in; its run prepares its task from the
-    # request as given (owrl_sdk.runrequest, as every door does), so nothing is filled in twice
+    # request as given (owrl_sdk.flows.runrequest, as every door does), so nothing is filled in twice
     return {"task": fill(text, values) if values else text, "start_url": url, "policy": FLOW_POLICY,
             "max_steps": steps, "allowed_domains": allowed, "inputs": values,
             "request": {"url": start_url or flow.start_url, "task": task or flow.task or "play the flow"},

@@ -1,8 +1,8 @@
 """Running the jobs of ``owrl serve``: a few at a time, in one shared browser.
 
-Each job is one :class:`owrl_sdk.Agent` run (its episode built by :mod:`owrl_sdk.runner`,
+Each job is one :class:`owrl_sdk.Agent` run (its episode built by :mod:`owrl_sdk.episode.runner`,
 like every episode owrl runs) with its own policy instance and its own run folder under
-``DATA/runs`` (the layout of :mod:`owrl_sdk.runstore`); the browser is launched once for
+``DATA/runs`` (the layout of :mod:`owrl_sdk.episode.runstore`); the browser is launched once for
 the server and every episode gets a fresh context of it. While a job runs, its steps are
 kept in memory as they are written, so streams can follow them; once it ended, they are
 read back from its ``trajectory.json``.
@@ -10,7 +10,7 @@ read back from its ``trajectory.json``.
 Cancelling a running job cancels its asyncio task: the episode closes its trajectory as
 ``aborted`` (``infra.cancelled``) and the job ends ``cancelled``.
 
-A batch job is one :class:`owrl_sdk.batch.Batch` (one flow, once per row of inputs) in its own
+A batch job is one :class:`owrl_sdk.flows.batch.Batch` (one flow, once per row of inputs) in its own
 batch folder under ``DATA/batches/JOB``. Its rows do not hold a slot as a whole: each row takes
 one of the server's ``max_concurrent`` slots while its episode runs (at most ``workers`` rows of
 the batch at a time), so a long batch and single jobs share the limit and queue for it in turn.
@@ -31,25 +31,25 @@ from functools import partial
 from pathlib import Path
 from typing import Any, AsyncIterator, Optional
 
-from ..agent import Agent
-from ..batch import BAD_INPUTS, Batch
-from ..config import Settings, openai_endpoint
-from ..documents import Flow, flow_from_data
-from ..domains import DomainPolicy, internal_host
-from ..errors import InfraError, OwrlError
-from ..executors import InProcessExecutor, WorkItem, WorkResult
-from ..flowplayer import FLOW_POLICY
-from ..inputs import InputsInvalid, placeholders, resolve_inputs
-from ..plugins import Plugins
-from ..runner import failed_record
-from ..runrequest import RunRequest
-from ..runstore import RunDir
-from ..secrets import dumps, redact, scrub
-from ..secrets import scope as secrets_scope
-from ..browser.storage import register_values
-from ..types import Step, Task, Trajectory
-from .jobs import ENDED, INTERRUPTED, Job, JobStore
-from .webhooks import CallbackRefused, check_callback, deliver, summary
+from owrl_sdk.agent import Agent
+from owrl_sdk.flows.batch import BAD_INPUTS, Batch
+from owrl_sdk.config import Settings, openai_endpoint
+from owrl_sdk.formats.documents import Flow, flow_from_data
+from owrl_sdk.safety.domains import DomainPolicy, internal_host
+from owrl_sdk.errors import InfraError, OwrlError
+from owrl_sdk.scheduling.executors import InProcessExecutor, WorkItem, WorkResult
+from owrl_sdk.flows.flowplayer import FLOW_POLICY
+from owrl_sdk.rules.inputs import InputsInvalid, placeholders, resolve_inputs
+from owrl_sdk.contract.plugins import Plugins
+from owrl_sdk.episode.runner import failed_record
+from owrl_sdk.flows.runrequest import RunRequest
+from owrl_sdk.episode.runstore import RunDir
+from owrl_sdk.safety.secrets import dumps, redact, scrub
+from owrl_sdk.safety.secrets import scope as secrets_scope
+from owrl_sdk.browser.storage import register_values
+from owrl_sdk.types import Step, Task, Trajectory
+from owrl_sdk.server.jobs import ENDED, INTERRUPTED, Job, JobStore
+from owrl_sdk.server.webhooks import CallbackRefused, check_callback, deliver, summary
 
 #: A stream with nothing new sends a heartbeat line this often (seconds).
 HEARTBEAT = 15.0
@@ -85,7 +85,7 @@ class SpecError(Exception):
 
 
 def input_errors(err: InputsInvalid, loc: tuple[str, ...]) -> list[dict[str, Any]]:
-    """:func:`owrl_sdk.inputs.resolve_inputs`' problems as FastAPI's list: one entry per
+    """:func:`owrl_sdk.rules.inputs.resolve_inputs`' problems as FastAPI's list: one entry per
     problem, its ``loc`` ending with the input's name, in the API's words for giving a value."""
     return [{"loc": [*loc, p.name], "msg": p.text("give inputs.{name} a value"), "type": "value_error"}
             for p in err.problems]
@@ -156,13 +156,13 @@ class JobRunner:
     """Runs the server's jobs, ``max_concurrent`` at a time, each as an ``Agent`` run.
 
     Jobs are scheduled here with a semaphore, not through an executor of
-    :mod:`owrl_sdk.executors`, on purpose: an executor runs a fixed list of judged episodes
+    :mod:`owrl_sdk.scheduling.executors`, on purpose: an executor runs a fixed list of judged episodes
     of one suite with one policy factory and returns when all are done, while a job arrives
     at any time, carries its own policy, options, step limit and allowlist, is not judged,
     streams its steps as they are written, and is cancelled alone (its asyncio task) without
     touching the others. Giving the executor all of that would change its contract for one
     client and gain nothing here; the episode itself is still built by
-    :mod:`owrl_sdk.runner`, like every other.
+    :mod:`owrl_sdk.episode.runner`, like every other.
     """
 
     def __init__(self, store: JobStore, data_dir: Path, settings: Settings, plugins: Plugins, max_concurrent: int = 1,
@@ -436,7 +436,7 @@ class JobRunner:
 
     def job_task(self, job_id: str, spec: dict[str, Any]) -> Task:
         """The task a job runs: a flow job's from its request, prepared as every door prepares
-        a flow (:class:`~owrl_sdk.runrequest.RunRequest`), with the values checked when it was
+        a flow (:class:`~owrl_sdk.flows.runrequest.RunRequest`), with the values checked when it was
         queued; a task job's as it was given."""
         fields: dict[str, Any] = {"allowed_domains": spec.get("allowed_domains") or [],
                                   "max_steps": spec.get("max_steps")}
@@ -477,7 +477,7 @@ class JobRunner:
         return self.batches_dir / job_id
 
     def make_batch(self, job_id: str, spec: dict[str, Any], on_row: Any = None, executor: Any = None) -> Any:
-        """The job's :class:`owrl_sdk.batch.Batch` (every check of the batch made: a
+        """The job's :class:`owrl_sdk.flows.batch.Batch` (every check of the batch made: a
         :class:`UsageError` for what would stop it)."""
         rows = spec["rows"] if spec.get("rows") is not None else str(self.batch_dir(job_id) / spec["rows_file"])
         return Batch(flow_from_data(spec["flow"], "flow"), rows, out=self.batch_dir(job_id), workers=spec["workers"],
@@ -534,7 +534,7 @@ class JobRunner:
             register_values(session)
         async with self._host_lock:
             if self._host is None:
-                from ..browser import browser_host
+                from owrl_sdk.browser import browser_host
 
                 self._host = browser_host(self.settings, self.plugins)
                 await self._host.start()

@@ -25,7 +25,7 @@ import urllib.error
 import urllib.request
 from typing import Any, Optional
 
-from ..domains import DomainPolicy
+from owrl_sdk.safety.domains import DomainPolicy
 
 KEY_ENV = "OWRL_SERVE_WEBHOOK_KEY"
 #: Seconds before each retry of a delivery.

@@ -75,7 +75,7 @@ MARKER = "owrl_model.json"
 
 def cache_root(cache: Optional[Union[str, Path]] = None) -> Path:
     """owrl's cache folder: ``cache`` if given, else ``$OWRL_CACHE_DIR``, else the user's
-    cache folder (:func:`owrl_sdk.dirs.cache_dir`: ``~/.cache/owrl`` on Linux)."""
+    cache folder (:func:`owrl_sdk.support.dirs.cache_dir`: ``~/.cache/owrl`` on Linux)."""
     return Path(cache).expanduser() if cache else cache_dir()
 
 
@@ -281,7 +281,7 @@ def _now() -> str:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """``data`` to ``path`` whole or not at all (:func:`owrl_sdk.files.write_atomic`), readable by all."""
+    """``data`` to ``path`` whole or not at all (:func:`owrl_sdk.support.files.write_atomic`), readable by all."""
     _write_atomic(path, data, mode=0o644)
 
 

@@ -54,7 +54,7 @@ other setting (owrl.toml in the user config folder, then the working directory, 
 environment) and hands them to the adapter and its hooks; an ``Agent(settings=...)`` or
 ``owrl serve`` hands its own. The adapter reads no file and no variable itself.
 
-Secrets. The log-in resolves its placeholders with :func:`owrl_sdk.secrets.resolve` and the
+Secrets. The log-in resolves its placeholders with :func:`owrl_sdk.safety.secrets.resolve` and the
 episode's ``secret_lookup`` (the ``resolve_secret`` hooks, then ``OWRL_SECRET_<NAME>``), as the
 ``write`` tool does; from then on owrl redacts both values from observations, feedback and
 every trajectory file, and the adapter redacts its own log lines and errors. A Playwright

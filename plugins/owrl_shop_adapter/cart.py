@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import re
 from html.parser import HTMLParser
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional, Protocol
 from urllib.parse import quote, urlencode
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from owrl_sdk.api import ActionError, Tool, ToolResult
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .adapter import DemoShopAdapter
 
 
 class AddToCartArgs(BaseModel):
@@ -93,6 +91,12 @@ def pick_variant(name: str, variant: str, colours: list[str], sizes: list[str]) 
     return chosen[0], chosen[1]
 
 
+class ShopAddress(Protocol):
+    """What the tool needs of its adapter: the address of the shop an episode is on."""
+
+    def base_url(self, env: Any) -> str: ...
+
+
 class AddToCart(Tool):
     name = "add_to_cart"
     description = ("Demo Shop: put a product in the cart in one call, given its name, variant (colour and size) "
@@ -100,7 +104,7 @@ class AddToCart(Tool):
     Args = AddToCartArgs
     needs_page = True
 
-    def __init__(self, adapter: "DemoShopAdapter"):
+    def __init__(self, adapter: ShopAddress):
         self.adapter = adapter
 
     def available(self, env: Any) -> bool:

@@ -19,5 +19,5 @@ def peer_policy(name: str = MODEL_POLICY, *, catalogue: Any) -> "type[TrainableP
     there are; a policy that lacks part of the contract, a ``ConfigError`` naming it."""
     if catalogue is None:
         raise ConfigError("owrl_train finds the openwebrl plugin's model and prompt in the plugin catalogue: pass "
-                          "catalogue= (in a script, the catalogue of owrl_sdk.plugins.Plugins)")
+                          "catalogue= (in a script, the catalogue of owrl_sdk.contract.plugins.Plugins)")
     return trainable(catalogue.get("policies", name))

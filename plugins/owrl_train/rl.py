@@ -755,7 +755,7 @@ class RLRun:
         self.settings = settings or Settings.model_validate({})
         if plugins is None:  # handed over: the caller's plugins are the ones its suite and judge came from
             raise ConfigError("RLRun needs the plugins its rollouts use: RLRun(..., plugins=...), an "
-                              "owrl_sdk.plugins.Plugins")
+                              "owrl_sdk.contract.plugins.Plugins")
         self.plugins = plugins
         cat = self.plugins.catalogue
         self.model = model or _model.TrainableVL(cfg.model, lora_r=cfg.lora_r, four_bit=cfg.four_bit, seed=cfg.seed,

@@ -1,8 +1,8 @@
 """RL rollouts on the SDK's executors, chosen by name.
 
 Evaluation, batches and RL play their episodes on the same executors
-(:mod:`owrl_sdk.executors`): ``local`` (contexts of one browser in this process), ``ray``
-(Ray actors, each owning a browser, :mod:`owrl_sdk.raybackend`), or any executor a plugin
+(:mod:`owrl_sdk.scheduling.executors`): ``local`` (contexts of one browser in this process), ``ray``
+(Ray actors, each owning a browser, :mod:`owrl_sdk.scheduling.raybackend`), or any executor a plugin
 registers. :class:`ExecutorRollouts` is the trainer's side of that: it starts the executor
 once, switches it to each iteration's policy, horizon and output folder, and hands back
 the judged trajectories in a stable order.
@@ -41,7 +41,7 @@ class ExecutorRollouts:
     ``max_attempts``); an unknown ``backend`` is refused here, naming the known ones.
 
     The policy is the trainer's in-process, model-backed one, shared by every worker through
-    :class:`owrl_sdk.executors.SharedPolicy` (its batcher merges the workers' requests; with
+    :class:`owrl_sdk.scheduling.executors.SharedPolicy` (its batcher merges the workers' requests; with
     ``lockstep``, a policy that offers ``lockstep(expected)`` cuts each batch only when every
     worker with an episode left has asked, so that a run can be repeated exactly), or a
     served adapter (:class:`~owrl_train.serving.PolicySpec`), which each worker rebuilds as

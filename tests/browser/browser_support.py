@@ -8,7 +8,7 @@ from typing import Any
 from builtin_tools import TOOLS
 from owrl_sdk.browser import BrowserEnv
 from owrl_sdk.config import Settings
-from owrl_sdk.tools import ToolArgumentError
+from owrl_sdk.contract.tools import ToolArgumentError
 from owrl_sdk.types import Task, ToolCall, ToolResult
 
 

@@ -18,7 +18,7 @@ import pytest_asyncio
 from browser_support import quick_settings
 from session_browsers import HOSTS
 from owrl_sdk.browser import BrowserHost
-from owrl_sdk.chromium import find_chromium
+from owrl_sdk.browser.chromium import find_chromium
 
 PAGES = Path(__file__).parent / "pages"
 HERE = Path(__file__).parent

@@ -247,7 +247,7 @@ async def test_episodes_run_side_by_side_in_one_browser(host, site, tmp_path):
 
 
 async def test_no_chromium_is_a_clear_infra_error():
-    from owrl_sdk.chromium import REMEDY
+    from owrl_sdk.browser.chromium import REMEDY
 
     host = BrowserHost(quick_settings(chromium="/nonexistent/chromium"))
     try:
@@ -263,7 +263,7 @@ async def test_a_headless_launch_takes_the_headless_shell_and_a_chosen_chromium_
     """Where the system has Chromium's headless shell, a headless host launches it (lighter than
     the full browser, bench/bench_chromium.py); a headed one would get the full browser, and the
     chromium setting (OWRL_CHROMIUM) still chooses."""
-    from owrl_sdk.chromium import find_chromium, headless_shell
+    from owrl_sdk.browser.chromium import find_chromium, headless_shell
 
     shell = headless_shell()
     if shell is None:  # pragma: no cover - setup installs it beside a system Chromium

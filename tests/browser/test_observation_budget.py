@@ -14,8 +14,8 @@ import pytest
 
 from browser_support import act, ref_of, task
 from owrl_sdk.browser import BrowserEnv
-from owrl_sdk.memory import Context
-from owrl_sdk.observation_budget import bound_snapshot, strip_boxes
+from owrl_sdk.contract.memory import Context
+from owrl_sdk.browser.observation_budget import bound_snapshot, strip_boxes
 from owrl_sdk.types import Observation, Task
 
 

@@ -192,7 +192,7 @@ class Scripted:
 async def test_an_episode_in_the_openwebrl_profile(env, site, plugins, tmp_path, monkeypatch):
     from owrl_openwebrl.policy import OpenWebRLPolicy
     from owrl_sdk.config import Settings
-    from owrl_sdk.loop import Episode
+    from owrl_sdk.episode.loop import Episode
 
     monkeypatch.setenv("OWRL_CACHE_DIR", str(tmp_path / "cache"))
     backend = Scripted([
@@ -227,8 +227,8 @@ async def test_change_feedback_is_computed_only_where_something_reads_it(env, si
     of the episode asks (the live view does) or the change_feedback setting says always."""
     from owrl_openwebrl.policy import OpenWebRLPolicy
     from owrl_sdk.config import Settings
-    from owrl_sdk.loop import Episode
-    from owrl_sdk.runner import ChangeReader, episode_limits
+    from owrl_sdk.episode.loop import Episode
+    from owrl_sdk.episode.runner import ChangeReader, episode_limits
 
     monkeypatch.setenv("OWRL_CACHE_DIR", str(tmp_path / "cache"))
     go = grid(200, 130)

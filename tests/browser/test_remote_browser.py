@@ -25,7 +25,7 @@ from owrl_cli import owrl
 from owrl_sdk.browser import BrowserHost, processes
 from owrl_sdk.browser.host import launch_options_header
 from owrl_sdk.config import Settings
-from owrl_sdk.documents import load_flow, load_trajectory
+from owrl_sdk.formats.documents import load_flow, load_trajectory
 from owrl_sdk.errors import InfraError
 from owrl_sdk.failures import KINDS, classify
 
@@ -158,7 +158,7 @@ def test_launch_options_header_uses_the_servers_names() -> None:
 async def test_without_remote_chromium_the_server_uses_its_own_browser(browser_server: Any) -> None:
     """No executable is sent then. Where Playwright's managed browser is not installed (as on the
     suite's machines) the server cannot launch one, and the error says so, naming the endpoint."""
-    from owrl_sdk.chromium import _playwright_managed
+    from owrl_sdk.browser.chromium import _playwright_managed
 
     url, _ = browser_server
     host = BrowserHost(Settings(browser_endpoint=url))
@@ -244,8 +244,8 @@ def test_bad_endpoint_values_are_usage_errors(tmp_path: Path) -> None:
 async def test_server_killed_mid_eval_runs_the_episode_again_once_reconnected(
         tmp_path: Path, plugins: Any, register_plugin: Any) -> None:
     from owrl_baselines import OraclePolicy
-    from owrl_sdk.evaluation import EvalPlan, Evaluation, read_records
-    from owrl_sdk.plugins import hookimpl
+    from owrl_sdk.scheduling.evaluation import EvalPlan, Evaluation, read_records
+    from owrl_sdk.contract.plugins import hookimpl
 
     port = free_port()
     state = {"server": start_server(port), "killed": False}

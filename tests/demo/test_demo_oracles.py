@@ -19,7 +19,7 @@ import pytest_asyncio
 from playwright.async_api import async_playwright
 
 from owrl_demo import DemoShopSuite, load_tasks
-from owrl_sdk.chromium import find_chromium
+from owrl_sdk.browser.chromium import find_chromium
 from owrl_sdk.config import Settings
 from owrl_sdk.types import Outcome, PolicyInfo, Trajectory
 

@@ -16,7 +16,7 @@ import owrl_demo
 from owrl_demo import DemoShopSuite, load_tasks, oracle_flow, resolve_demo_url
 from owrl_demo.catalogue import BY_ID
 from owrl_demo.checks import CHECK_TYPES
-from owrl_sdk.answers import numbers
+from owrl_sdk.support.answers import numbers
 from owrl_sdk.config import Settings
 from owrl_sdk.types import Outcome, PolicyInfo, Trajectory
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from owrl_sdk.documents import Flow, load_flow, load_trajectory
+from owrl_sdk.formats.documents import Flow, load_flow, load_trajectory
 
 from owrl_cli import owrl
 
@@ -85,9 +85,9 @@ def test_agent_api_sync(tmp_path):
 
 @pytest.mark.slow
 async def test_healing_hands_over_when_the_flow_breaks(tmp_path, settings):
-    from owrl_sdk.flowplayer import HealingPolicy, next_flow_version
+    from owrl_sdk.flows.flowplayer import HealingPolicy, next_flow_version
     from owrl_sdk import Agent
-    from owrl_sdk.policy import Policy
+    from owrl_sdk.contract.policy import Policy
     from owrl_sdk.types import Turn
 
     flow = load_flow(FLOW)

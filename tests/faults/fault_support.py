@@ -1,6 +1,6 @@
 """What the fault-injection suite shares: the faulty site, one episode per fault, the table.
 
-Every fault runs a whole episode (:class:`owrl_sdk.loop.Episode`) in a Chromium of its own
+Every fault runs a whole episode (:class:`owrl_sdk.episode.loop.Episode`) in a Chromium of its own
 (a :class:`BrowserHost` per fault), so that what each fault leaves behind is counted alone:
 the browser's process tree is sampled all through the episode, and afterwards none of it
 (and no Chromium of ours started meanwhile) may still run.
@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 from urllib.parse import urlsplit
 
-from owrl_sdk.flowplayer import ScriptedPolicy
+from owrl_sdk.flows.flowplayer import ScriptedPolicy
 from owrl_sdk.browser import BrowserHost, processes
 from owrl_sdk.config import Settings
-from owrl_sdk.documents import Flow, FlowTurn, load_trajectory
-from owrl_sdk.loop import Episode, EpisodeLimits
-from owrl_sdk.plugins import Plugins, build_plugin_manager
-from owrl_sdk.runstore import RunDir
+from owrl_sdk.formats.documents import Flow, FlowTurn, load_trajectory
+from owrl_sdk.episode.loop import Episode, EpisodeLimits
+from owrl_sdk.contract.plugins import Plugins, build_plugin_manager
+from owrl_sdk.episode.runstore import RunDir
 from owrl_sdk.types import Expectation, Task, ToolCall, Trajectory, Turn
 
 #: Navigation time-out of every fault's browser; the slow faults wait longer than this.

@@ -23,9 +23,9 @@ from owrl_sdk.failures import (
     is_site_fault,
     start_page_problem,
 )
-from owrl_sdk.loop import Episode, EpisodeLimits
-from owrl_sdk.plugins import DEFAULT_PLUGINS
-from owrl_sdk.tools import Tool
+from owrl_sdk.episode.loop import Episode, EpisodeLimits
+from owrl_sdk.contract.plugins import DEFAULT_PLUGINS
+from owrl_sdk.contract.tools import Tool
 from owrl_sdk.types import Failure, Task, ToolResult, Turn
 
 

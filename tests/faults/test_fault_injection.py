@@ -27,9 +27,9 @@ from fault_support import (
     kind_of,
     run_fault,
 )
-from owrl_sdk.chromium import find_chromium
+from owrl_sdk.browser.chromium import find_chromium
 from owrl_sdk.failures import is_site_fault
-from owrl_sdk.loop import EpisodeLimits
+from owrl_sdk.episode.loop import EpisodeLimits
 
 if find_chromium(check_managed=False) is None:  # pragma: no cover - the suite's machines have one
     pytest.skip("no Chromium on this machine", allow_module_level=True)

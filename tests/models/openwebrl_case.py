@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from builtin_tools import TOOLS
 from owrl_openwebrl.profiles import to_builtin
-from owrl_sdk.memory import Context
+from owrl_sdk.contract.memory import Context
 from owrl_sdk.types import CallRecord, Observation, Step, Tab, Task, ToolCall, ToolResult
 
 URL = "http://127.0.0.1:1/"

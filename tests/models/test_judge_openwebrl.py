@@ -17,7 +17,7 @@ from owrl_openwebrl.judge import (DEFAULT_JUDGE_MODEL, OWRL_JUDGE_TEXTS, OpenWeb
                                   build_official_judge_prompt, format_call, judge_texts, load_judge_prompts,
                                   parse_official_verdict)
 from owrl_sdk.config import Settings
-from owrl_sdk.documents import load_trajectory, save_trajectory
+from owrl_sdk.formats.documents import load_trajectory, save_trajectory
 from owrl_sdk.errors import UsageError
 from owrl_sdk.types import (CallRecord, Observation, Outcome, PolicyInfo, Step, Task, ToolCall, ToolResult,
                             Trajectory, Turn)

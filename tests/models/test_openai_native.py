@@ -15,7 +15,7 @@ from owrl_cli import owrl
 from owrl_openwebrl.backend import Sampling
 from owrl_openwebrl.openai_backend import OpenAIBackend, retry_after
 from owrl_openwebrl.prompt import Prompt
-from owrl_sdk.documents import load_trajectory
+from owrl_sdk.formats.documents import load_trajectory
 from owrl_sdk.errors import InfraError
 
 #: What a hosted chat-completions API takes; anything else is refused.

@@ -278,7 +278,7 @@ async def test_a_length_limited_answer_is_its_own_failure(tmp_path, monkeypatch,
     assert turn.truncated and not turn.calls and not turn.parse_error
 
     from fakes import FakeEnv, FakePage
-    from owrl_sdk.loop import Episode
+    from owrl_sdk.episode.loop import Episode
     from owrl_sdk.types import Task
 
     task = Task(intent="find it", start_url="fake://home")
@@ -345,7 +345,7 @@ def test_the_owrl_profile_is_unchanged_for_other_checkpoints(tmp_path):
 def test_an_unreadable_answer_gets_back_the_observation_it_had_been_sent():
     """The official loop answers an answer with no readable call with the observation it had
     already sent, text and screenshot; owrl's look after it (same page, nothing ran) is not used."""
-    from owrl_sdk.memory import Context
+    from owrl_sdk.contract.memory import Context
     from owrl_sdk.types import Observation, Step, Task, Turn
 
     before = Observation(url="http://s/1", screenshot=b"shot-before")

@@ -11,7 +11,7 @@ from owrl_openwebrl.judge import build_judge_prompt, parse_verdict
 from owrl_openwebrl.openai_backend import OpenAIBackend
 from owrl_openwebrl.prompt import build_prompt, openai_messages
 from owrl_sdk.errors import InfraError
-from owrl_sdk.memory import Context
+from owrl_sdk.contract.memory import Context
 from json_server import JsonServer
 from owrl_sdk.types import CallRecord, Observation, Outcome, PolicyInfo, Step, Tab, Task, ToolCall, ToolResult, Trajectory, Turn, Verdict, Check
 

@@ -11,7 +11,7 @@ import pytest
 from builtin_tools.control import Done, Wait
 from owrl_openwebrl.backend import Sampling, VLBackend, WeightsUnavailable
 from owrl_openwebrl.prompt import build_prompt
-from owrl_sdk.memory import Context
+from owrl_sdk.contract.memory import Context
 from owrl_sdk.types import Observation, Task
 
 

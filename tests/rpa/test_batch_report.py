@@ -12,7 +12,7 @@ import pytest
 from owrl_cli import owrl
 from test_safe_reruns import committing_flow
 
-from owrl_sdk.chromium import find_chromium
+from owrl_sdk.browser.chromium import find_chromium
 
 
 @pytest.mark.slow

@@ -9,8 +9,8 @@ from typing import Any
 
 from owrl_cli import owrl
 
-from owrl_sdk.documents import flow_from_data
-from owrl_sdk.inputs import apply_inputs, evaluate_condition, truthy
+from owrl_sdk.formats.documents import flow_from_data
+from owrl_sdk.rules.inputs import apply_inputs, evaluate_condition, truthy
 
 
 def invoice_flow() -> dict[str, Any]:

@@ -105,8 +105,8 @@ def test_error_pages_4xx_ends_the_episode_on_a_client_error(tmp_path, back_offic
     episode as ``page.http_4xx`` with the status and title."""
     from owrl_sdk import Agent
     from owrl_sdk.config import Settings
-    from owrl_sdk.documents import flow_from_data
-    from owrl_sdk.flowplayer import ScriptedPolicy
+    from owrl_sdk.formats.documents import flow_from_data
+    from owrl_sdk.flows.flowplayer import ScriptedPolicy
 
     site, _ = back_office
 

@@ -13,7 +13,7 @@ import pytest
 from owrl_cli import owrl
 from test_checkboxes_and_conditions import invoice_flow
 
-from owrl_sdk.batch import read_rows
+from owrl_sdk.flows.batch import read_rows
 from owrl_sdk.errors import UsageError
 
 openpyxl = pytest.importorskip("openpyxl", reason="the excel extra (scripts/setup.sh installs it)")

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from owrl_cli import owrl
 
-from owrl_sdk.chromium import find_chromium
+from owrl_sdk.browser.chromium import find_chromium
 
 openpyxl = pytest.importorskip("openpyxl", reason="the excel extra (scripts/setup.sh installs it)")
 pytestmark = pytest.mark.skipif(find_chromium(check_managed=False) is None, reason="no Chromium on this machine")
@@ -51,7 +51,7 @@ async def person(page: Any) -> None:
 
 def record(site: str, out: Path) -> dict[str, Any]:
     from owrl_sdk.config import Settings
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
     from owrl_sdk.recorder import Recorder
 
     async def go() -> None:

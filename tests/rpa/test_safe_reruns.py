@@ -18,8 +18,8 @@ import pytest
 from owrl_cli import KEEP, owrl
 from test_checkboxes_and_conditions import invoice_flow
 
-from owrl_sdk.batch import NEEDS_REVIEW, Batch
-from owrl_sdk.executors import WorkItem, WorkResult
+from owrl_sdk.flows.batch import NEEDS_REVIEW, Batch
+from owrl_sdk.scheduling.executors import WorkItem, WorkResult
 from owrl_sdk.types import Task
 
 
@@ -140,7 +140,7 @@ def test_an_infra_error_before_the_commit_is_retried_and_after_it_is_not(tmp_pat
     item = WorkItem(Task(intent="x", start_url=invoice_site, metadata={"inputs": {}}), 0, group=row.key)
 
     def infra(episode: int) -> WorkResult:
-        from owrl_sdk.executors import failed_record
+        from owrl_sdk.scheduling.executors import failed_record
 
         return WorkResult(WorkItem(item.task, episode, group=row.key),
                           failed_record(item.task, episode, "infra.browser_crash", 1.0), error="crashed")

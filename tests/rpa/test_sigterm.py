@@ -58,10 +58,10 @@ def test_a_sigterm_whose_cancellation_was_lost_still_stops_the_batch(tmp_path, i
     stops after the row it was on, with its summary written and its lock released."""
     import pytest
 
-    from owrl_sdk import interrupts
-    from owrl_sdk.batch import Batch
+    from owrl_sdk.support import interrupts
+    from owrl_sdk.flows.batch import Batch
     from owrl_sdk.config import Settings
-    from owrl_sdk.documents import Flow
+    from owrl_sdk.formats.documents import Flow
 
     fast = {**SLOW_FLOW, "turns": [SLOW_FLOW["turns"][0], SLOW_FLOW["turns"][2]]}
     seen = []

@@ -22,9 +22,9 @@ ray = pytest.importorskip("ray")
 
 from owrl_cli import owrl  # noqa: E402
 from owrl_sdk.config import load_settings  # noqa: E402
-from owrl_sdk.evaluation import EvalPlan, Evaluation, read_records  # noqa: E402
-from owrl_sdk.plugins import Plugins  # noqa: E402
-from owrl_sdk.raybackend import RayEvaluation, RayOptions  # noqa: E402
+from owrl_sdk.scheduling.evaluation import EvalPlan, Evaluation, read_records  # noqa: E402
+from owrl_sdk.contract.plugins import Plugins  # noqa: E402
+from owrl_sdk.scheduling.raybackend import RayEvaluation, RayOptions  # noqa: E402
 
 TASKS = ["shop-001", "shop-002", "shop-003", "shop-004", "shop-005", "shop-006"]
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from security_support import CountingServer, attack
 
-from owrl_sdk.addresses import NotAHost, internal, parse_ip, reached
+from owrl_sdk.safety.addresses import NotAHost, internal, parse_ip, reached
 from owrl_sdk.config import Settings
-from owrl_sdk.domains import DomainPolicy, normalize_domain
+from owrl_sdk.safety.domains import DomainPolicy, normalize_domain
 
 #: Spellings of 127.0.0.1 (and of this machine) that a browser or a client connects with.
 LOOPBACK = ["127.0.0.1", "127.1", "2130706433", "0x7f000001", "0x7f.0.0.1", "0177.0.0.1", "017700000001",
@@ -93,7 +93,7 @@ def test_the_ipv4_parser_reads_numbers_as_a_browser_does():
 
 
 def runner(tmp_path, **settings: Any):
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
     from owrl_sdk.server.runner import JobRunner
 
     return JobRunner(store=None, data_dir=tmp_path, settings=Settings(runs_dir=str(tmp_path), **settings),
@@ -163,7 +163,7 @@ def test_a_name_that_changes_its_answer_after_submission_reaches_nothing_inside(
     prompt = Prompt(messages=[{"role": "user", "content": [{"type": "text", "text": "hi"}]}], tools=[])
 
     async def go() -> None:
-        from owrl_sdk.plugins import Plugins
+        from owrl_sdk.contract.plugins import Plugins
         from owrl_sdk.server.runner import JobRunner
 
         jobs = JobRunner(store=JobStore(tmp_path / "jobs.db"), data_dir=tmp_path,

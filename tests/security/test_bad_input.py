@@ -159,7 +159,7 @@ def fails_fast(folder: Path, expected: str) -> None:
 def test_flow_with_unknown_tool_fails_before_the_browser(tmp_path):
     write_flow(tmp_path, [{"calls": [{"name": "goto_url", "arguments": {"url": "https://example.com/"}}]},
                           {"calls": [{"name": "clik", "arguments": {"ref": "e1"}}]}])
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
 
     tools = ", ".join(sorted(Plugins().catalogue.items["tools"]))
     with attack("bad input", "flow naming an unknown tool", "checked before the browser starts, exit 2"):
@@ -180,9 +180,9 @@ def test_flow_with_wrong_argument_types_fails_before_the_browser(tmp_path):
 
 
 def test_flow_check_lets_placeholders_through():
-    from owrl_sdk.documents import Flow, check_flow_tools
+    from owrl_sdk.formats.documents import Flow, check_flow_tools
     from owrl_sdk.errors import DocumentError
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
 
     tools = Plugins().catalogue.items["tools"]
     flow = Flow.model_validate({"turns": [

@@ -22,9 +22,9 @@ from security_support import attack
 from owrl_sdk import Agent
 from owrl_sdk.browser import BrowserHost
 from owrl_sdk.config import Settings
-from owrl_sdk.documents import Flow
-from owrl_sdk.domains import DomainPolicy
-from owrl_sdk.policy import Policy
+from owrl_sdk.formats.documents import Flow
+from owrl_sdk.safety.domains import DomainPolicy
+from owrl_sdk.contract.policy import Policy
 from owrl_sdk.types import Task, Turn
 
 LANDING = "Refused landing page"

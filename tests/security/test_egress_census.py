@@ -150,7 +150,7 @@ async def test_a_name_that_resolves_to_a_blocked_address_is_refused_by_the_gate(
     to answer a made-up name, so the loop's resolver is replaced for this one test (the gate
     calls it, as it would the system's)."""
     from owrl_sdk.browser.egress import EgressGate
-    from owrl_sdk.domains import DomainPolicy
+    from owrl_sdk.safety.domains import DomainPolicy
 
     async def resolver(host, port, **kwargs):
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.1.2.3", port))]

@@ -9,7 +9,7 @@ import zipfile
 import pytest
 from security_support import attack
 
-from owrl_sdk.batch import read_rows
+from owrl_sdk.flows.batch import read_rows
 from owrl_sdk.errors import UsageError
 
 pytest.importorskip("openpyxl")
@@ -94,7 +94,7 @@ def test_characters_that_reorder_text_are_shown_in_the_live_view_and_plain_lines
 
     from rich.text import Text
 
-    from owrl_sdk.console import SafeConsole, terminal_safe
+    from owrl_sdk.support.console import SafeConsole, terminal_safe
 
     payload = f"Pay to {char}NABI 0000 ZZ99{chr(0x202c)} now"
     with attack("terminal", f"page text with U+{ord(char):04X} (a bidirectional control)",
@@ -117,10 +117,10 @@ def test_a_batchs_shared_input_is_stored_once_not_copied_into_every_row(tmp_path
     import json
     from pathlib import Path
 
-    from owrl_sdk.batch import Batch
-    from owrl_sdk.executors import Executor, WorkResult
-    from owrl_sdk.inputs import MAX_INPUT_CHARS
-    from owrl_sdk.runner import EpisodeRecord
+    from owrl_sdk.flows.batch import Batch
+    from owrl_sdk.scheduling.executors import Executor, WorkResult
+    from owrl_sdk.rules.inputs import MAX_INPUT_CHARS
+    from owrl_sdk.episode.runner import EpisodeRecord
 
     class Done(Executor):
         async def start(self, workload):  # noqa: ANN001

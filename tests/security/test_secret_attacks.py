@@ -23,15 +23,17 @@ import pytest
 from owrl_cli import owrl
 from security_support import attack
 
-from owrl_sdk import Agent, secrets
+from owrl_sdk import Agent
+
+from owrl_sdk.safety import secrets
 from owrl_sdk.config import Settings
-from owrl_sdk.documents import Flow
+from owrl_sdk.formats.documents import Flow
 from owrl_sdk.types import Observation, Tab, Task
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "serve"))
 from serve_support import Served  # noqa: E402
 
-#: The shortest prefix of a secret that is redacted (owrl_sdk.secrets.MIN_PREFIX, documented).
+#: The shortest prefix of a secret that is redacted (owrl_sdk.safety.secrets.MIN_PREFIX, documented).
 MIN_PREFIX = 6
 #: 12 characters: a space, a quote, a backslash and an ampersand.
 SECRET = 'Kq7 "z\\&w9Lp'
@@ -151,7 +153,7 @@ def secret_env(monkeypatch):
 
 
 def test_redact_catches_prefixes_escapes_and_encodings(secret_env):
-    from owrl_sdk.secrets import redact
+    from owrl_sdk.safety.secrets import redact
 
     cases = {
         "a maxlength field holding the first 8 characters": SECRET[:8],
@@ -183,7 +185,7 @@ def test_redact_catches_prefixes_escapes_and_encodings(secret_env):
 
 def test_a_quote_doubled_in_a_yaml_string_still_matches(monkeypatch):
     """Playwright's aria snapshot single-quotes a name holding ': ' or braces, doubling its quotes."""
-    from owrl_sdk.secrets import redact
+    from owrl_sdk.safety.secrets import redact
 
     monkeypatch.setenv("OWRL_SECRET_QUOTED", "it's: a pass")
     assert redact("- textbox 'Code: it''s: a pass'") == "- textbox 'Code: {{secret:QUOTED}}'"
@@ -424,8 +426,8 @@ async def test_a_trace_without_secrets_is_kept(owrl_page_server, tmp_path, monke
 
 def test_an_evaluation_record_is_scrubbed(tmp_path, monkeypatch):
     """An episode's answer and failure detail reach episodes.jsonl and the progress line scrubbed."""
-    from owrl_sdk.evaluation import EpisodeRecord, EvalPlan, Evaluation, TaskFileSuite
-    from owrl_sdk.plugins import Plugins
+    from owrl_sdk.scheduling.evaluation import EpisodeRecord, EvalPlan, Evaluation, TaskFileSuite
+    from owrl_sdk.contract.plugins import Plugins
 
     value = "Tangerine-Owl-4471"
     monkeypatch.setenv("OWRL_SECRET_EVAL_CODE", value)
@@ -449,7 +451,7 @@ def test_an_evaluation_record_is_scrubbed(tmp_path, monkeypatch):
 def test_save_trajectory_scrubs_what_no_environment_scrubbed(secret_env, tmp_path):
     """Values put straight into a trajectory, past the browser environment's redaction (a model's
     thought, a plugin's metadata, a judge's reason, the answer), never reach trajectory.json."""
-    from owrl_sdk.documents import save_trajectory
+    from owrl_sdk.formats.documents import save_trajectory
     from owrl_sdk.types import Judgement, Outcome, PolicyInfo, Step, ToolCall, Trajectory, Turn
 
     obs = Observation(url="http://127.0.0.1/", title="t", tabs=[], aria="")
@@ -752,7 +754,7 @@ def test_a_short_secret_is_redacted_on_its_own_and_not_inside_other_numbers(monk
     """Matched inside any number, a PIN gave itself away: '© 2024 Acme, call 020241' became
     '© {{secret:PIN}} Acme, call 0{{secret:PIN}}1'. On its own (escapes and encodings around it
     included) it is still redacted."""
-    from owrl_sdk.secrets import redact
+    from owrl_sdk.safety.secrets import redact
 
     monkeypatch.setenv("OWRL_SECRET_PIN", "2024")
     assert redact("© 2024 Acme, call 020241") == "© {{secret:PIN}} Acme, call 020241"

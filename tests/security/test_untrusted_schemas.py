@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 from security_support import attack
 
-from owrl_sdk.outputschema import check_output, check_output_boxed, check_schema, expansion
+from owrl_sdk.rules.outputschema import check_output, check_output_boxed, check_schema, expansion
 
 
 def fan_out(levels: int) -> dict:
@@ -96,7 +96,7 @@ def test_a_mismatch_message_is_bounded_whatever_the_output_holds():
 
 
 async def test_done_is_refused_with_the_boxed_reason_not_hung():
-    from owrl_sdk import outputs
+    from owrl_sdk.formats import outputs
     from owrl_sdk.types import Task, ToolCall
 
     task = Task(intent="t", start_url="about:blank", output_schema=EVIL)

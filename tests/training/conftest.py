@@ -4,7 +4,7 @@ import warnings
 
 import pytest
 
-from owrl_sdk.plugins import Plugins
+from owrl_sdk.contract.plugins import Plugins
 
 
 @pytest.fixture(scope="session")

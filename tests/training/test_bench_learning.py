@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from owrl_sdk.plugins import Plugins
+from owrl_sdk.contract.plugins import Plugins
 
 pytest.importorskip("miniwob")
 

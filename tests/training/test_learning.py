@@ -17,8 +17,8 @@ pytest.importorskip("peft")
 
 from owrl_openwebrl.backend import Sampling  # noqa: E402
 from owrl_openwebrl.prompt import build_prompt  # noqa: E402
-from owrl_sdk.plugins import Plugins  # noqa: E402
-from owrl_sdk.memory import Context  # noqa: E402
+from owrl_sdk.contract.plugins import Plugins  # noqa: E402
+from owrl_sdk.contract.memory import Context  # noqa: E402
 from owrl_train.data import Sample  # noqa: E402
 from owrl_train.model import TrainableVL  # noqa: E402
 from owrl_train.rl import RLConfig, RLRun  # noqa: E402

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from owrl_sdk.plugins import Plugins
+from owrl_sdk.contract.plugins import Plugins
 
 torch = pytest.importorskip("torch")
 

@@ -18,8 +18,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from owrl_sdk.plugins import Plugins  # noqa: E402
-from owrl_sdk.documents import json_lines  # noqa: E402
+from owrl_sdk.contract.plugins import Plugins  # noqa: E402
+from owrl_sdk.formats.documents import json_lines  # noqa: E402
 from owrl_sdk.errors import ConfigError  # noqa: E402
 from owrl_sdk.types import Judgement, Observation, Outcome, PolicyInfo, Step, ToolCall, Trajectory, Turn  # noqa: E402
 from owrl_train.data import Sample, trajectory_samples  # noqa: E402

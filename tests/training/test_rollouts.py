@@ -10,8 +10,8 @@ from owrl_baselines import OraclePolicy
 from owrl_cli import owrl
 from owrl_sdk import hookimpl
 from owrl_sdk.errors import ConfigError, UsageError
-from owrl_sdk.executors import Executor, SharedPolicy, WorkResult
-from owrl_sdk.runner import EpisodeRecord
+from owrl_sdk.scheduling.executors import Executor, SharedPolicy, WorkResult
+from owrl_sdk.episode.runner import EpisodeRecord
 from owrl_sdk.types import Task
 from owrl_train.rollouts import ExecutorRollouts
 from owrl_train.serving import PolicySpec

@@ -21,7 +21,7 @@ pytest.importorskip("peft")
 from json_server import JsonServer  # noqa: E402
 from owrl_sdk.config import Settings  # noqa: E402
 from owrl_sdk.errors import ConfigError  # noqa: E402
-from owrl_sdk.plugins import Plugins  # noqa: E402
+from owrl_sdk.contract.plugins import Plugins  # noqa: E402
 from owrl_sdk.types import Trajectory  # noqa: E402
 from owrl_train.rl import BrowserRollouts, RLConfig, RLRun  # noqa: E402
 from owrl_train.serving import drop_stale  # noqa: E402

@@ -22,9 +22,9 @@ from owrl_openwebrl.backend import Sampling, VLBackend  # noqa: E402
 from owrl_openwebrl.fetch import MARKER, cache_root, convert_gguf, fetched, model_dir  # noqa: E402
 from owrl_openwebrl.policy import TextPolicy  # noqa: E402
 from owrl_openwebrl.tiny import build_tiny_text  # noqa: E402
-from owrl_sdk.plugins import Plugins  # noqa: E402
+from owrl_sdk.contract.plugins import Plugins  # noqa: E402
 from owrl_sdk.config import ConfigError  # noqa: E402
-from owrl_sdk.memory import Context  # noqa: E402
+from owrl_sdk.contract.memory import Context  # noqa: E402
 from owrl_sdk.types import Observation, Task  # noqa: E402
 from owrl_train.data import Sample  # noqa: E402
 from owrl_train.model import TrainableVL  # noqa: E402

@@ -1,0 +1,1 @@
+"""The plugin contract: the plugin manager and catalogue, the hook specifications, and the component bases."""

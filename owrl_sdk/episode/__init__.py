@@ -1,0 +1,1 @@
+"""The core loop: one episode (loop), its runner and its run folder."""

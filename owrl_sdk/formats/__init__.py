@@ -1,0 +1,1 @@
+"""The files owrl reads and writes: flows and tasks (documents), records, task files, outputs, the report."""

@@ -1,0 +1,1 @@
+"""Safety: addresses and domains an episode may reach, secrets and their redaction, the blocklist."""

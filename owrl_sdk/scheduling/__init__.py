@@ -1,0 +1,1 @@
+"""Scheduling episodes: the executors (local and Ray) and evaluation of task suites."""

@@ -1,0 +1,1 @@
+"""Process support: console, folders, files and locks, interrupts, logging, answer matching."""
