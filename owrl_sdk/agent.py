@@ -95,13 +95,14 @@ class Agent:
     # ------------------------------------------------------------------ running
 
     def make_task(self, task: Union[Task, str], url: Optional[str] = None) -> Task:
+        """The task :meth:`run` runs: a :class:`Task` as it is (a plugin's URL scheme resolved),
+        or task text and ``url`` prepared as every door prepares a run (:class:`RunRequest`: a
+        bare host gets https://, an address that cannot be one is a UsageError)."""
         if isinstance(task, Task):
             return self.plugins.resolve_task(task)
         if not url:
             raise UsageError("a task needs a start URL: pass url=... (or --url)")
-        resolved = self.plugins.resolve_url(url)
-        return Task(intent=task, start_url=resolved,
-                    metadata={"given_start_url": url} if resolved != url else {})
+        return RunRequest(intent=task, url=url, source="Agent.run").task(self.plugins, {})
 
     async def run(
         self,

@@ -61,6 +61,8 @@ SECTIONS: dict[str, dict[str, tuple[str, "str | None"]]] = {
         "PolicyInfo": ("owrl_sdk.types", "PolicyInfo"),
         "Flow": ("owrl_sdk.formats.documents", "Flow"),
         "load_trajectory": ("owrl_sdk.formats.documents", "load_trajectory"),
+        "save_trajectory": ("owrl_sdk.formats.documents", "save_trajectory"),
+        "load_flow": ("owrl_sdk.formats.documents", "load_flow"),
         "format_validation_error": ("owrl_sdk.formats.documents", "format_validation_error"),
     },
     "Components": {
@@ -102,6 +104,7 @@ SECTIONS: dict[str, dict[str, tuple[str, "str | None"]]] = {
     },
     "Training and scale-out": {
         "Executor": ("owrl_sdk.scheduling.executors", "Executor"),
+        "InProcessExecutor": ("owrl_sdk.scheduling.executors", "InProcessExecutor"),
         "executor_class": ("owrl_sdk.scheduling.executors", "executor_class"),
         "Workload": ("owrl_sdk.scheduling.executors", "Workload"),
         "WorkItem": ("owrl_sdk.scheduling.executors", "WorkItem"),
@@ -160,15 +163,17 @@ if TYPE_CHECKING:  # what type checkers see: the same names, eagerly
     from owrl_sdk.support.console import SafeConsole as SafeConsole
     from owrl_sdk.support.dirs import cache_dir as cache_dir
     from owrl_sdk.formats.documents import Flow as Flow, format_validation_error as format_validation_error
-    from owrl_sdk.formats.documents import load_trajectory as load_trajectory
+    from owrl_sdk.formats.documents import load_flow as load_flow, load_trajectory as load_trajectory
+    from owrl_sdk.formats.documents import save_trajectory as save_trajectory
     from owrl_sdk.safety.domains import DomainPolicy as DomainPolicy
     from owrl_sdk.contract.env import Environment as Environment
     from owrl_sdk.errors import (ConfigError as ConfigError, DocumentError as DocumentError, InfraError as InfraError,
                                  ModelUnavailable as ModelUnavailable, OwrlError as OwrlError, UsageError as UsageError,
                                  require_extra as require_extra)
-    from owrl_sdk.scheduling.executors import (Executor as Executor, NamedPolicy as NamedPolicy, SharedPolicy as SharedPolicy,
-                                    WorkItem as WorkItem, Workload as Workload, executor_class as executor_class,
-                                    failed_trajectory as failed_trajectory)
+    from owrl_sdk.scheduling.executors import (Executor as Executor, InProcessExecutor as InProcessExecutor,
+                                               NamedPolicy as NamedPolicy, SharedPolicy as SharedPolicy,
+                                               WorkItem as WorkItem, Workload as Workload, executor_class as executor_class,
+                                               failed_trajectory as failed_trajectory)
     from owrl_sdk.support.files import write_atomic as write_atomic
     from owrl_sdk.contract.hookspecs import Register as Register
     from owrl_sdk.contract.memory import Context as Context, Memory as Memory

@@ -1,6 +1,7 @@
-"""Every door that plays a flow prepares its task with the same function, RunRequest.task:
-`owrl run --flow`, a batch row, a server job and `Agent.prepare_flow`. Each door is tested
-once here, without a browser: the function is watched, and the task it made is checked."""
+"""Every door prepares its run with the same function, RunRequest.task: a flow from
+`owrl run --flow`, a batch row, a server job and `Agent.prepare_flow`, and a task from
+`owrl run --task`, `Agent.run` and a server task job. Each door is tested once here, without
+a browser: the function is watched, and the task it made is checked."""
 
 from __future__ import annotations
 
@@ -129,3 +130,56 @@ def test_a_value_that_holds_a_placeholder_is_filled_in_once():
     player = ScriptedPolicy(Settings(), flow=Flow.model_validate(FLOW))
     turn = asyncio.run(player.act(Context(task=task, observation=Observation(url=task.start_url), tools=[])))
     assert turn.calls[0].arguments["message"] == "{{input:n}}"
+
+
+# ------------------------------------------------------------------ a task, no flow
+
+
+def check_plain(task: Any) -> None:
+    """What every door makes of the task text "find {{input:q}}" at the bare host
+    127.0.0.1:9/search with q = "a b": the address rules (a bare host gets https://), the value
+    filled into the text (a task's text is the request's), the values recorded."""
+    assert task.start_url == "https://127.0.0.1:9/search"
+    assert task.metadata.get("inputs", {}) in ({}, {"q": "a b"})
+
+
+def test_owrl_run_with_a_task(prepared, tmp_path):
+    from click.testing import CliRunner
+
+    from owrl_sdk.commands.run import run_command
+
+    prepared.stop()
+    result = CliRunner().invoke(run_command, ["--task", "find {{input:q}}", "--url", "127.0.0.1:9/search",
+                                              "--input", "q=a b", "--out", str(tmp_path / "r")])
+    assert isinstance(result.exception, Prepared), result.output
+    assert "note: no scheme given: using https://127.0.0.1:9/search" in result.output
+    (task,) = prepared
+    check_plain(task)
+    assert task.intent == "find a b" and task.metadata["inputs"] == {"q": "a b"}
+
+
+def test_agent_run_with_a_task(prepared):
+    from owrl_sdk import Agent
+
+    task = Agent().make_task("find a b", "127.0.0.1:9/search")
+    assert prepared == [task]
+    check_plain(task)
+    assert task.intent == "find a b"
+    from owrl_sdk.errors import UsageError
+
+    with pytest.raises(UsageError, match="is not a valid address"):
+        Agent().make_task("find", "https://")  # the same rules refuse what cannot be an address
+
+
+def test_a_server_task_job(prepared, tmp_path):
+    from owrl_sdk.config import Settings
+    from owrl_sdk.contract.plugins import Plugins
+    from owrl_sdk.server.jobs import JobStore
+    from owrl_sdk.server.runner import JobRunner
+
+    runner = JobRunner(JobStore(tmp_path / "jobs.sqlite3"), tmp_path, Settings(), Plugins())
+    task = runner.job_task("job2", {"task": "find a b", "start_url": "https://127.0.0.1:9/search", "policy": "openwebrl",
+                                    "max_steps": 4, "allowed_domains": ["127.0.0.1"]})
+    assert prepared == [task]
+    check_plain(task)
+    assert task.metadata["serve_job"] == "job2" and task.max_steps == 4

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import pytest
 
-from owrl_sdk.scheduling.executors import STOP, Workers, WorkersGone, WorkItem, WorkResult, schedule
+from owrl_sdk.scheduling.executors import RETRY, STOP, Workers, WorkersGone, WorkItem, WorkResult, schedule
 from owrl_sdk.episode.runner import failed_record
 from owrl_sdk.types import Task
 
@@ -110,3 +110,22 @@ async def test_a_cancelled_run_cancels_the_episodes_in_flight():
     with pytest.raises(asyncio.CancelledError):
         await task
     assert sorted(cancelled) == ["t0", "t1"]
+
+
+async def test_retry_queues_the_item_as_its_next_episode_after_those_waiting():
+    """A caller's own retry rule (a batch row's ``--retries``) goes through the scheduler: the
+    item runs again as episode + 1 in its group, after the items queued; the result that asked
+    for it is not kept, and a lost worker under the retry is counted for the retry alone."""
+    workers = Scripted(["a"], lose={("t0", 2)})
+    asked: list[tuple[str, int]] = []
+
+    def on_result(result: WorkResult) -> Any:
+        asked.append((result.item.task.id, result.item.episode))
+        return RETRY if result.item.task.id == "t0" and result.item.episode < 2 else None
+
+    work = [WorkItem(i.task, 0, group=f"g{n}") for n, i in enumerate(items(3))]
+    results, retried = await schedule(work, workers, max_attempts=2, on_result=on_result)
+    assert [t for _, t in workers.runs] == ["t0", "t1", "t2", "t0", "t0", "t0"]  # the 2nd run lost its worker
+    assert asked == [("t0", 0), ("t1", 0), ("t2", 0), ("t0", 1), ("t0", 2)]
+    assert [(r.item.task.id, r.item.episode, r.item.group) for r in results] == [("t1", 0, "g1"), ("t2", 0, "g2"), ("t0", 2, "g0")]
+    assert retried == 3  # two asked for, one lost worker

@@ -27,7 +27,7 @@ from owrl_sdk.browser.selectors import iframe_selector, position, role_selector
 from owrl_sdk.cli import check_storage, storage_options
 from owrl_sdk.contract.hookspecs import Register
 from owrl_sdk.contract.plugins import hookimpl
-from owrl_sdk.rules.urls import plugin_scheme, resolve_url
+from owrl_sdk.rules.urls import plugin_scheme
 
 #: Roles a user acts on; the table lists the snapshot's elements with these roles.
 INTERACTIVE_ROLES = frozenset({
@@ -275,7 +275,11 @@ def inspect_command(url: str, snapshot: bool, allow_domains: tuple[str, ...], wa
     if url.startswith("~"):
         url = str(Path(url).expanduser())
     plugin_url = plugin_scheme(url, plugins)  # a plugin's own scheme, resolved by its hook
-    resolved = plugins.resolve_url(url if plugin_url else resolve_url(url, plugins=plugins))
+    from owrl_sdk.flows.runrequest import RunRequest
+
+    # the address rules every door applies (a bare host gets https://, a path file://); _check_url
+    # says what is wrong with an address in this command's words
+    resolved = plugins.resolve_url(RunRequest(url=url).start_url(plugins, check=False) or url)
     _check_url(url, resolved, settings, plugin_url=plugin_url)
     found: dict[str, Any] = {}
     stopped = ""

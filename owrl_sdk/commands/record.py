@@ -28,7 +28,7 @@ import click
 from owrl_sdk.cli import check_storage, storage_options
 from owrl_sdk.contract.hookspecs import Register
 from owrl_sdk.contract.plugins import hookimpl
-from owrl_sdk.rules.urls import plugin_scheme, resolve_url
+from owrl_sdk.rules.urls import plugin_scheme
 
 
 def _free_display() -> int:
@@ -123,8 +123,12 @@ def record_command(url: str, out: Path, task: Optional[str], input_fields: str, 
     plugins = plugins.bind(settings)
     given = str(Path(url).expanduser()) if url.startswith("~") else url
     plugin_url = plugin_scheme(given, plugins)
-    start_url = given if plugin_url or "://" in given else resolve_url(given, plugins=plugins)
-    resolved = plugins.resolve_url(given if plugin_url else resolve_url(given, plugins=plugins))
+    from owrl_sdk.flows.runrequest import RunRequest
+
+    # the address rules every door applies (a bare host gets https://, a path file://); _check_url
+    # says what is wrong with an address in this command's words
+    start_url = RunRequest(url=given).start_url(plugins, check=False) or given
+    resolved = plugins.resolve_url(start_url)
     _check_url(given, resolved, settings, plugin_url=plugin_url)
     fields = tuple(f.strip() for f in input_fields.split(",") if f.strip())
     recorder = Recorder(resolved, out, settings, plugins, start_url=start_url, task=task or "", input_fields=fields)

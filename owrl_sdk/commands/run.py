@@ -15,7 +15,6 @@ from owrl_sdk.cli import PathArg, check_storage, remote_browser, storage_options
 from owrl_sdk.flows.flowplayer import FLOW_POLICY
 from owrl_sdk.contract.hookspecs import Register
 from owrl_sdk.contract.plugins import Plugins, hookimpl
-from owrl_sdk.rules.urls import resolve_url
 
 STATUS_EXIT = {"success": 0, "fail": 1, "aborted": 1, "infra_error": 3}
 
@@ -200,13 +199,12 @@ def prepare_one(plugins: Plugins, intent: Optional[str], url: Optional[str], pol
                 flow_file: Optional[str], replay: Optional[str], healer: Optional[str],
                 given_inputs: tuple[str, ...]) -> OneRun:
     """Everything checked before a browser starts: the flow's tools, its inputs and the start
-    URL (a plugin scheme resolved). A flow is prepared as every door prepares one (a batch
-    row, a server job, ``Agent.run_flow``: ``RunRequest``)."""
+    URL (a plugin scheme resolved). A task or a flow is prepared as every door prepares one (a
+    batch row, a server job, ``Agent.run`` and ``Agent.run_flow``: ``RunRequest``)."""
     from owrl_sdk.formats.documents import Flow, check_flow_tools, load_flow, load_trajectory
     from owrl_sdk.errors import UsageError
     from owrl_sdk.rules.inputs import apply_inputs
     from owrl_sdk.flows.runrequest import RunRequest
-    from owrl_sdk.types import Task
 
     if flow_file and replay:
         raise UsageError("give --flow or --replay, not both")
@@ -217,14 +215,13 @@ def prepare_one(plugins: Plugins, intent: Optional[str], url: Optional[str], pol
         click.echo(text, err=True)
 
     if not (flow_file or replay):
-        _, intent, url, values = fill_inputs(None, intent, url, given_inputs)
         if not intent:
             raise UsageError("missing --task TEXT (what the agent should do)")
         if not url:
             raise UsageError("missing --url URL (where the agent starts)")
-        url = resolve_url(url, note=note, given_as="--url", plugins=plugins)
+        request = RunRequest(inputs=parse_inputs(given_inputs), url=url, intent=intent, source="--task")
         # the input values travel with the task (Trajectory.inputs records them)
-        return OneRun(Task(intent=intent, start_url=url, metadata={"inputs": values} if values else {}), None, policy)
+        return OneRun(request.task(plugins, note=note, given_as="--url"), None, policy)
     flow = load_flow(flow_file) if flow_file else Flow.from_trajectory(load_trajectory(str(replay)))
     source = str(flow_file or replay)
     # every call against the tool catalogue now: a typo in turn 9 should not cost a browser and 8 turns
@@ -240,10 +237,8 @@ def prepare_one(plugins: Plugins, intent: Optional[str], url: Optional[str], pol
     if values:
         flow = apply_inputs(flow, values)
         check_flow_tools(flow, plugins.catalogue.items["tools"], source)  # the values filled in
-    given_as = "--url" if url else f"{source}: start_url"
     # the flow's output schema and the input values travel with the task
-    task = request.task(plugins, values, normalise=lambda start: resolve_url(
-        start, note=note, given_as=given_as, plugins=plugins))
+    task = request.task(plugins, values, note=note, given_as="--url" if url else f"{source}: start_url")
     return OneRun(task, flow, FLOW_POLICY)
 
 
@@ -335,23 +330,6 @@ def parse_inputs(given: tuple[str, ...]) -> dict[str, str]:
             raise UsageError(f"--input {name} is given twice")
         values[name] = value
     return values
-
-
-def fill_inputs(flow: Any, intent: Optional[str], url: Optional[str], given: tuple[str, ...],
-                source: str = "flow") -> tuple[Any, Optional[str], Optional[str], dict[str, Any]]:
-    """The flow, task text and start URL with ``{{input:NAME}}`` filled in from ``--input`` options
-    (and the flow's declared defaults), and the values used. Every problem is one UsageError
-    (exit 2), raised before any browser starts."""
-    from owrl_sdk.rules.inputs import apply_inputs, fill, placeholders, resolve_inputs
-
-    given_values = parse_inputs(given)
-    declared = dict(flow.inputs) if flow is not None else {}
-    used = placeholders([intent or "", url or ""]) | (placeholders(flow) if flow is not None else set())
-    if not (given_values or declared or used):
-        return flow, intent, url, {}
-    values = resolve_inputs(declared, given_values, used)
-    return (apply_inputs(flow, values) if flow is not None else None,
-            fill(intent, values) if intent else intent, fill(url, values, url=True) if url else url, values)
 
 
 def uses_secrets(intent: Optional[str], flow: Any) -> bool:
@@ -470,15 +448,17 @@ def refuse_in_batch(*, replay: Optional[str], healer: Optional[str], intent: Opt
 def batch_start_url(url: Optional[str], flow_file: str, plugins: Plugins, note: Callable[[str], None]) -> Optional[str]:
     """The batch's start URL resolved once: ``--url``, else the flow's own address as a single
     run reads it; None where a row's values fill a placeholder in it (each row resolves its own)."""
+    from owrl_sdk.flows.runrequest import RunRequest
+
     if url:
-        return resolve_url(url, note=note, given_as="--url", plugins=plugins)
+        return RunRequest(url=url).start_url(plugins, note=note, given_as="--url")
     from owrl_sdk.formats.documents import load_flow
     from owrl_sdk.rules.inputs import PLACEHOLDER
 
-    own = load_flow(flow_file).start_url
-    if not own or PLACEHOLDER.search(own):
+    flow = load_flow(flow_file)
+    if not flow.start_url or PLACEHOLDER.search(flow.start_url):
         return None
-    return resolve_url(own, note=note, given_as=f"{flow_file}: start_url", plugins=plugins)
+    return RunRequest(flow=flow, source=flow_file).start_url(plugins, note=note)
 
 
 def print_batch_summary(summary: dict[str, Any], folder: Path, console: Any, as_json: bool) -> None:

@@ -191,10 +191,12 @@ class JudgedEpisodes:
     """
 
     def __init__(self, settings: Settings, plugins: Plugins, suite: Any, judge: Any, out: Path,
-                 record_blocklist: bool = True):
+                 record_blocklist: bool = True, tools: Optional[list[Tool]] = None):
         self.settings = settings
         self.plugins = plugins
         self.suite = suite
+        #: The tools the episodes offer (None: every registered tool).
+        self.tools = tools
         self.judge = plugins.catalogue.build("judges", judge, settings) if isinstance(judge, str) else judge
         #: Hosts whose network failed are recorded here (training skips them).
         self.blocklist: Optional[Blocklist] = Blocklist() if record_blocklist else None
@@ -226,7 +228,7 @@ class JudgedEpisodes:
 
         readers = [ChangeReader()] if getattr(self.judge, "reads_changes", True) else []
         traj = await run_episode(task, env, policy, self.settings, self.plugins, before_close=check,
-                                 extra_hooks=[run, self.suite, *readers])
+                                 extra_hooks=[run, self.suite, *readers], tools=self.tools)
         # the judge reads what the run folder will hold: a model judge may be a remote endpoint
         traj.judgements.append(await self.judge.judge(scrub(traj)))
         traj.metadata["run_dir"] = str(run.path)

@@ -63,7 +63,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Union
 
-from owrl_sdk.rules import inputs as input_rules
 from owrl_sdk.support import interrupts
 
 from owrl_sdk.safety import secrets
@@ -71,7 +70,7 @@ from owrl_sdk.contract.components import TaskSuite
 from owrl_sdk.config import Settings, load_settings
 from owrl_sdk.formats.documents import Flow, json_lines, load_flow, not_utf8
 from owrl_sdk.errors import UsageError
-from owrl_sdk.scheduling.executors import STOP, Executor, LocalExecutor, NamedPolicy, WorkItem, Workload, WorkResult
+from owrl_sdk.scheduling.executors import RETRY, STOP, Executor, LocalExecutor, NamedPolicy, WorkItem, Workload, WorkResult
 from owrl_sdk.support.files import try_lock, write_atomic
 from owrl_sdk.flows.flowplayer import FLOW_POLICY, flow_memory
 from owrl_sdk.contract.plugins import Plugins
@@ -483,10 +482,6 @@ class BatchSuite(TaskSuite):
         return None
 
 
-def _declared(flow: Flow) -> dict[str, Any]:
-    return dict(getattr(flow, "inputs", None) or {})
-
-
 def _required(spec: Any) -> bool:
     return bool(getattr(spec, "required", True)) and getattr(spec, "default", None) is None
 
@@ -582,7 +577,7 @@ class Batch:
         self.out = Path(out) if out is not None else default_out(name, self.settings.runs_dir)
         if not (url or self.flow.start_url):
             raise UsageError(f"{self.flow_file or 'the flow'} has no start_url: give one (or --url)")
-        self._input_names: Optional[tuple[dict[str, Any], set[str]]] = None
+        self._request: Optional[RunRequest] = None
         self._held: Optional[BaseFileLock] = None
         self._check_common()
         self._check_columns()
@@ -601,13 +596,16 @@ class Batch:
     def rows_file(self) -> Path:
         return self.out / "rows.jsonl"
 
+    def request(self) -> RunRequest:
+        """The batch's request: its flow, the address given for it (``--url``) and the values every
+        row is given; each row's is ``request().with_inputs(row)``. The names it reads are read once."""
+        if self._request is None:
+            self._request = RunRequest(flow=self.flow, inputs=dict(self.common), url=self.url).shared()
+        return self._request
+
     def _names(self) -> tuple[dict[str, Any], set[str]]:
-        """The flow's declared inputs and the names its placeholders use (read once)."""
-        if self._input_names is None:
-            api = input_rules  # the flow's placeholders and those of the address given for it (--url)
-            self._input_names = (_declared(self.flow),
-                                 set(api.placeholders(self.flow)) | set(api.PLACEHOLDER.findall(self.url or "")))
-        return self._input_names
+        """The flow's declared inputs and the names its placeholders and the address use."""
+        return self.request().input_names()
 
     @property
     def lock_file(self) -> Path:
@@ -668,8 +666,10 @@ class Batch:
                 problems.append(f"unknown input {name!r} (" + (f"inputs: {', '.join(known)}" if known
                                                               else "this flow takes no inputs") + ")")
                 continue
+            alone = RunRequest(inputs={name: value}, names=({name: declared[name]} if name in declared else {},
+                                                            frozenset({name})))
             try:
-                input_rules.resolve_inputs({name: declared[name]} if name in declared else {}, {name: value}, {name})
+                alone.values()  # this value checked against its input alone, before any row
             except UsageError as err:
                 problems.append(str(err).split(": ", 1)[1])
         if problems:
@@ -770,12 +770,9 @@ class Batch:
         values do not make the flow's inputs, its failed result."""
         if row.error is not None:
             return self._failed(row, row.error)
-        api = input_rules
-        declared, used = self._names()
-        request = RunRequest(flow=self.flow, inputs={**self.common, **row.values}, url=self.url,
-                             source=f"row {row.number}")
+        request = self.request().with_inputs(row.values, source=f"row {row.number}")
         try:
-            values = api.resolve_inputs(declared, dict(request.inputs), used)
+            values = request.values()
             # every row's task carries the batch's one flow (the same object) and its own values: the
             # flow player fills them in when the row runs, so a batch of N rows does not hold N flows
             return request.task(self.plugins, values, flow_data=self._flow_data(), default_intent=f"row {row.number}",
@@ -834,23 +831,20 @@ class Batch:
             if items:
                 executor = self._executor or LocalExecutor(self.settings, self.plugins, self.workers,
                                                            browser_per_worker=self.browser_per_worker,
-                                                           max_attempts=1)  # rows retry themselves (--retries)
+                                                           max_attempts=1)  # a row's retries are its own rule (--retries: RETRY)
                 try:
                     await executor.start(self.workload())
-                    while items and not self.stopped:
-                        again: list[WorkItem] = []
 
-                        def on_result(result: WorkResult, again: list[WorkItem] = again) -> Any:
-                            if self._finished(by_key[str(result.item.group)], result):
-                                item = result.item
-                                again.append(WorkItem(item.task, item.episode + 1, group=item.group))
-                            # a SIGTERM whose cancellation was lost still stops the batch after this row
-                            return STOP if self.stopped or interrupts.requested() else None
+                    def on_result(result: WorkResult) -> Any:
+                        again = self._finished(by_key[str(result.item.group)], result)
+                        # a SIGTERM whose cancellation was lost still stops the batch after this row
+                        if self.stopped or interrupts.requested():
+                            return STOP  # a row to run again stays pending, for the next run of the batch
+                        return RETRY if again else None  # RETRY: the scheduler queues the row's next attempt
 
-                        await executor.run(items, on_result)
-                        items = again
-                        if interrupts.requested():
-                            raise KeyboardInterrupt  # as the signal's cancellation would have: the summary next
+                    await executor.run(items, on_result)
+                    if interrupts.requested():
+                        raise KeyboardInterrupt  # as the signal's cancellation would have: the summary next
                 finally:
                     await executor.close()
         finally:

@@ -114,6 +114,9 @@ class Workload:
     with_trajectory: bool = False
     #: Steps per episode whatever the tasks say (RL's horizon); None: the task's, else the setting.
     max_steps: Optional[int] = None
+    #: The tools the episodes offer instead of the catalogue's (an in-memory environment's own,
+    #: as the RL toy's buttons); None: every registered tool.
+    tools: Optional[list[Any]] = None
 
 
 OnResult = Callable[[WorkResult], Any]
@@ -121,6 +124,11 @@ OnResult = Callable[[WorkResult], Any]
 #: What an ``on_result`` callback returns to stop a run: the items not started are dropped
 #: (the local executor's workers finish the episodes they are in and take no more).
 STOP = "stop"
+
+#: What an ``on_result`` callback returns to run the item again (a batch row's ``--retries``):
+#: it goes to the back of the queue as its next episode (``episode + 1``, the same group), and
+#: the result just heard is not kept.
+RETRY = "retry"
 
 
 class Executor:
@@ -141,7 +149,8 @@ class Executor:
 
     def __init__(self, settings: Settings, plugins: Plugins, workers: int = 1, **options: Any):
         self.settings = settings
-        self.plugins = plugins.bind(settings)  # hooks receive the settings the episodes run with
+        # hooks receive the settings the episodes run with (a test's stand-in without bind stays as given)
+        self.plugins = plugins.bind(settings) if hasattr(plugins, "bind") else plugins
         self.workers = max(1, workers)
         self.options = options
         self.workload: Optional[Workload] = None
@@ -212,10 +221,12 @@ async def schedule(items: list[WorkItem], workers: Workers, max_attempts: int,
     worker takes the next item; an item whose worker was lost under it goes back to the front
     of the queue for another worker (or the same, once its browser is back), up to
     ``max_attempts`` runs in all, after which its last result stands. ``on_result`` hears
-    each result as it comes and may answer :data:`STOP`: the items not started are dropped
-    (those in flight finish). Returns the results in the order they finished, and how many
-    runs were attempts again."""
+    each result as it comes and may answer :data:`STOP` (the items not started are dropped;
+    those in flight finish) or :data:`RETRY` (the item runs again, as its next episode, after
+    those queued: the caller's own retry rule, a batch's ``--retries``). Returns the results
+    kept, in the order they finished, and how many runs were attempts again."""
     pending = deque(enumerate(items))
+    next_index = len(items)
     attempts: dict[int, int] = {}
     inflight: dict[asyncio.Future[tuple[WorkResult, bool]], tuple[int, WorkItem]] = {}
     results: list[WorkResult] = []
@@ -241,8 +252,14 @@ async def schedule(items: list[WorkItem], workers: Workers, max_attempts: int,
                                 item.key, result.record.failure, tries + 1, max_attempts)
                     pending.appendleft((index, item))
                     continue
+                answer = on_result(result) if on_result is not None else None
+                if answer == RETRY:
+                    retried += 1
+                    pending.append((next_index, WorkItem(item.task, item.episode + 1, group=item.group)))
+                    next_index += 1  # a new item: its own count of lost workers
+                    continue
                 results.append(result)
-                if on_result is not None and on_result(result) == STOP:
+                if answer == STOP:
                     pending.clear()
     finally:
         for fut in inflight:  # cancelled from outside (a Ctrl+C): the episodes in flight go too
@@ -270,6 +287,23 @@ class _PolicyWorkers(Workers):
             return await self.one(host, policy, item)
         finally:
             self.idle.append(worker)
+
+
+async def run_item(episodes: JudgedEpisodes, host: Any, policy: Policy, item: WorkItem, *,
+                   max_steps: Optional[int] = None, with_trajectory: bool = False,
+                   task: Optional[Task] = None) -> WorkResult:
+    """One item's judged episode on ``host`` (``ensure_running()``, ``new_env(...)``) with
+    ``policy``: the per-item body of every executor (the local one's workers, the server's rows,
+    each Ray actor, the RL toy's in-memory workers). ``task``: the item's task as the executor
+    adjusted it (default: the item's); ``max_steps``: the workload's horizon. An error of the
+    machinery is this item's ``infra_error`` result, never raised."""
+    the_task = horizon(task if task is not None else item.task, max_steps)
+    try:
+        await host.ensure_running()  # one relaunch even when several workers notice
+        record, traj = await episodes.run(host, policy, the_task, item.episode)
+    except Exception as err:  # noqa: BLE001 - the machinery failed this episode only
+        return error_result(item, err)
+    return WorkResult(item, record, traj if with_trajectory else None)
 
 
 def error_result(item: WorkItem, err: BaseException, seconds: float = 0.0) -> WorkResult:
@@ -318,7 +352,7 @@ class InProcessExecutor(Executor):
         await super().start(workload)
         await workload.suite.setup()
         self.episodes = JudgedEpisodes(self.settings, self.plugins, workload.suite, workload.judge, workload.out,
-                                       record_blocklist=workload.record_blocklist)
+                                       record_blocklist=workload.record_blocklist, tools=workload.tools)
 
     async def configure(self, *, policy: Optional[PolicyFactory] = None, max_steps: Optional[int] = None,
                         out: Optional[Path] = None) -> None:
@@ -351,14 +385,10 @@ class InProcessExecutor(Executor):
             task, refused = self.prepare(item)
             if refused is not None:
                 return refused, False
-            task = horizon(task, workload.max_steps)
             async with self.slot():
-                try:
-                    await host.ensure_running()  # one relaunch even when several workers notice
-                    record, traj = await episodes.run(host, policy, task, item.episode)
-                except Exception as err:  # noqa: BLE001 - the machinery failed this episode only
-                    return error_result(item, err), False
-            return WorkResult(item, record, traj if workload.with_trajectory else None), record.failure in WORKER_LOST
+                result = await run_item(episodes, host, policy, item, max_steps=workload.max_steps,
+                                        with_trajectory=workload.with_trajectory, task=task)
+            return result, result.error is None and result.record.failure in WORKER_LOST
 
         if not items:
             return []

@@ -34,7 +34,7 @@ from typing import Any, Callable, Optional
 from owrl_sdk.config import Settings
 from owrl_sdk.errors import ConfigError, InfraError, UsageError
 from owrl_sdk.scheduling.evaluation import EvalPlan, Evaluation, TaskFileSuite
-from owrl_sdk.scheduling.executors import Executor, OnResult, WorkItem, Workers, WorkersGone, Workload, WorkResult, error_result, horizon, schedule
+from owrl_sdk.scheduling.executors import Executor, OnResult, WorkItem, Workers, WorkersGone, Workload, WorkResult, run_item, schedule
 from owrl_sdk.contract.plugins import Plugins, hookimpl
 from owrl_sdk.formats.records import EpisodeRecord
 from owrl_sdk.episode.runner import JudgedEpisodes, failed_record
@@ -127,18 +127,14 @@ class EpisodeWorker:
         assert self.episodes is not None and self.policies is not None, "start() first"
         policy = await self.policies.get()
         try:
-            the_task = self.local_tasks.get(task["id"]) or Task.model_validate(task)
-            the_task = horizon(the_task, self.spec.get("max_steps"))
-            try:
-                await self.host.ensure_running()
-                record, traj = await self.episodes.run(self.host, policy, the_task, n)
-            except Exception as err:  # noqa: BLE001 - this episode failed, the worker goes on
-                failed = error_result(WorkItem(the_task, n), err)
-                return {"record": failed.record.__dict__, "trajectory": None, "error": failed.error}
+            item = WorkItem(self.local_tasks.get(task["id"]) or Task.model_validate(task), n)
+            result = await run_item(self.episodes, self.host, policy, item, max_steps=self.spec.get("max_steps"),
+                                    with_trajectory=with_trajectory)
         finally:
             self.policies.put_nowait(policy)
-        return {"record": record.__dict__, "trajectory": traj.model_dump(mode="json") if with_trajectory else None,
-                "error": None}
+        traj = result.trajectory
+        return {"record": result.record.__dict__, "trajectory": traj.model_dump(mode="json") if traj is not None else None,
+                "error": result.error}
 
     async def close(self) -> None:
         if self.policies is not None:
@@ -334,6 +330,9 @@ class RayExecutor(Executor):
         self.retried = 0
 
     async def start(self, workload: Workload) -> None:
+        if workload.tools is not None:
+            raise ConfigError("the ray executor's workers offer the catalogue's tools, built in each worker: "
+                              "a workload's own tool objects (tools=...) run on the local executor")
         await super().start(workload)
         self.spec = worker_spec(workload, self.settings, self.ray_options.contexts)
 

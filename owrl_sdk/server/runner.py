@@ -39,7 +39,7 @@ from owrl_sdk.safety.domains import DomainPolicy, internal_host
 from owrl_sdk.errors import InfraError, OwrlError
 from owrl_sdk.scheduling.executors import InProcessExecutor, WorkItem, WorkResult
 from owrl_sdk.flows.flowplayer import FLOW_POLICY
-from owrl_sdk.rules.inputs import InputsInvalid, placeholders, resolve_inputs
+from owrl_sdk.rules.inputs import InputsInvalid
 from owrl_sdk.contract.plugins import Plugins
 from owrl_sdk.episode.runner import failed_record
 from owrl_sdk.flows.runrequest import RunRequest
@@ -103,7 +103,7 @@ def resolve_job_inputs(flow: Flow, given: dict[str, Any], loc: tuple[str, ...]) 
     """The flow's input values from a job's ``inputs`` (typed, defaults added), or
     :class:`InputsError` naming every bad one; ``{{secret:...}}`` in a value is refused."""
     try:
-        return resolve_inputs(dict(flow.inputs), given, placeholders(flow))
+        return RunRequest(flow=flow, inputs=given).values()
     except InputsInvalid as err:
         raise InputsError(input_errors(err, loc)) from None
 
@@ -441,8 +441,9 @@ class JobRunner:
         fields: dict[str, Any] = {"allowed_domains": spec.get("allowed_domains") or [],
                                   "max_steps": spec.get("max_steps")}
         inputs = dict(spec.get("inputs") or {})
-        if spec.get("flow") is None:
-            return Task(intent=spec["task"], start_url=spec["start_url"], metadata={"serve_job": job_id}, **fields)
+        if spec.get("flow") is None:  # a task job: prepared as every door prepares one
+            return RunRequest(intent=spec["task"], url=spec["start_url"], source="job").task(
+                self.plugins, {}, metadata={"serve_job": job_id}, **fields)
 
         # a job queued by an older server has no request: its shown text and URL, filled in already
         # (filling them again changes nothing unless a value itself holds an input's placeholder)

@@ -49,6 +49,10 @@ class ExecutorRollouts:
     (``shares_policy`` false, as ``ray``) takes only the second.
     """
 
+    #: The tools the episodes offer instead of the catalogue's (a subclass with an in-memory
+    #: environment sets its own: the RL toy's buttons); the trainer renders its prompts with them.
+    tools: Optional[list[Any]] = None
+
     def __init__(self, suite: Any, settings: Any, plugins: Any, workers: int = 2, judge: str = "composite",
                  lockstep: bool = False, *, backend: str = "local", **options: Any):
         self.suite = suite
@@ -93,7 +97,7 @@ class ExecutorRollouts:
         if self.executor is None:
             self.executor = self.executor_cls(self.settings, self.plugins, self.workers, **self.options)
             await self.executor.start(Workload(suite=self.suite, policy=factory, judge=self.judge, out=out,
-                                               with_trajectory=True, max_steps=max_steps))
+                                               with_trajectory=True, max_steps=max_steps, tools=self.tools))
         else:
             await self.executor.configure(policy=factory, max_steps=max_steps, out=out)
         work = [WorkItem(task, n, group) for group, task, n in items]

@@ -7,27 +7,26 @@ browser path of RL runs on the demo shop.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
 from owrl_sdk.api import (
     Check,
-    episode_limits,
     Expectation,
-    Memory,
+    InProcessExecutor,
     Observation,
-    run_episode,
-    RunStore,
     Task,
+    TaskSuite,
     Tool,
     ToolCall,
     ToolResult,
     Trajectory,
     Verdict,
 )
+
+from .rollouts import ExecutorRollouts
 
 if TYPE_CHECKING:  # pragma: no cover
     from owrl_sdk.api import Environment, Plugins, Policy, Settings
@@ -80,31 +79,52 @@ class ButtonsEnv:
         pass
 
 
-class InMemoryRollouts:
-    """Runs the real episode loop, policy, memory and judge on ButtonsEnv."""
+class ButtonsHost:
+    """The toy's "browser": every episode gets a new :class:`ButtonsEnv`."""
+
+    async def ensure_running(self) -> None:
+        return None
+
+    async def new_env(self, run_dir: Any = None, **_: Any) -> ButtonsEnv:
+        return ButtonsEnv()
+
+
+class ButtonsSuite(TaskSuite):
+    """The toy's one task; its episodes are judged by the answer alone (the ``benchmark`` judge)."""
+
+    name = "buttons"
+    description = "Press the green button (in memory)."
+
+    def tasks(self) -> list[Task]:
+        return [TASK]
+
+
+class ButtonsExecutor(InProcessExecutor):
+    """The local executor's scheduling and per-item body, on in-memory workers."""
+
+    name = "buttons"
+
+    def worker_hosts(self, n: int) -> list[Any]:
+        return [ButtonsHost() for _ in range(n)]
+
+
+class InMemoryRollouts(ExecutorRollouts):
+    """Runs the real executor, episode loop, policy, memory and judge on ButtonsEnv: the same
+    per-item body as the browser rollouts (the local executor's), on a worker per
+    episode, so that the policy's batcher generates for the whole group at once."""
 
     #: The tools its episodes offer (RLRun renders the training prompts with them).
     tools = TOOLS
 
     def __init__(self, plugins: Plugins, settings: Settings) -> None:
-        self.plugins = plugins
-        self.settings = settings
+        # the toy learns on the default memory whatever the settings name
+        settings = settings.with_overrides(memory="default")
+        super().__init__(ButtonsSuite(settings), settings, plugins, workers=1, judge="benchmark")
+        self.executor_cls = ButtonsExecutor
 
     async def collect(self, policy: Policy, items: list[tuple[str, Task, int]], max_steps: int,
                       out: Path) -> list[Trajectory]:
-        store = RunStore(out)
-        judge = self.plugins.catalogue.get("judges", "benchmark")(self.settings)  # the answer match, from the catalogue
-
-        async def one(group: str, task: Task, n: int) -> Trajectory:
-            run = store.new_run(f"{task.id}-{n}")
-            memory: Memory = self.plugins.catalogue.get("memories", "default")(self.settings)
-            traj = await run_episode(task.model_copy(deep=True), ButtonsEnv(), policy, self.settings, self.plugins,
-                                     memory=memory, tools=TOOLS, extra_hooks=[run],
-                                     limits=episode_limits(self.settings, max_steps=max_steps))
-            traj.judgements.append(await judge.judge(traj))
-            traj.metadata.update(group=group, run_dir=str(run.path))
-            run.save(traj)
-            return traj
-
-        # concurrently, so the policy's batcher generates for the whole group at once
-        return list(await asyncio.gather(*(one(g, t, n) for g, t, n in items)))
+        if self.executor is not None and len(items) > self.workers:  # more at once than the workers started
+            await self.close()
+        self.workers = max(self.workers, len(items))
+        return await super().collect(policy, items, max_steps, out)
