@@ -85,15 +85,18 @@ class _OptionalTarget(_Args):
 
 #: What is at a viewport point (or, given null, has the focus), in a few words: tag, type,
 #: role, checked (for a point), and its aria-label (or, when focused, its placeholder) or
-#: the first 30 characters of its text.
+#: the first 30 characters of its text (``text``: whitespace collapsed first; ``raw_text``: the
+#: text as the page holds it, cut first, which the OpenWebRL environment's lines quote).
 _DESCRIBE = """(point) => {
   const el = point ? document.elementFromPoint(point[0], point[1]) : document.activeElement;
   if (!el || (!point && el === document.body)) return null;
-  const text = (el.textContent || '').trim().replace(/\\s+/g, ' ');
+  const raw = (el.textContent || '').trim();
+  const text = raw.replace(/\\s+/g, ' ');
   return {tag: el.tagName.toLowerCase(), type: el.getAttribute('type') || '', role: el.getAttribute('role') || '',
           checked: point && typeof el.checked === 'boolean' ? el.checked : null,
           label: el.getAttribute('aria-label') || (point ? '' : el.getAttribute('placeholder') || ''),
-          text: text.length > 30 ? text.slice(0, 30) + '...' : text};
+          text: text.length > 30 ? text.slice(0, 30) + '...' : text,
+          raw_text: raw.length > 30 ? raw.slice(0, 30) + '...' : raw};
 }"""
 
 

@@ -45,6 +45,11 @@ _FOCUSED = """(clear) => {
 }"""
 
 
+#: The focused element's value or text (the body's when nothing has the focus).
+_ACTIVE_TEXT = "() => document.activeElement ? (document.activeElement.value || document.activeElement.textContent || '') : ''"
+#: The most of it a result keeps (a page's whole text can be megabytes).
+_MAX_HELD = 20_000
+
 #: Roles of elements that take text without being native fields (a custom editor).
 _TEXT_ROLES = ("textbox", "searchbox", "combobox")
 
@@ -131,10 +136,13 @@ class Write(BrowserTool):
                 await page.keyboard.press("Delete")
         await page.keyboard.type(args.message)
         if not focused["editable"]:
+            # what the focused element (the page's body, when nothing has the focus) holds now, as the
+            # OpenWebRL environment reads it for its note, whitespace collapsed, within a bound
+            held = " ".join(str(await page.evaluate(_ACTIVE_TEXT) or "").split())[:_MAX_HELD]
             return ToolResult(
                 feedback="no text field had focus, so the keys went to the page; "
-                "to fill a field, give its point_2d, ref or selector"
-            )
+                "to fill a field, give its point_2d, ref or selector",
+                data={"element": element, "value": held, "focused": False})
         after = await page.evaluate(_FOCUSED, False)
         return ToolResult(feedback=_held_feedback(args, after["value"]),
                           data={"element": element, "value": after["value"]})
@@ -278,14 +286,20 @@ class PressKeysArgs(_Args):
     keys: Union[list[str], str] = Field(description='a key or keys, e.g. "Enter", ["ctrl", "a"], "PageDown"')
     is_hotkey: bool = Field(False, description="press the keys together as one combination (e.g. ctrl+c)")
     presses: int = Field(1, ge=1, le=50, description="how many times to press")
-    unknown: Literal["fail", "skip"] = Field("fail", description="a key name it does not know: fail the call, or "
-                                             "skip it (the call fails only when no key is left)")
+    unknown: Literal["fail", "skip", "as_given"] = Field(
+        "fail", description="a key name it does not know: fail the call, or skip it (the call fails only when no key "
+        "is left); as_given: the keys are Playwright's names, pressed as written (no aliases, no splitting)")
     gap_ms: int = Field(0, ge=0, le=5000, description="pause between keys pressed one after another")
     _skipped: list[str] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="after")
     def _normalize(self) -> "PressKeysArgs":
         given = [self.keys] if isinstance(self.keys, str) else list(self.keys)
+        if self.unknown == "as_given":
+            if not given:
+                raise ValueError("give at least one key")
+            self.keys = given
+            return self
         self.keys, self.is_hotkey = normalize_keys(self.keys, self.is_hotkey, skip_unknown=self.unknown == "skip")
         self._skipped = known_keys(given)[1] if self.unknown == "skip" else []
         return self

@@ -477,7 +477,9 @@ class BrowserEnv(TargetsMixin, TabsMixin, ChangeFeedbackMixin, SettleMixin, Doma
             if not _is_playwright_error(err):
                 raise
             self._raise_if_dead(err)
-            done, result = True, ToolResult.failure(*describe(err, _what(tool, args)))
+            # the model reads owrl's sentence; the browser's own words stay beside it (data.exception),
+            # for an interface whose lines quote them (the OpenWebRL environment's)
+            done, result = True, ToolResult.failure(*describe(err, _what(tool, args)), data={"exception": str(err)})
         settled = None
         if done and result.ok and not result.ends_episode:
             if self._settle_after:  # the profile's fixed wait instead

@@ -29,6 +29,7 @@ from typing import Any, Callable, Optional, Union
 
 from owrl_sdk.api import ModelUnavailable
 
+from .fetch import weights_revision
 from .prompt import Prompt
 
 IMAGE_PAD = "<|image_pad|>"
@@ -237,7 +238,7 @@ class VLBackend:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.image_processor = Qwen2VLImageProcessorPil.from_pretrained(path) if self.kind == "vl" else None
         self.merge = int(getattr(self.image_processor, "merge_size", 2))
-        self.revision = Path(path).name
+        self.revision = weights_revision(path)  # the commit the fetch recorded, where it was fetched
 
     def compute(self) -> Any:
         """The context every forward pass runs in: with ``autocast="bf16"`` the matrix

@@ -46,9 +46,13 @@ def tiny_command(out: str, family: str, seed: int) -> None:
 @click.option("--force", is_flag=True, help="Download (and convert) again even when the model is cached.")
 @click.option("--no-weights", is_flag=True,
               help="openwebrl, openwebrl-judge: fetch the interface files only (e.g. on a machine without a GPU).")
+@click.option("--revision", default=None,
+              help="openwebrl, openwebrl-judge: the weights' revision on the model hub (a branch, tag or commit; "
+                   "default: the model's pin, main); the manifest records the commit it came from.")
 @click.option("--json", "as_json", is_flag=True,
               help='Print JSON: {"name": NAME, "path": FOLDER, "manifest": the interface manifest, when there is one}.')
-def fetch_command(name: str, cache: Optional[str], force: bool, no_weights: bool, as_json: bool = False) -> None:
+def fetch_command(name: str, cache: Optional[str], force: bool, no_weights: bool, revision: Optional[str] = None,
+                  as_json: bool = False) -> None:
     """Fetch a model into owrl's cache once; prints its folder (progress goes to stderr).
 
     \b
@@ -71,7 +75,8 @@ def fetch_command(name: str, cache: Optional[str], force: bool, no_weights: bool
     openwebrl policy and the openwebrl-judge judge use these files when they are there."""
     from .fetch import fetch_model
 
-    path = fetch_model(name, cache, force=force, weights=not no_weights, say=lambda m: click.echo(m, err=True))
+    path = fetch_model(name, cache, force=force, weights=not no_weights, revision=revision,
+                       say=lambda m: click.echo(m, err=True))
     if as_json:
         import json
         from pathlib import Path

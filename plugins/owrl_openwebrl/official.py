@@ -11,10 +11,15 @@ only what this module extracts, as ``status_templates.json``:
 - ``tools``: per tool, the template of its success line (``ok``), of the target phrase its
   line embeds (``target``: the element under a point, the field typed into, the scroll's
   point), of each note it may append (``notes``, named by the fact it reports:
-  ``navigated``, ``tab_opened``, ``no_change``, ``value_differs``, ``no_move``) and of its
-  failure line (``error``, the exception's text in ``e``);
+  ``navigated``, ``tab_opened``, ``no_change``, ``value_differs``, ``no_move``), of its
+  failure line (``error``, the exception's text in ``e``) and its refusals (``refusals``: the
+  handler's own checks of its arguments, in its order, each the source of its ``if`` test and
+  the line it returns; :func:`refused` evaluates the tests on the call's arguments);
 - ``unsupported``: the line for a tool the environment does not have;
 - ``parse_failure``: the message sent when no call could be read;
+- ``keys``: the key names the environment knows (``aliases``, ``mapping``: a lower-case
+  name to the name it presses, ``legal``: the names it takes in any case), read as literals
+  from its keyboard module; :func:`official_key` applies them as its key check does;
 - ``truncation``: the longest status line, the head's share and the marker between head and tail.
 
 A template is a list of parts, each ``{"text": ...}`` or ``{"expr": ..., "spec": ...,
@@ -30,13 +35,16 @@ import ast
 from types import SimpleNamespace
 from typing import Any, Callable, Optional, Union
 
-#: Where the three files live in the official source tree.
-SOURCES = ("openwebrl/env/web_env.py", "openwebrl/generate_browser.py", "openwebrl/feedback_utils.py")
+#: Where the files live in the official source tree: the environment, the rollout loop, the
+#: feedback helpers, and the key names (:data:`OPTIONAL`: a source without it still fetches).
+SOURCES = ("openwebrl/env/web_env.py", "openwebrl/generate_browser.py", "openwebrl/feedback_utils.py",
+           "openwebrl/env/utils/keyboard.py")
+OPTIONAL = ("openwebrl/env/utils/keyboard.py",)
 #: The tools whose handlers are read (``_execute_<tool>``).
 TOOLS = ("click", "write", "press_keys", "scroll", "wait", "done", "goto_url", "go_back", "drag", "hover",
          "new_tab", "switch_tab", "close_tab")
 #: Every key a complete extraction holds.
-KEYS = ("tools", "unsupported", "parse_failure", "truncation")
+KEYS = ("tools", "unsupported", "parse_failure", "truncation", "keys")
 
 
 class TemplateError(ValueError):
@@ -96,8 +104,35 @@ def _returned(node: ast.Return) -> Optional[tuple[bool, ast.AST]]:
     return None
 
 
+def _tests(handler: ast.AST) -> dict[ast.AST, str]:
+    """Each ``return`` of ``handler`` inside an ``if``: the source of the nearest ``if`` test."""
+    found: dict[ast.AST, str] = {}
+
+    def visit(node: ast.AST, test: Optional[str]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ExceptHandler):
+                visit(child, None)  # a failure of the machinery, not a check of the arguments
+            elif isinstance(child, ast.If):
+                for inner in child.body:
+                    visit_one(inner, ast.unparse(child.test))
+                for inner in child.orelse:
+                    visit_one(inner, test)
+            else:
+                visit_one(child, test)
+
+    def visit_one(node: ast.AST, test: Optional[str]) -> None:
+        if isinstance(node, ast.Return) and test is not None:
+            found[node] = test
+        visit(node, test)
+
+    visit(handler, None)
+    return found
+
+
 def _tool_templates(handler: ast.AST, tool: str) -> dict[str, Any]:
     found: dict[str, Any] = {"notes": {}}
+    tests = _tests(handler)
+    refusals: list[tuple[int, dict[str, Any]]] = []
     for node in ast.walk(handler):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             name, value = node.targets[0].id, node.value
@@ -129,6 +164,10 @@ def _tool_templates(handler: ast.AST, tool: str) -> dict[str, Any]:
                 found.setdefault("ok", parts)
             elif "e" in _names(message):
                 found["error"] = parts
+            elif node in tests:
+                refusals.append((node.lineno, {"test": tests[node], "line": parts}))
+    if refusals:  # in the handler's order (ast.walk visits breadth first)
+        found["refusals"] = [r for _, r in sorted(refusals, key=lambda r: r[0])]
     return found
 
 
@@ -169,10 +208,42 @@ def _truncation(tree: ast.AST) -> Optional[dict[str, Any]]:
     return {"max_chars": limit, "head_ratio": float(head), "marker": marker}
 
 
-def extract_templates(environment: str, loop: str, feedback: str) -> tuple[dict[str, Any], list[str]]:
+def _key_names(tree: ast.AST) -> Optional[dict[str, Any]]:
+    """The keyboard module's tables, read as literals (never run): aliases, mapping, legal names."""
+    tables: dict[str, Any] = {}
+    for node in getattr(tree, "body", []):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = {"KEY_ALIASES": "aliases", "key_mapping": "mapping", "LEGAL_KEYS": "legal"}.get(node.targets[0].id)
+            if name:
+                try:
+                    tables[name] = ast.literal_eval(node.value)
+                except ValueError:
+                    return None
+    ok = isinstance(tables.get("aliases"), dict) and isinstance(tables.get("mapping"), dict) \
+        and isinstance(tables.get("legal"), list)
+    return {k: tables[k] for k in ("aliases", "mapping", "legal")} if ok else None
+
+
+def official_key(key: Any, keys: dict[str, Any]) -> Optional[str]:
+    """The name the official environment presses for ``key``, or None for one it drops: one
+    character as it is; else, case aside, an alias, then a mapped name, then a legal name."""
+    if not isinstance(key, str) or not key:
+        return None
+    if len(key) == 1:
+        return key
+    low = key.lower()
+    for table in (keys.get("aliases") or {}, keys.get("mapping") or {}):
+        if low in table:
+            return str(table[low])
+    legal = {str(k).lower(): str(k) for k in keys.get("legal") or []}
+    return legal.get(low)
+
+
+def extract_templates(environment: str, loop: str, feedback: str, keyboard: str = "") -> tuple[dict[str, Any], list[str]]:
     """``(found, missing)`` from the sources of the official environment (``web_env.py``), its
-    rollout loop (``generate_browser.py``) and feedback helpers (``feedback_utils.py``).
-    ``missing`` names what was not found (``tools.click.ok``, ``parse_failure``, ...)."""
+    rollout loop (``generate_browser.py``), feedback helpers (``feedback_utils.py``) and key
+    names (``keyboard.py``; empty: not fetched). ``missing`` names what was not found
+    (``tools.click.ok``, ``parse_failure``, ``keys``, ...)."""
     missing: list[str] = []
     found: dict[str, Any] = {}
     trees: dict[str, Optional[ast.Module]] = {}
@@ -207,6 +278,14 @@ def extract_templates(environment: str, loop: str, feedback: str) -> tuple[dict[
         missing.append("truncation")
     else:
         found["truncation"] = truncation
+    try:
+        keys = _key_names(ast.parse(keyboard)) if keyboard else None
+    except (SyntaxError, ValueError):
+        keys = None
+    if keys is None:
+        missing.append("keys")
+    else:
+        found["keys"] = keys
     return found, missing
 
 
@@ -215,10 +294,32 @@ def extract_templates(environment: str, loop: str, feedback: str) -> tuple[dict[
 
 _CALLS: dict[str, Callable[..., Any]] = {"len": len, "str": str, "int": int, "float": float, "abs": abs}
 
+_COMPARE: dict[type, Callable[[Any, Any], bool]] = {
+    ast.Eq: lambda a, b: bool(a == b), ast.NotEq: lambda a, b: bool(a != b), ast.Lt: lambda a, b: bool(a < b),
+    ast.LtE: lambda a, b: bool(a <= b), ast.Gt: lambda a, b: bool(a > b), ast.GtE: lambda a, b: bool(a >= b),
+    ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b}
+
 
 def _value(node: ast.AST, ns: dict[str, Any]) -> Any:
     if isinstance(node, ast.Constant):
         return node.value
+    if isinstance(node, ast.BoolOp):  # a refusal's test: short-circuit as Python does
+        result: Any = None
+        for operand in node.values:
+            result = _value(operand, ns)
+            if (not result) if isinstance(node.op, ast.And) else result:
+                return result
+        return result
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return not _value(node.operand, ns)
+    if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
+        left = _value(node.left, ns)
+        for op, comparator in zip(node.ops, node.comparators):
+            right = _value(comparator, ns)
+            if not _COMPARE[type(op)](left, right):
+                return False
+            left = right
+        return True
     if isinstance(node, ast.Name):
         if node.id not in ns:
             raise TemplateError(f"no value for {node.id}")
@@ -260,6 +361,19 @@ def render(parts: list[dict[str, str]], ns: dict[str, Any]) -> str:
             value = ascii(value)
         out.append(format(value, part.get("spec", "")))
     return "".join(out)
+
+
+def refused(refusals: list[dict[str, Any]], ns: dict[str, Any]) -> Optional[str]:
+    """The line of the first refusal whose test holds for ``ns`` (the handler's locals as the
+    call's arguments make them); None when none holds or a test cannot be evaluated."""
+    for refusal in refusals:
+        try:
+            holds = _value(ast.parse(refusal["test"], mode="eval").body, ns)
+        except (TemplateError, KeyError, AttributeError, IndexError, TypeError, SyntaxError):
+            return None
+        if holds:
+            return render(refusal["line"], ns)
+    return None
 
 
 def page(url: str) -> SimpleNamespace:

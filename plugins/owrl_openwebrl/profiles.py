@@ -50,7 +50,8 @@ SETTLE = {"network_idle_ms": 5000, "after_ms": 1000}
 WAITS = {"hover": {"after_ms": 2000}, "drag": {"after_ms": 500}, "new_tab": {"after_ms": 500},
          "switch_tab": {"after_ms": 500}, "close_tab": {"after_ms": 500}, "goto_url": {"after_ms": 1000},
          "wait": {"after_ms": 0}}
-#: Longest status line per call (owrl's own bound: the official constant is not published).
+#: Longest status line per call without the fetched files: the official feedback helpers'
+#: tool-response limit (``feedback_utils.py``; the fetched truncation rule carries it too).
 FEEDBACK_CHARS = 512
 
 APPROXIMATE = ("the openwebrl interface is approximate: the official {what} was not found, owrl's own "
@@ -138,7 +139,7 @@ class UnknownToolCall(ValueError):
     pass
 
 
-def to_builtin(call: ToolCall, viewport: tuple[int, int]) -> ToolCall:
+def to_builtin(call: ToolCall, viewport: tuple[int, int], keys: Optional[dict[str, Any]] = None) -> ToolCall:
     """One openwebrl-profile call as the builtin tool call that does the same.
 
     Units and defaults become owrl's: a scroll ``amount`` (a fraction of the viewport,
@@ -162,22 +163,31 @@ def to_builtin(call: ToolCall, viewport: tuple[int, int]) -> ToolCall:
         out["by"] = "script"  # scrollBy on the area under the point or the window: no wheel event
         return ToolCall(name="scroll", arguments=out)
     if name == "press_keys":
-        keys = a.get("keys", [])
-        keys = [keys] if isinstance(keys, str) else list(keys or [])
+        given = a.get("keys", [])
+        given = [given] if isinstance(given, str) else list(given or [])
         presses = a.get("presses", 1)
         hotkey = bool(a.get("is_hotkey", False))
         # the official environment drops key names it does not know (failing only when none is
-        # left) and pauses 100 ms between keys pressed one after another
-        official = {"unknown": "skip", "gap_ms": 100}
-        if not hotkey and isinstance(presses, int) and presses > 1 and len(keys) > 1:
-            return ToolCall(name="press_keys", arguments={"keys": [k for k in keys for _ in range(presses)], **official})
-        out = {"keys": keys, "is_hotkey": hotkey}
+        # left) and pauses 100 ms between keys pressed one after another; with its key names
+        # fetched, it is their check that keeps or drops a key, and the names it gives are pressed
+        if keys:
+            names = [n for n in (official.official_key(k, keys) for k in given) if n]
+            official_args: dict[str, Any] = {"unknown": "as_given", "gap_ms": 100}
+        else:
+            names, official_args = given, {"unknown": "skip", "gap_ms": 100}
+        keys_out = names
+        if not hotkey and isinstance(presses, int) and presses > 1 and len(keys_out) > 1:
+            return ToolCall(name="press_keys", arguments={"keys": [k for k in keys_out for _ in range(presses)],
+                                                          **official_args})
+        out = {"keys": keys_out, "is_hotkey": hotkey}
         if presses != 1:
             out["presses"] = presses
-        return ToolCall(name="press_keys", arguments={**out, **official})
+        return ToolCall(name="press_keys", arguments={**out, **official_args})
     if name == "wait":
         return ToolCall(name="wait", arguments={"seconds": a.get("seconds", 3)})
     if name == "write":
+        if not a.get("message"):  # the official handler refuses an empty message and types nothing
+            return ToolCall(name="write", arguments={"message": None})
         return ToolCall(name="write", arguments={"message": a.get("message", ""), "clear": True})
     if name == "click":
         out = {k: a[k] for k in ("point_2d", "clicks", "button") if k in a}
@@ -209,7 +219,9 @@ def _element(data: Optional[dict[str, Any]]) -> str:
         out += f" role={data['role']}"
     if data.get("checked") is not None:
         out += " checked" if data["checked"] else " unchecked"
-    name = data.get("label") or data.get("text") or ""
+    # the text as the page holds it, cut at 30 characters before its whitespace is collapsed (the
+    # line's truncation collapses it), as the official environment quotes it
+    name = data.get("label") or data.get("raw_text") or data.get("text") or ""
     if name:
         out += f' "{name}"'
     return out
@@ -307,8 +319,20 @@ _NOTE_ORDER = {"click": ("navigated", "tab_opened", "no_change"), "write": ("nav
                "press_keys": ("navigated",), "scroll": ("no_move",)}
 
 
+def _handler_locals(name: str, a: dict[str, Any], data: dict[str, Any], tabs: int) -> dict[str, Any]:
+    """The locals an official handler checks its arguments with, as this call's arguments (as
+    the model wrote them) make them: what :func:`.official.refused` evaluates the handler's
+    own tests on. ``legal_keys``: the keys owrl found among those given (none when it refused
+    them all); ``pages``: the tabs open before the call."""
+    keys = a.get("keys", [])
+    return {"point_2d": a.get("point_2d"), "message": a.get("message", ""),
+            "keys": [keys] if isinstance(keys, str) else keys, "legal_keys": list(data.get("keys") or []),
+            "start_point": a.get("start_point_2d"), "end_point": a.get("end_point_2d"), "url": a.get("url"),
+            "tab_index": a.get("tab_index"), "pages": [None] * max(tabs, 1)}
+
+
 def official_status_line(record: CallRecord, templates: dict[str, Any], viewport: tuple[int, int] = SCREEN,
-                         raw: Optional[ToolCall] = None) -> Optional[str]:
+                         raw: Optional[ToolCall] = None, tabs: int = 1) -> Optional[str]:
     """The line the official environment writes for this call, from its own templates
     (:mod:`.official`, fetched with ``owrl model fetch openwebrl``), filled with the facts
     owrl recorded; None where a template is missing or cannot be filled (owrl's wording
@@ -324,17 +348,27 @@ def official_status_line(record: CallRecord, templates: dict[str, Any], viewport
             if result.error_kind == "policy.unknown_tool" or tool is None:
                 parts = templates.get("unsupported")
                 return official.render(parts, {"action_type": name}) if parts else None
-            return official.render(tool["error"], {"e": result.error}) if tool.get("error") else None
+            # the handler's own refusal of its arguments, where one of its checks fails them
+            own = official.refused(tool.get("refusals") or [], _handler_locals(name, call.arguments, result.data or {}, tabs))
+            if own is not None:
+                return own
+            # {e}: the browser's own words where the call failed in the browser, else owrl's sentence
+            said = (result.data or {}).get("exception") or result.error
+            return official.render(tool["error"], {"e": said}) if tool.get("error") else None
         if tool is None or not tool.get("ok"):
             return None
         data, info, a = result.data or {}, result.page or {}, call.arguments
         ns: dict[str, Any] = {}
         if name in ("click", "hover", "write"):
             elem = _element(data.get("element"))
-            ns["elem_desc"] = elem
-            ns["target"] = official.render(tool["target"], ns) if elem and tool.get("target") else ""
             if data.get("point"):
                 ns["x"], ns["y"] = (float(v) for v in data["point"])
+            outside = _outside(a.get("point_2d"), viewport)
+            if outside is not None:  # the official point, off the page: no element there (owrl's lands inside)
+                ns["x"], ns["y"] = outside
+                elem = ""
+            ns["elem_desc"] = elem
+            ns["target"] = official.render(tool["target"], ns) if elem and tool.get("target") else ""
             ns["message"] = a.get("message", "")
         elif name == "scroll":
             ns["direction"] = a.get("direction", "down")
@@ -364,14 +398,17 @@ def official_status_line(record: CallRecord, templates: dict[str, Any], viewport
         text = official.render(tool["ok"], ns)
         notes = tool.get("notes") or {}
         opened = info.get("tabs_opened") or []
+        # the official environment follows a tab a click opened: its page is then the new tab's,
+        # so the line says it navigated there before it says a tab opened
+        followed = info.get("url") if opened and info.get("active_tab") == opened[-1] else None
         facts = {
-            "navigated": bool(info.get("navigated_to")),
+            "navigated": bool(info.get("navigated_to") or followed),
             "tab_opened": bool(opened),
             "no_change": not info.get("navigated_to") and not opened,
             "value_differs": bool(data.get("value")) and data.get("value") != a.get("message"),
             "no_move": (data.get("scroll") or {}).get("moved") == 0 and a.get("point_2d") is None,
         }
-        ns.update(post_url=info.get("navigated_to"), post_tab_count=(opened[-1] + 1) if opened else 0)
+        ns.update(post_url=info.get("navigated_to") or followed, post_tab_count=(opened[-1] + 1) if opened else 0)
         if facts["value_differs"]:
             rule = templates.get("truncation")
             value = str(data["value"])
@@ -382,6 +419,19 @@ def official_status_line(record: CallRecord, templates: dict[str, Any], viewport
         return text
     except (official.TemplateError, KeyError, TypeError, ValueError):
         return None
+
+
+def _outside(point: Any, viewport: tuple[int, int]) -> Optional[tuple[float, float]]:
+    """The pixels of a 0-1000 ``point`` as the official environment reads it, where they fall
+    off the viewport (at 1000 or beyond: ``[1000, 1000]`` is (1280, 1000) on 1280 x 1000, where
+    no element is); None for a point on the page (or none)."""
+    if not (isinstance(point, (list, tuple)) and len(point) == 2):
+        return None
+    try:
+        x, y = float(point[0]) / 1000 * viewport[0], float(point[1]) / 1000 * viewport[1]
+    except (TypeError, ValueError):
+        return None
+    return (x, y) if not (0 <= x < viewport[0] and 0 <= y < viewport[1]) else None
 
 
 def raw_calls(step: Step, parse: Callable[[str], Turn] = parse_turn) -> list[ToolCall]:
@@ -522,8 +572,9 @@ class OpenWebRLProfile:
             return ["Failed: the answer held no tool call."]
         raws = raw_calls(step, self.parse)
         lines = []
+        tabs = len(step.observation.tabs) or 1
         for record, raw in zip(step.calls, raws):
-            line = official_status_line(record, t, self.screen, raw) if t else None
+            line = official_status_line(record, t, self.screen, raw, tabs) if t else None
             if line is None:
                 lines.append(status_line(record, self.screen, raw))
             elif t and t.get("truncation"):
@@ -538,7 +589,8 @@ class OpenWebRLProfile:
         return parse_official(text, {(t.get("function") or t)["name"] for t in self.tools})
 
     def to_builtin(self, calls: list[ToolCall]) -> list[ToolCall]:
-        return [to_builtin(c, self.screen) for c in calls]
+        keys = (self.templates or {}).get("keys")
+        return [to_builtin(c, self.screen, keys) for c in calls]
 
 
 def load_tool_list(path: Path) -> list[dict[str, Any]]:

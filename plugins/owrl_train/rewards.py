@@ -30,27 +30,36 @@ class JudgedReward(Reward):
         return float(last.score)
 
 
-_FORMAT_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
+#: A block the official check reads: a JSON object (from ``{`` to the ``}`` the closing tag
+#: follows) between the tags. Any other block (plain text, a list) is not looked at.
+_FORMAT_BLOCK = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
+_END = "<|im_end|>"
 
 
 def official_format_ok(text: Optional[str]) -> bool:
-    """The official RL reward's format check of an answer (``browser_env`` mode): it closes its
-    reasoning (``</think>``) and holds at least one ``<tool_call>`` block, every block a JSON
-    object (tool names are not checked). An answer that is not a model's (a flow's) passes."""
+    """The official RL reward's format check of one answer (``browser_env`` mode, its
+    ``ToolParser(parser_type="regex")``): the answer (an end-of-turn mark at its end aside)
+    closes its reasoning (``</think>``) and holds at least one call: a block that is a JSON
+    object with a ``name`` key (tool names are not checked). A block that is not JSON makes
+    the whole answer fail; a block that is no object (plain text, a list) and an object
+    without ``name`` are not calls, and do not fail it. An answer that is not a model's (a
+    flow's) passes."""
     if text is None:
         return True
-    if "</think>" not in text:
+    body = text.strip()
+    if body.endswith(_END):
+        body = body[: -len(_END)].rstrip()
+    if "</think>" not in body:
         return False
-    blocks = _FORMAT_BLOCK.findall(text)
-    if not blocks:
-        return False
-    for body in blocks:
+    calls = 0
+    for block in _FORMAT_BLOCK.findall(body):
         try:
-            if not isinstance(json.loads(body), dict):
-                return False
+            data = json.loads(block)
         except json.JSONDecodeError:
             return False
-    return True
+        if isinstance(data, dict) and "name" in data:
+            calls += 1
+    return calls > 0
 
 
 class OpenWebRLReward(Reward):

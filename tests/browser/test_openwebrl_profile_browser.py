@@ -277,3 +277,27 @@ async def test_change_feedback_is_computed_only_where_something_reads_it(env, si
     assert traj.metadata["change_feedback"] is True and taken >= 2
     traj, taken = await episode(Settings(change_feedback="always"), official_answers)
     assert traj.metadata["change_feedback"] is True and taken >= 2
+
+
+async def test_the_facts_official_lines_quote_are_kept_as_the_page_gave_them(env, site):
+    """What the OpenWebRL environment's lines quote, recorded beside owrl's own words: an element's
+    text as the page holds it, cut at 30 characters before its whitespace is collapsed; with no
+    field focused, what the page's body holds after a write; the browser's own error words."""
+    await env.reset(task(f"{site}/quoted.html"))
+    result = await act(env, "click", point_2d=await centre(env, "#indented"))
+    element = result.data["element"]
+    assert element["text"] == "Products Services and more thi..."  # owrl's words: collapsed, then cut
+    held = await env.page.evaluate("() => document.querySelector('#indented').textContent.trim()")
+    assert element["raw_text"] == held[:30] + "..." and element["raw_text"].startswith("Products\n      Serv")
+    await env.page.evaluate("() => document.activeElement && document.activeElement.blur()")
+    written = await act(env, "write", message="hello")
+    assert written.ok and written.data["focused"] is False
+    assert written.data["value"].startswith("Products Services and more things here Nothing here takes the focus.")
+    import socket
+
+    with socket.socket() as s:  # a port nothing answers on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    refused = await act(env, "goto_url", url=f"http://127.0.0.1:{port}/")
+    assert not refused.ok and "ERR_CONNECTION_REFUSED" in refused.error
+    assert refused.data["exception"].startswith("Page.goto: net::ERR_CONNECTION_REFUSED")

@@ -152,3 +152,15 @@ def truncate_feedback_text(text, max_chars, *, head_ratio=0.5):
     marker = f" <<cut {len(normalized) - max_chars}>> "
     return normalized[:max_chars] + marker
 '''
+
+#: The keyboard module's shape: an alias table, a mapping of lower-case names, the legal names.
+FAKE_KEYBOARD = '''
+KEY_ALIASES = {"ctl": "Control"}
+key_mapping = {"num5": "Numpad5", "ret": "Enter"}
+LEGAL_KEYS = ["Enter", "Tab", "PageDown"]
+_LOWER = {k.lower(): k for k in LEGAL_KEYS}
+
+
+def validate_and_correct_key(key):
+    return key
+'''

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from openwebrl_fake_sources import FAKE_FEEDBACK, FAKE_LOOP, FAKE_WEB_ENV
+from openwebrl_fake_sources import FAKE_FEEDBACK, FAKE_KEYBOARD, FAKE_LOOP, FAKE_WEB_ENV
 from owrl_cli import owrl
 from owrl_openwebrl.fetch import (INTERFACE_FILES, JUDGE_KEYS, extract_judge_prompts, fetched_weights,
                                   prompt_files, read_manifest)
@@ -73,6 +73,7 @@ TOOLS_PATH = "openwebrl/env/prompts/tool_list.json"
 REWARD_PATH = "openwebrl/reward_browser.py"
 ENV_PATH, LOOP_PATH, FEEDBACK_PATH = "openwebrl/env/web_env.py", "openwebrl/generate_browser.py", \
     "openwebrl/feedback_utils.py"
+KEYBOARD_PATH = "openwebrl/env/utils/keyboard.py"
 
 
 @pytest.fixture
@@ -89,7 +90,7 @@ def serve(owrl_page_server):
 
 def source_tree(root: Path, reward: str = FAKE_REWARD) -> Path:
     files = {SYSTEM_PATH: FAKE_SYSTEM, TOOLS_PATH: json.dumps(FAKE_TOOLS), REWARD_PATH: reward,
-             ENV_PATH: FAKE_WEB_ENV, LOOP_PATH: FAKE_LOOP, FEEDBACK_PATH: FAKE_FEEDBACK}
+             ENV_PATH: FAKE_WEB_ENV, LOOP_PATH: FAKE_LOOP, FEEDBACK_PATH: FAKE_FEEDBACK, KEYBOARD_PATH: FAKE_KEYBOARD}
     for path, text in files.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text, encoding="utf-8")
@@ -160,12 +161,13 @@ def test_fetch_openwebrl_interface_through_the_cli(tmp_path, serve):
         assert record["sha256"] == sha(interface / name)
         assert record["bytes"] == (interface / name).stat().st_size
         assert record["fetched_at"].endswith("+00:00")
-    # the status lines: extracted from three source files, none of which is kept
+    # the status lines: extracted from four source files, none of which is kept
     templates = json.loads((interface / "status_templates.json").read_text())
     assert templates["parse_failure"] == "FAKE-COULD-NOT-READ-YOUR-CALLS."
     assert templates["tools"]["done"]["ok"] == [{"text": "FAKE-OK finished => "}, {"expr": "response"}]
     record = manifest["files"]["status_templates.json"]
-    assert [r["url"] for r in record["extracted_from"]] == [f"{base}/{p}" for p in (ENV_PATH, LOOP_PATH, FEEDBACK_PATH)]
+    assert [r["url"] for r in record["extracted_from"]] == [f"{base}/{p}" for p in (ENV_PATH, LOOP_PATH, FEEDBACK_PATH,
+                                                                                     KEYBOARD_PATH)]
     assert record["extracted_from"][0]["sha256"] == hashlib.sha256(FAKE_WEB_ENV.encode()).hexdigest()
     assert record["sha256"] == sha(interface / "status_templates.json") and record["missing"] == []
     assert not any(p.suffix == ".py" for p in interface.iterdir())
@@ -176,6 +178,18 @@ def test_fetch_openwebrl_interface_through_the_cli(tmp_path, serve):
     again = fetch("openwebrl", "--no-weights", "--cache", str(cache), source=f"http://127.0.0.1:{closed_port()}",
                   tmp_path=tmp_path)
     assert again.returncode == 0 and "already in the cache" in again.stderr
+
+
+def test_a_source_without_the_keyboard_module_fetches_and_says_so(tmp_path, serve):
+    """The key names are optional: without them the fetch still ends well, names them missing,
+    and owrl's own key names stand in."""
+    root = source_tree(tmp_path / "src")
+    (root / KEYBOARD_PATH).unlink()
+    cache = tmp_path / "cache"
+    out = fetch("openwebrl", "--no-weights", "--cache", str(cache), source=serve(root), tmp_path=tmp_path)
+    assert out.returncode == 0, out.stderr
+    record = json.loads((cache / "models" / "openwebrl" / "interface" / "manifest.json").read_text())
+    assert record["files"]["status_templates.json"]["missing"] == ["keys"] and "keys" in out.stderr
 
 
 def test_fetch_judge_prompts_through_the_cli(tmp_path, serve):
@@ -283,8 +297,8 @@ def test_weights_download_is_recorded_only_when_complete(tmp_path, monkeypatch):
     monkeypatch.setattr(huggingface_hub, "is_offline_mode", lambda: False)
     asked = []
 
-    def fake_download(repo_id, local_dir):
-        asked.append((repo_id, local_dir))
+    def fake_download(repo_id, local_dir, revision):
+        asked.append((repo_id, local_dir, revision))
         folder = Path(local_dir)
         (folder / ".cache" / "huggingface" / "download").mkdir(parents=True)
         (folder / "config.json").write_text("{}")
@@ -294,13 +308,26 @@ def test_weights_download_is_recorded_only_when_complete(tmp_path, monkeypatch):
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_download)
     manifest = fetch_weights("openwebrl", tmp_path)
     folder = tmp_path / "models" / "openwebrl" / "weights"
-    assert asked == [("OpenWebRL/OpenWebRL-4B", str(folder))]
+    assert asked == [("OpenWebRL/OpenWebRL-4B", str(folder), "main")]  # the model's pin
     record = manifest["weights"]
     assert record["repo_id"] == "OpenWebRL/OpenWebRL-4B" and record["revision"] == "abc123"
+    assert record["requested_revision"] == "main"
     assert record["path"] == str(folder.resolve()) and record["complete"] is True
     assert fetched_weights("openwebrl", tmp_path) == folder
+    from owrl_openwebrl.fetch import fetch_released, weights_revision
 
-    def broken(repo_id, local_dir):
+    assert weights_revision(folder) == "abc123"  # what a trajectory reports: the commit, not "weights"
+    # a revision asked for reaches the download, and a cached copy of another revision is fetched again
+    import shutil
+
+    shutil.rmtree(folder / ".cache")
+    monkeypatch.setattr("owrl_openwebrl.fetch.fetch_interface", lambda *a, **k: None)
+    fetch_released("openwebrl", tmp_path, revision="v1.2")
+    assert asked[-1] == ("OpenWebRL/OpenWebRL-4B", str(folder), "v1.2")
+    fetch_released("openwebrl", tmp_path, revision="v1.2")
+    assert len(asked) == 2  # the same revision is already in the cache
+
+    def broken(repo_id, local_dir, revision=None):
         raise OSError("disk full\nsecond line of detail")
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", broken)
@@ -337,5 +364,6 @@ def test_a_fetched_copy_gives_the_transcript_in_its_own_words(tmp_path, serve, m
         "<tool_response>\nFAKE-OK click over <inpu <<cut 20>> . FAKE-NOTHING-HAPPENED.\n"
         "FAKE-OK write [red hat]  <<cut 62>>  holds [red ha] instead.",
         "<tool_response>\nFAKE-OK scroll down 50%.",
-        '<tool_response>\nFAKE-OK click over <a> "Red Wool Hat" @384,700. tab#1.',
+        # the click opened a tab, which the official environment follows: it says it went there first
+        '<tool_response>\nFAKE-OK click over <a> " <<cut 24>> 127.0.0.1:1/help. tab#1.',
     ]

@@ -87,6 +87,12 @@ def test_the_openwebrl_reward_gates_as_the_official_one(tmp_path):
     assert reward.reward(openwebrl_case(good, status="fail", failure="task.max_steps")) == 0.0  # not completed
     aborted = openwebrl_case("no calls", status="aborted", success=False, failure="policy.unparseable")
     assert reward.reward(aborted) == -1.0
+    # the official check reads only JSON-object blocks, and counts those with a name as calls
+    assert reward.reward(openwebrl_case('<think>x</think><tool_call>{"arguments": {}}</tool_call>')) == 0.0
+    assert reward.reward(openwebrl_case("<think>x</think><tool_call>{}</tool_call>")) == 0.0
+    assert reward.reward(openwebrl_case(good + "\n<tool_call>then done</tool_call>")) == 1.0  # plain text: not read
+    assert reward.reward(openwebrl_case(good + '\n<tool_call>["done"]</tool_call>')) == 1.0  # a list: not read
+    assert reward.reward(openwebrl_case(good + "<|im_end|>\n")) == 1.0  # the end-of-turn mark aside
     assert reward.reward(openwebrl_case(good, status="infra_error", failure="infra.browser_crashed")) is None
     # the judged reward, for contrast, leaves an unlabelled verdict untrained
     assert JudgedReward(Settings(runs_dir=str(tmp_path))).reward(openwebrl_case(good, success=None)) is None
