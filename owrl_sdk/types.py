@@ -136,7 +136,7 @@ class ToolCall(_Model):
     #: ``extract`` read) is saved in the episode's outputs (``Outcome.outputs``).
     save_as: Optional[str] = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     #: In a flow: the call runs only when this condition holds (``{{input:NAME}}``,
-    #: ``not {{output:NAME}}``, ``{{input:NAME}} == TEXT``: :data:`owrl_sdk.rules.inputs.CONDITION`);
+    #: ``not {{output:NAME}}``, ``{{input:NAME}} == TEXT``: :mod:`owrl_sdk.rules.conditions`);
     #: true or false once the inputs are filled in.
     when: Optional[Union[bool, str]] = None
     #: In a flow: the point of no return (the call that creates a record, pays, sends). A batch

@@ -89,16 +89,18 @@ class ScriptedPolicy(Policy):
             planned = self.flow.turns[self.position]
             self.position += 1
             try:
-                calls = [c.model_copy(deep=True) for c in planned.calls
-                         if self._holds(planned.when, context) and self._holds(c.when, context)]
+                holds = self._holds(planned.when, context)
+                chosen = planned.calls if holds else (planned.else_ or [])
+                calls = [c.model_copy(deep=True) for c in chosen if self._holds(c.when, context)]
             except UsageError as err:
                 return Turn(end=f"flow stopped: turn {self.position}: {err}")
-            if len(calls) < len(planned.calls):
+            if not chosen or len(calls) < len(chosen):
                 skipped.append(f"turn {self.position}" if not calls else
-                               f"{len(planned.calls) - len(calls)} of turn {self.position}'s calls")
+                               f"{len(chosen) - len(calls)} of turn {self.position}'s calls")
             if calls:
                 note = f"(skipped, their condition false: {', '.join(skipped)}) " if skipped else ""
-                return Turn(thought=note + planned.thought, calls=calls, raw=None)
+                took = f"(turn {self.position}: its condition false, its else) " if not holds else ""
+                return Turn(thought=note + took + planned.thought, calls=calls, raw=None)
         return Turn(end=f"flow ran out of turns after {len(self.flow.turns)} without done")
 
     def _holds(self, when: Any, context: Context) -> bool:

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional, TypeVar, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from owrl_sdk.errors import DocumentError
 from owrl_sdk.support.files import write_atomic
@@ -130,13 +130,25 @@ def save_trajectory(traj: Trajectory, path: Union[str, Path]) -> None:
 
 
 class FlowTurn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
     thought: str = ""
     calls: list[ToolCall] = Field(min_length=1)
     #: The turn is played only when this condition holds (see ``ToolCall.when``).
     when: Optional[Union[bool, str]] = None
+    #: The calls played instead when ``when`` does not hold (``"else"`` in the file).
+    else_: Optional[list[ToolCall]] = Field(default=None, alias="else", min_length=1)
 
     _when = field_validator("when")(classmethod(lambda cls, v: check_condition(v)))
+
+    @model_validator(mode="after")
+    def _else_needs_when(self) -> "FlowTurn":
+        if self.else_ is not None and self.when is None:
+            raise ValueError("'else' is played when 'when' does not hold: give the turn a 'when'")
+        return self
+
+    def all_calls(self) -> list[ToolCall]:
+        """Every call the turn may play: its calls, then those of its ``else``."""
+        return [*self.calls, *(self.else_ or [])]
 
 
 class Flow(BaseModel):
@@ -245,8 +257,9 @@ def check_flow_tools(flow: Flow, tools: dict[str, Any], source: str = "flow") ->
     arguments its ``parse_args`` accepts; else :class:`DocumentError` naming the turn and call
     (counted from 1). Run before an episode starts, so a typo does not cost a browser."""
     for t, turn in enumerate(flow.turns, 1):
-        for c, call in enumerate(turn.calls, 1):
-            where = f"{source}: turn {t}, call {c}"
+        for c, call in enumerate(turn.all_calls(), 1):
+            n = len(turn.calls)
+            where = f"{source}: turn {t}, call {c}" if c <= n else f"{source}: turn {t}, else call {c - n}"
             tool = tools.get(call.name)
             if tool is None:
                 raise DocumentError(f"{where}: unknown tool '{call.name}' (tools: {', '.join(sorted(tools))})")

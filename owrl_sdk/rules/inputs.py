@@ -52,6 +52,8 @@ from urllib.parse import quote, unquote, urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
 from owrl_sdk.errors import UsageError
+from owrl_sdk.rules import conditions
+from owrl_sdk.rules.conditions import text_of, truthy
 from owrl_sdk.rules.outputschema import check_schema
 from owrl_sdk.safety.secrets import PLACEHOLDER as SECRET
 from owrl_sdk.safety.secrets import has_placeholder
@@ -81,6 +83,13 @@ class InputSpec(BaseModel):
     default: Any = None
     description: str = ""
     required: bool = False
+    #: The values the input may take (each of its type): a value not among them is refused.
+    enum: Optional[list[Any]] = None
+    #: The least and the greatest value (integer and number inputs).
+    minimum: Optional[float] = None
+    maximum: Optional[float] = None
+    #: A regular expression the whole value must match (string inputs).
+    pattern: Optional[str] = None
 
     @model_validator(mode="before")
     @classmethod
@@ -91,12 +100,47 @@ class InputSpec(BaseModel):
 
     @model_validator(mode="after")
     def _default_of_its_type(self) -> "InputSpec":
+        if self.enum is not None:
+            if not self.enum:
+                raise ValueError("enum lists no value")
+            converted = []
+            for item in self.enum:
+                value, problem = convert(self.type, item)
+                if problem:
+                    raise ValueError(f"enum value {item!r} is not {_A[self.type]}: {problem}")
+                converted.append(value)
+            self.enum = converted
+        if (self.minimum is not None or self.maximum is not None) and self.type not in ("integer", "number"):
+            raise ValueError(f"minimum and maximum apply to integer and number inputs, not {self.type}")
+        if self.pattern is not None:
+            if self.type != "string":
+                raise ValueError(f"pattern applies to string inputs, not {self.type}")
+            try:
+                re.compile(self.pattern)
+            except re.error as err:
+                raise ValueError(f"pattern {self.pattern!r} is not a regular expression: {err}") from None
         if self.default is not None:
             value, problem = convert(self.type, self.default)
             if problem:
                 raise ValueError(f"default {self.default!r} is not {_A[self.type]}: {problem}")
+            broken = self.broken(value)
+            if broken:
+                raise ValueError(f"default {self.default!r}: {broken}")
             self.default = value
         return self
+
+    def broken(self, value: Any) -> Optional[str]:
+        """Why ``value`` (of the input's type) breaks the input's rules (enum, minimum, maximum,
+        pattern), or None."""
+        if self.enum is not None and value not in self.enum:
+            return "must be one of " + ", ".join(text_of(v) for v in self.enum)
+        if self.minimum is not None and value < self.minimum:
+            return f"must be at least {self.minimum:g}"
+        if self.maximum is not None and value > self.maximum:
+            return f"must be at most {self.maximum:g}"
+        if self.pattern is not None and re.fullmatch(self.pattern, str(value)) is None:
+            return f"must match the pattern {self.pattern}"
+        return None
 
 
 _A = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "a boolean"}
@@ -189,7 +233,8 @@ def placeholders(obj: Any) -> set[str]:
 @dataclass(frozen=True)
 class InputProblem:
     """One thing wrong with the inputs given to a flow, as data: the input's ``name``, a
-    ``code`` (``unknown``, ``secret``, ``type``, ``too_long``, ``missing``, ``unset`` for a placeholder with
+    ``code`` (``unknown``, ``secret``, ``type``, ``rule`` for a value its input's enum, minimum,
+    maximum or pattern refuses, ``too_long``, ``missing``, ``unset`` for a placeholder with
     no value, ``optional_unset`` for an optional input a placeholder uses, given no value and no
     default) and the ``message``. Each front door says how to give a value in its own words
     (:meth:`text`): the CLI ``pass --input NAME=...``, the server ``give inputs.NAME a value``."""
@@ -256,6 +301,10 @@ def resolve_inputs(declared: Mapping[str, InputSpec], given: Mapping[str, Any], 
             kind = spec.type if spec is not None else "string"
             problems.append(InputProblem(name, "type", f"input {name!r} must be {_A[kind]}: {raw!r} ({problem})"))
             continue
+        broken = spec.broken(value) if spec is not None else None
+        if broken:
+            problems.append(InputProblem(name, "rule", f"input {name!r} {broken}: {raw!r}"))
+            continue
         values[name] = value
     named = {p.name for p in problems}
     for name, spec in declared.items():
@@ -277,13 +326,6 @@ def resolve_inputs(declared: Mapping[str, InputSpec], given: Mapping[str, Any], 
     if problems:
         raise InputsInvalid(problems)
     return values
-
-
-def text_of(value: Any) -> str:
-    """A value as it is written into a string: ``true``/``false`` for a boolean."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def _no_dot_segments(text: str, filled: str) -> None:
@@ -396,52 +438,16 @@ _URL_KEYS = {"start_url": "url", "url": "url", "url_contains": "url", "url_match
 #: A condition (``when`` of a flow's turn or call): ``{{input:NAME}}`` or ``{{output:NAME}}`` (a
 #: value an earlier call saved with ``save_as``), with ``not`` before it, or ``== TEXT`` /
 #: ``!= TEXT`` after it. Nothing else: a flow is not a script.
-CONDITION = re.compile(r"^\s*(not\s+)?\{\{\s*(input|output):([A-Za-z_][A-Za-z0-9_]*)\s*\}\}\s*"
-                       r"(?:(==|!=)\s*(.*?))?\s*$", re.DOTALL)
-
-
 def check_condition(when: Any) -> Any:
-    """``when`` as a flow may write it (a condition, or already true or false), else ValueError."""
-    if when is None or isinstance(when, bool):
-        return when
-    m = CONDITION.match(when) if isinstance(when, str) else None
-    if m is None or (m.group(1) and m.group(4)):
-        raise ValueError(f"{when!r} is not a condition: write {{{{input:NAME}}}} or {{{{output:NAME}}}}, with "
-                         "'not ' before it or '== TEXT' / '!= TEXT' after it")
-    return when
-
-
-def truthy(value: Any) -> bool:
-    """A value as a condition reads it, by its type: a boolean is itself, a number is true
-    unless 0, a text is true unless empty (or only spaces), a list or object unless empty,
-    and null is false."""
-    if isinstance(value, bool):
-        return value
-    if value is None:
-        return False
-    if isinstance(value, (int, float)):
-        return value != 0
-    if isinstance(value, str):
-        return value.strip() != ""
-    return bool(value)
+    """``when`` as a flow may write it (a condition, or already true or false), else ValueError
+    (:mod:`owrl_sdk.rules.conditions` holds the grammar)."""
+    return conditions.check(when)
 
 
 def evaluate_condition(when: Any, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> bool:
     """Whether ``when`` holds; a condition on an input with no value raises UsageError (an
     output not saved yet reads as null)."""
-    if when is None:
-        return True
-    if isinstance(when, bool):
-        return when
-    m = CONDITION.match(check_condition(when))
-    assert m is not None
-    negate, source, name, op, text = m.groups()
-    if source == "input" and name not in inputs:
-        raise UsageError(f"the condition {when!r} names the input {name!r}, which has no value")
-    value = (inputs if source == "input" else outputs).get(name)
-    if op:
-        return (text_of(value) == text) == (op == "==")
-    return truthy(value) != bool(negate)
+    return conditions.evaluate(when, inputs, outputs)
 
 
 def _walk(value: Any, values: Mapping[str, Any], how: str) -> Any:
@@ -457,10 +463,16 @@ def _walk(value: Any, values: Mapping[str, Any], how: str) -> Any:
 
 
 def _when(when: Any, values: Mapping[str, Any]) -> Any:
-    """A condition on inputs decided with their typed values (true or false); one on an output,
-    or on an input not given, is left for the player."""
-    m = CONDITION.match(when) if isinstance(when, str) else None
-    if m is None or m.group(2) != "input" or m.group(3) not in values:
+    """A condition on inputs alone decided with their typed values (true or false); one that
+    reads an output, or an input not given, is left for the player."""
+    if not isinstance(when, str):
+        return when
+    try:
+        read = conditions.parse(when)
+    except ValueError:
+        return when  # not a condition: the flow's own check says so
+    names = conditions.places(read)
+    if not names or any(source != "input" or name not in values for source, name in names):
         return when
     return evaluate_condition(when, values, {})
 
@@ -481,5 +493,5 @@ def apply_inputs(obj: M, values: Mapping[str, Any]) -> M:
     return type(obj).model_validate(filled)
 
 
-__all__ = ["CONDITION", "InputSpec", "PLACEHOLDER", "apply_inputs", "check_condition", "convert", "evaluate_condition",
+__all__ = ["InputSpec", "PLACEHOLDER", "apply_inputs", "check_condition", "convert", "evaluate_condition",
            "fill", "placeholders", "resolve_inputs", "text_of", "truthy", "InputProblem", "InputsInvalid"]
