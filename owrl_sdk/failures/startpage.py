@@ -57,6 +57,11 @@ async def _read(page: Any) -> Optional[dict[str, Any]]:
         return None
 
 
+#: A task's metadata key: its flow logs in again itself when its session is gone (the flow's
+#: ``session`` rule), so a start page that redirects to a log-in is its to handle.
+RENEWS_SESSION = "renews_session"
+
+
 def _path(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.netloc}{parts.path.rstrip('/')}"
@@ -78,7 +83,8 @@ def start_page_problem(seen: dict[str, Any], task: Task) -> Optional[Failure]:
             int(seen.get("length") or 0) < 600 and _CAPTCHA_WORDS.search(text)):
         return Failure(category="page", code="captcha", detail=f"the start page is a captcha or bot check: {where}")
     redirected = _path(url) != _path(task.start_url)
-    if (redirected and _LOGIN_URL.search(urlsplit(url).path + "?" + urlsplit(url).query)
+    renews = bool(task.metadata.get(RENEWS_SESSION))  # a flow that logs in again itself when it sees this
+    if (redirected and not renews and _LOGIN_URL.search(urlsplit(url).path + "?" + urlsplit(url).query)
             and not _LOGIN_URL.search(urlsplit(task.start_url).path)
             and (seen.get("password") or _LOGIN_WORDS.search(title + " " + text[:200]))):
         return Failure(category="page", code="login_wall",

@@ -183,6 +183,8 @@ class RowResult:
     committed: Optional[str] = None
     #: When the row ended (seconds since the epoch): orders it against ``commits.jsonl``.
     ended_at: float = 0.0
+    #: Times the row's flow logged in again because its session was gone (the flow's ``session``).
+    session_renewals: int = 0
 
     @property
     def done(self) -> bool:
@@ -879,7 +881,8 @@ class Batch:
             row=row.number, key=row.key, status=status, inputs=inputs, outputs=outputs_of(traj),
             failure=record.failure, detail=detail, answer=record.answer, run_dir=record.run_dir,
             steps=record.steps, seconds=record.seconds, flow=self._digest_now, attempts=attempt,
-            committed=committed, ended_at=time.time()))
+            committed=committed, ended_at=time.time(),
+            session_renewals=int((traj.task.metadata.get("session_renewals") if traj is not None else 0) or 0)))
         result.trajectory = None  # its screenshots need not stay in memory for the rest of the batch
         self._count(status, record.failure)
         return False
@@ -941,6 +944,7 @@ class Batch:
             "failed": len(done) - succeeded - review,
             "needs_review": review,
             "pending": len(results) - len(done),
+            "sessions_renewed": sum(r.session_renewals for r in done),
             "ran": self.ran,
             "stopped": self.stopped,
             "common_inputs": dict(self.common),

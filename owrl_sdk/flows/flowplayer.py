@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from owrl_sdk.formats.documents import Flow, flow_from_data, load_flow
+from owrl_sdk.formats.documents import Flow, FlowTurn, flow_from_data, load_flow
 from owrl_sdk.errors import UsageError
 from owrl_sdk.contract.hookspecs import Register
 from owrl_sdk.rules.inputs import apply_inputs, evaluate_condition
@@ -30,7 +30,7 @@ from owrl_sdk.contract.memory import Context, Memory
 from owrl_sdk.formats.outputs import record_output
 from owrl_sdk.contract.plugins import hookimpl
 from owrl_sdk.contract.policy import Policy
-from owrl_sdk.types import Observation, PolicyInfo, Step, Task, Turn
+from owrl_sdk.types import Observation, PolicyInfo, Step, Task, ToolCall, Turn
 
 if TYPE_CHECKING:  # pragma: no cover
     from owrl_sdk.config import Settings
@@ -64,6 +64,9 @@ class ScriptedPolicy(Policy):
             raise UsageError(f"the {FLOW_POLICY} policy needs a flow: pass --flow FILE (or --replay TRAJECTORY)")
         self.flow = flow if isinstance(flow, Flow) else load_flow(flow)
         self.position = 0
+        #: While the log-in is played again (the flow's session rule): its turns left.
+        self._login: Optional[list[FlowTurn]] = None
+        self._renewed = 0
 
     def info(self) -> PolicyInfo:
         return PolicyInfo(name=self.name, model=None)
@@ -80,7 +83,14 @@ class ScriptedPolicy(Policy):
             if self.flow.output_schema is not None and context.task.output_schema is None:
                 # the flow's schema is its task's (the task is the one the episode's hooks check done against)
                 context.task.output_schema = self.flow.output_schema
+        if not context.history:
+            self._login, self._renewed = None, 0
         last = context.last_step
+        if self._login is not None:  # logging in again
+            return self._log_in(context, last)
+        renewal = self._session_gone(context)
+        if renewal is not None:
+            return renewal
         diverged = _failed_expectation(last) if last is not None else None
         if diverged:
             return Turn(end=f"flow stopped: {diverged}")
@@ -103,6 +113,48 @@ class ScriptedPolicy(Policy):
                 return Turn(thought=note + took + planned.thought, calls=calls, raw=None)
         return Turn(end=f"flow ran out of turns after {len(self.flow.turns)} without done")
 
+    def _session_gone(self, context: Context) -> Optional[Turn]:
+        """Where the flow's session rule sees the log-in gone on this page: the first turn of the
+        log-in played again, or the end of the flow (after its point of no return, or when the
+        session is gone again right after a log-in). None while the session holds."""
+        rule = self.flow.session
+        obs = context.observation
+        sign = rule.gone.shows(obs.url, obs.title, obs.aria or "") if rule is not None else None
+        if rule is None or sign is None:
+            return None
+        committed = next((r.call.describe() for s in context.history for r in s.calls
+                          if r.call.commit and not r.skipped), None)
+        if committed is not None:
+            return Turn(end=f"flow stopped: the session is gone ({sign}) after its point of no return ({committed}): "
+                            "the row is not started again")
+        if self._renewed >= 1:
+            return Turn(end=f"flow stopped: the session is gone again ({sign}) after logging in again")
+        self._renewed += 1
+        context.task.metadata["session_renewals"] = self._renewed  # the trajectory's task: a batch counts it
+        self._login = [t for t in (_without_done(t) for t in rule.login.turns) if t is not None]
+        return self._log_in(context, None, note=f"(the session is gone: {sign}; logging in again) ")
+
+    def _log_in(self, context: Context, last: Optional[Step], note: str = "") -> Turn:
+        """The next turn of the log-in played again; once it is done, the flow starts over at its
+        start address (its calls so far were for a session that is gone)."""
+        assert self._login is not None
+        diverged = _failed_expectation(last) if last is not None else None
+        if diverged:
+            return Turn(end=f"flow stopped: logging in again failed: {diverged}")
+        while self._login:
+            planned = self._login.pop(0)
+            try:
+                calls = [c.model_copy(deep=True) for c in planned.calls
+                         if self._holds(planned.when, context) and self._holds(c.when, context)]
+            except UsageError as err:
+                return Turn(end=f"flow stopped: logging in again: {err}")
+            if calls:
+                return Turn(thought=note + planned.thought, calls=calls, raw=None)
+        self._login, self.position = None, 0
+        start = context.task.start_url
+        return Turn(thought="(logged in again: the flow starts over at its start address)",
+                    calls=[ToolCall(name="goto_url", arguments={"url": start})], raw=None)
+
     def _holds(self, when: Any, context: Context) -> bool:
         """Whether a turn's or a call's ``when`` holds: decided when the inputs were filled in,
         or here, on the outputs saved so far (UsageError: an input with no value)."""
@@ -115,6 +167,12 @@ class ScriptedPolicy(Policy):
                 if not record.skipped:
                     record_output(outputs, record.call, record.result)
         return evaluate_condition(when, context.task.metadata.get(FLOW_INPUTS) or {}, outputs)
+
+
+def _without_done(turn: FlowTurn) -> Optional[FlowTurn]:
+    """A log-in turn without its ``done`` (the log-in flow ends there; the flow goes on)."""
+    calls = [c for c in turn.calls if c.name != "done"]
+    return turn.model_copy(update={"calls": calls}) if calls else None
 
 
 def _failed_expectation(step: Step) -> Optional[str]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from owrl_sdk.errors import UsageError
+from owrl_sdk.failures.startpage import RENEWS_SESSION
 from owrl_sdk.flows.flowplayer import FLOW_INPUTS, FLOW_METADATA
 from owrl_sdk.rules.inputs import apply_inputs, fill, placeholders, resolve_inputs
 from owrl_sdk.rules.urls import resolve_url
@@ -130,6 +131,8 @@ class RunRequest:
                 mode="json", by_alias=True, exclude_none=True)
             if values:
                 carried[FLOW_INPUTS] = values
+            if flow.session is not None:
+                carried[RENEWS_SESSION] = True  # a log-in page at the start is the flow's to pass
         if values:
             carried["inputs"] = values
         if resolved != start:

@@ -151,6 +151,56 @@ class FlowTurn(BaseModel):
         return [*self.calls, *(self.else_ or [])]
 
 
+class SessionSign(BaseModel):
+    """What shows the log-in is gone, read on the page the flow is on (its address, title and
+    text; any one of the keys given holds): ``{"url_contains": "/login"}``."""
+
+    model_config = ConfigDict(extra="forbid")
+    url_contains: Optional[str] = None
+    url_matches: Optional[str] = Field(default=None, description="regular expression searched in the URL")
+    title_contains: Optional[str] = None
+    text_visible: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _one_at_least(self) -> "SessionSign":
+        if not any(v for v in (self.url_contains, self.url_matches, self.title_contains, self.text_visible)):
+            raise ValueError("give url_contains, url_matches, title_contains or text_visible")
+        if self.url_matches is not None:
+            try:
+                re.compile(self.url_matches)
+            except re.error as err:
+                raise ValueError(f"url_matches {self.url_matches!r} is not a regular expression: {err}") from None
+        return self
+
+    def shows(self, url: str, title: str, text: str) -> Optional[str]:
+        """The sign that holds on a page with this ``url``, ``title`` and ``text``, or None."""
+        if self.url_contains and self.url_contains in url:
+            return f"the address holds {self.url_contains!r}"
+        if self.url_matches and re.search(self.url_matches, url):
+            return f"the address matches {self.url_matches!r}"
+        if self.title_contains and self.title_contains in title:
+            return f"the title holds {self.title_contains!r}"
+        if self.text_visible and self.text_visible in text:
+            return f"the page says {self.text_visible!r}"
+        return None
+
+
+class SessionRule(BaseModel):
+    """A flow's log-in that renews itself: when the page shows ``gone``, the flow plays ``login``
+    (a flow: in a file, a path next to it) and starts again from its start address, unless a
+    call of the point of no return already ran."""
+
+    model_config = ConfigDict(extra="forbid")
+    login: "Flow"
+    gone: SessionSign
+
+    @model_validator(mode="after")
+    def _login_has_no_rule(self) -> "SessionRule":
+        if self.login.session is not None:
+            raise ValueError("the log-in flow has a session rule of its own: a log-in does not renew itself")
+        return self
+
+
 class Flow(BaseModel):
     """Scripted turns played by the ``scripted`` policy; also the deterministic RPA flow."""
 
@@ -164,6 +214,8 @@ class Flow(BaseModel):
     #: output does not fails the run.
     output_schema: OutputSchema = None
     turns: list[FlowTurn]
+    #: Renew the log-in when the session is gone (:class:`SessionRule`).
+    session: Optional[SessionRule] = None
 
 
     def to_json(self) -> str:
@@ -197,6 +249,9 @@ class Flow(BaseModel):
         return cls(task=traj.task.intent, start_url=start, output_schema=traj.task.output_schema, turns=turns)
 
 
+SessionRule.model_rebuild()
+
+
 def flow_from_data(data: Any, source: str = "flow") -> Flow:
     if isinstance(data, dict) and data.get("schema", FLOW_SCHEMA) != FLOW_SCHEMA:
         raise DocumentError(f"{source}: schema {data.get('schema')!r} is not {FLOW_SCHEMA}")
@@ -205,7 +260,12 @@ def flow_from_data(data: Any, source: str = "flow") -> Flow:
 
 def load_flow(path: Union[str, Path]) -> Flow:
     p = Path(path)
-    return flow_from_data(_read_data(p), str(p))
+    data = _read_data(p)
+    login = data.get("session", {}).get("login") if isinstance(data, dict) and isinstance(data.get("session"), dict) else None
+    if isinstance(login, str):  # the log-in flow's file, next to this one
+        where = (p.parent / login) if not Path(login).is_absolute() else Path(login)
+        data = {**data, "session": {**data["session"], "login": _read_data(where)}}
+    return flow_from_data(data, str(p))
 
 
 #: ``{{secret:NAME}}``, ``{{input:NAME}}`` and the like: text whose value is known only later.
@@ -256,6 +316,8 @@ def check_flow_tools(flow: Flow, tools: dict[str, Any], source: str = "flow") ->
     """Every call of ``flow`` names a tool of ``tools`` (the catalogue's, by name) and gives it
     arguments its ``parse_args`` accepts; else :class:`DocumentError` naming the turn and call
     (counted from 1). Run before an episode starts, so a typo does not cost a browser."""
+    if flow.session is not None:
+        check_flow_tools(flow.session.login, tools, f"{source}: session.login")
     for t, turn in enumerate(flow.turns, 1):
         for c, call in enumerate(turn.all_calls(), 1):
             n = len(turn.calls)
