@@ -113,6 +113,9 @@ class LiveView:
               "(the rows not started stay pending).")
 @click.option("--stop-after-same-failure", type=click.IntRange(min=1), help="With --inputs: stop the batch after N "
               "rows in a row failed with the same failure kind.")
+@click.option("--key", "key", metavar="COLUMN", help="With --inputs: a row is the row whose COLUMN has this value "
+              "(an order number): editing its other values keeps its history and its point of no return (default: "
+              "the row's whole content).")
 @storage_options
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON result to stdout instead of the live view.")
 @click.option("--input", "given_inputs", multiple=True, metavar="NAME=VALUE",
@@ -126,12 +129,12 @@ def run_command(intent: Optional[str], url: Optional[str], policy: Optional[str]
                 workers: Optional[int] = None, retry_failed: bool = False, retry_needs_review: bool = False,
                 retries: int = 0, max_failures: Optional[int] = None,
                 stop_after_same_failure: Optional[int] = None, load_storage: Optional[str] = None,
-                save_storage: Optional[str] = None) -> None:
+                save_storage: Optional[str] = None, key: Optional[str] = None) -> None:
     """Run one task in a real Chromium and show each step.
 
     With --flow and --inputs, run a batch: the flow once per row of a CSV or JSONL file."""
     batch_options = {"retry_failed": retry_failed, "retry_needs_review": retry_needs_review, "retries": retries,
-                     "max_failures": max_failures, "stop_after_same_failure": stop_after_same_failure}
+                     "max_failures": max_failures, "stop_after_same_failure": stop_after_same_failure, "key": key}
     if inputs_file is not None or workers is not None:
         run_batch(flow_file, inputs_file, workers, intent=intent, url=url, policy=policy, replay=replay, healer=healer,
                   allow_domains=allow_domains, max_steps=max_steps, headed=headed, browser_endpoint=browser_endpoint,

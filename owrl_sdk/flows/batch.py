@@ -185,10 +185,32 @@ class RowResult:
     ended_at: float = 0.0
     #: Times the row's flow logged in again because its session was gone (the flow's ``session``).
     session_renewals: int = 0
+    #: The row's earlier attempts, oldest first (:func:`attempt_of`): its retries in a run
+    #: (``retries``) and the results of earlier runs (``--retry-failed``), never overwritten.
+    history: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def done(self) -> bool:
         return self.status not in RETRIED and self.status != PENDING
+
+
+def history_text(history: list[dict[str, Any]]) -> str:
+    """A row's earlier attempts in one cell: ``1. fail (page.http_4xx) at 2026-12-07 10:01: ...``."""
+    parts = []
+    for n, a in enumerate(history, 1):
+        when = _dt.datetime.fromtimestamp(float(a.get("ended_at") or 0)).strftime("%Y-%m-%d %H:%M")
+        kind = f" ({a['failure']})" if a.get("failure") else ""
+        detail = str(a.get("detail") or "")
+        detail = detail if len(detail) <= 160 else detail[:157] + "..."
+        parts.append(f"{n}. {a.get('status')}{kind} at {when}" + (f": {detail}" if detail else ""))
+    return "; ".join(parts)
+
+
+def attempt_of(status: str, failure: Optional[str], detail: Optional[str], run_dir: Optional[str],
+               ended_at: float, flow: str = "") -> dict[str, Any]:
+    """One earlier attempt of a row, as its ``history`` keeps it."""
+    return {"status": status, "failure": failure, "detail": detail, "run_dir": run_dir, "ended_at": ended_at,
+            "flow": flow}
 
 
 # ============================================================================ reading rows
@@ -532,7 +554,8 @@ class Batch:
                  on_row: Optional[Callable[[RowResult], None]] = None, executor: Optional[Executor] = None,
                  browser_per_worker: bool = False, common: Optional[Mapping[str, Any]] = None,
                  retry_failed: bool = False, retry_needs_review: bool = False, retries: int = 0,
-                 max_failures: Optional[int] = None, stop_after_same_failure: Optional[int] = None):
+                 max_failures: Optional[int] = None, stop_after_same_failure: Optional[int] = None,
+                 key: Optional[str] = None):
         self.flow_file = None if isinstance(flow, Flow) else str(flow)
         self.flow = flow if isinstance(flow, Flow) else load_flow(flow)
         self._shared_flow: Optional[dict[str, Any]] = None  # the flow as every row's task carries it
@@ -571,7 +594,12 @@ class Batch:
                 else rows_from(given)  # type: ignore[arg-type]
             if not self.rows:
                 raise UsageError("no rows to run")
-        if self.common:  # the same row with other --input values is another row
+        #: The column whose value is a row's identity (``--key``): its history and its point of no
+        #: return stay with it when its other values are edited. None: the row's content is.
+        self.key = key
+        if key is not None:
+            self._key_rows(key)
+        elif self.common:  # the same row with other --input values is another row
             for row in self.rows:
                 digest, _, n = row.key.partition("#")
                 row.key = f"{_digest([digest, self.common])}#{n}"
@@ -591,6 +619,24 @@ class Batch:
         self._digest_now = flow_digest(self.flow)
         #: Rows whose call marked ``commit`` ran in this command (key -> the call), until they end.
         self._committed: dict[str, str] = {}
+        #: Attempts of rows retried in this command (key -> attempts), until the row ends.
+        self._tries: dict[str, list[dict[str, Any]]] = {}
+
+    def _key_rows(self, column: str) -> None:
+        """Each row's identity is its value in ``column``; a row without one, or two rows with
+        the same one, stop the batch before anything runs."""
+        seen: dict[str, int] = {}
+        for row in self.rows:
+            if row.error is not None:
+                continue
+            value = row.values.get(column)
+            if value is None or str(value).strip() == "":
+                raise UsageError(f"--key {column}: row {row.number} has no {column}")
+            key = f"{column}={str(value).strip()}"
+            if key in seen:
+                raise UsageError(f"--key {column}: rows {seen[key]} and {row.number} are both {key}: a key names one row")
+            seen[key] = row.number
+            row.key = key
 
     # ------------------------------------------------------------------ checks before any browser
 
@@ -869,6 +915,10 @@ class Batch:
         committed = self._committed.pop(row.key, None)
         attempt = result.item.episode + 1
         if record.status in RETRIED and committed is None and attempt <= self.retries:
+            failure_detail = traj.outcome.failure.detail if traj is not None and traj.outcome is not None \
+                and traj.outcome.failure is not None else result.error
+            self._tries.setdefault(row.key, []).append(attempt_of(record.status, record.failure, failure_detail,
+                                                                  record.run_dir, time.time(), self._digest_now))
             result.trajectory = None
             return True
         status = record.status
@@ -881,7 +931,7 @@ class Batch:
             row=row.number, key=row.key, status=status, inputs=inputs, outputs=outputs_of(traj),
             failure=record.failure, detail=detail, answer=record.answer, run_dir=record.run_dir,
             steps=record.steps, seconds=record.seconds, flow=self._digest_now, attempts=attempt,
-            committed=committed, ended_at=time.time(),
+            committed=committed, ended_at=time.time(), history=self._tries.pop(row.key, []),
             session_renewals=int((traj.task.metadata.get("session_renewals") if traj is not None else 0) or 0)))
         result.trajectory = None  # its screenshots need not stay in memory for the rest of the batch
         self._count(status, record.failure)
@@ -910,6 +960,10 @@ class Batch:
         once, as the summary's ``common_inputs``, not copied into each row."""
         if self.common:
             result.inputs = {k: v for k, v in result.inputs.items() if not (k in self.common and v == self.common[k])}
+        before = self.results.get(result.key)
+        if before is not None and before.status != PENDING:  # a run again: what it came to before is kept
+            result.history = [*before.history, attempt_of(before.status, before.failure, before.detail, before.run_dir,
+                                                          before.ended_at, before.flow), *result.history]
         result = self.rows_log.append(asdict(result))
         self.results[result.key] = result
         self.ran += 1
@@ -983,10 +1037,10 @@ class Batch:
         buf = io.StringIO(newline="")
         writer = csv.writer(buf)
         header = ["row", "status", *(f"input:{n}" for n in input_names), *(f"output:{n}" for n in output_names),
-                  "failure", "detail", "run_dir"]
+                  "failure", "detail", "run_dir", "earlier attempts"]
         lines = [[r["row"], r["status"], *(cell(r["inputs"].get(n)) for n in input_names),
                   *(cell(r["outputs"].get(n)) for n in output_names), cell(r["failure"]),
-                  cell(r["detail"]), cell(r["run_dir"])] for r in results]
+                  cell(r["detail"]), cell(r["run_dir"]), cell(history_text(r.get("history") or []))] for r in results]
         writer.writerows([header, *lines])
         write_atomic(self.out / "batch.csv", buf.getvalue())
         _write_xlsx(self.out / "batch.xlsx", header, lines)

@@ -416,13 +416,25 @@ def batch_report_html(batch_dir: Union[str, Path], out: Union[str, Path, None] =
                 if name:
                     shot, shots = _screenshot(run_dir, name).replace('class="shot"', 'class="shot thumb"'), shots + 1
         detail = esc(r.get("detail"))
-        failure = f"<code>{esc(r.get('failure'))}</code> {detail}" if r.get("failure") else detail
+        failure: str = f"<code>{esc(r.get('failure'))}</code> {detail}" if r.get("failure") else (detail or "")
+        earlier = [a for a in (r.get("history") or []) if isinstance(a, dict)]
+        if earlier:  # every earlier attempt, oldest first, each linking to its own run folder's page
+            items = []
+            for a in earlier:
+                what = f"{esc(a.get('status'))}" + (f" <code>{esc(a.get('failure'))}</code>" if a.get("failure") else "")
+                before = _find_run(batch_dir, a.get("run_dir"))
+                its_page = _run_report_for(before)[0] if before is not None else None
+                to = Path(os.path.relpath(its_page.resolve(), page_dir)).as_posix() if its_page is not None else None
+                items.append(f"<li>{what} {esc(a.get('detail'))}" + (f' <a href="{esc(to)}">run report</a>' if to else "")
+                             + "</li>")
+            failure += f'<details class="history"><summary>{len(earlier)} earlier attempt(s)</summary><ol>{"".join(items)}</ol></details>'
         rows.append(
             f'<tr class="row {esc(status)}"><td class="num">{esc(r.get("row"))}</td>'
             f'<td>{_badge(status, _BATCH_CLASS.get(status, "warn"))}</td><td>{_cells(r.get("inputs"))}</td>'
             f'<td>{_cells(r.get("outputs"))}</td><td class="failure">{failure}</td><td>{shot}</td><td>{link}</td></tr>')
     counts = [("rows", summary.get("rows")), ("succeeded", summary.get("succeeded")), ("failed", summary.get("failed")),
-              ("needs review", summary.get("needs_review")), ("pending", summary.get("pending"))]
+              ("needs review", summary.get("needs_review")), ("pending", summary.get("pending")),
+              ("sessions renewed", summary.get("sessions_renewed") or None)]
     flow = summary.get("flow") or batch_dir.name
     header = (f'<header><div class="label">batch</div><h1>{esc(flow)}</h1>'
               + _facts([("folder", esc(batch_dir)), ("inputs", esc(summary.get("inputs_file"))),

@@ -106,7 +106,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 "<button>Submit decision</button></form>")))
         if len(parts) == 3 and parts[0] == "po" and parts[2] == "done" and parts[1] in self.office.decisions:
             po = parts[1]
-            return self._send(200, _page(po, f"<h1>{po} {self.office.decisions[po]}d</h1><a href=/pos>Back</a>"))
+            return self._send(200, _page(po, f"<h1>{po} decided: {self.office.decisions[po]}</h1><a href=/pos>Back</a>"))
         return self._send(404, _page("Not found", "<h1>Not found</h1>"))
 
     def do_POST(self) -> None:  # noqa: N802 - the stdlib's name

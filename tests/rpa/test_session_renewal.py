@@ -40,8 +40,8 @@ def decide_flow(base: str) -> dict[str, Any]:
             {"when": "{{input:decision}} == reject",
              "calls": [{"name": "write", "arguments": {"selector": "#reason", "message": "{{input:reason}}"}}]},
             {"calls": [{"name": "click", "arguments": {"selector": "role=button[name=\"Submit decision\"]"}, "commit": True,
-                        "expect": {"text_visible": "{{input:po}} {{input:decision}}d"}}]},
-            {"calls": [{"name": "done", "arguments": {"response": "{{input:po}} {{input:decision}}d"}}]}]}
+                        "expect": {"text_visible": "{{input:po}} decided: {{input:decision}}"}}]},
+            {"calls": [{"name": "done", "arguments": {"response": "{{input:po}} {{input:decision}}"}}]}]}
 
 
 @pytest.fixture
