@@ -153,3 +153,31 @@ def serve(office: Office) -> tuple[http.server.ThreadingHTTPServer, str]:
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+#: The log-in, as a flow (the password a secret: OWRL_SECRET_BO_PASSWORD).
+LOGIN: dict[str, Any] = {"task": "Sign in to the back office", "turns": [
+    {"calls": [{"name": "write", "arguments": {"selector": "#user", "message": "ops"}},
+               {"name": "write", "arguments": {"selector": "#password", "message": "{{secret:BO_PASSWORD}}"}},
+               {"name": "click", "arguments": {"selector": "role=button[name=\"Log in\"]"},
+                "expect": {"text_visible": "Purchase orders"}}]},
+    {"calls": [{"name": "done", "arguments": {"response": "signed in"}}]}]}
+
+
+def decide_flow(base: str) -> dict[str, Any]:
+    return {
+        "task": "Decide {{input:po}}", "start_url": base + "/po/{{input:po}}",
+        "inputs": {"po": {"type": "string", "pattern": "PO-[0-9]{4}"},
+                   "decision": {"type": "string", "enum": ["approve", "reject"]},
+                   "reason": {"type": "string", "default": ""}},
+        "session": {"login": "login.json", "gone": {"url_contains": "/login"}},
+        "turns": [
+            {"calls": [{"name": "extract", "arguments": {"selector": "#amount"}, "save_as": "amount"},
+                       {"name": "click", "arguments": {"selector": "#decision-{{input:decision}}"}}]},
+            {"when": "{{output:amount}} > 10000 and {{input:decision}} == approve",
+             "calls": [{"name": "set_checked", "arguments": {"selector": "#budget", "checked": True}}]},
+            {"when": "{{input:decision}} == reject",
+             "calls": [{"name": "write", "arguments": {"selector": "#reason", "message": "{{input:reason}}"}}]},
+            {"calls": [{"name": "click", "arguments": {"selector": "role=button[name=\"Submit decision\"]"}, "commit": True,
+                        "expect": {"text_visible": "{{input:po}} decided: {{input:decision}}"}}]},
+            {"calls": [{"name": "done", "arguments": {"response": "{{input:po}} {{input:decision}}"}}]}]}

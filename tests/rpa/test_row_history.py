@@ -5,29 +5,14 @@ values keeps its history and its point of no return. On the purchase-order back 
 from __future__ import annotations
 
 import csv
-import json
 from typing import Any
 
 import pytest
 
-from back_office import PASSWORD, Office, serve
 from owrl_sdk.config import Settings
 from owrl_sdk.errors import UsageError
 from owrl_sdk.flows.batch import Batch
 from owrl_sdk.formats.documents import load_flow
-from test_session_renewal import LOGIN, decide_flow
-
-
-@pytest.fixture
-def office(tmp_path, monkeypatch):
-    monkeypatch.setenv("OWRL_SECRET_BO_PASSWORD", PASSWORD)
-    state = Office()
-    server, base = serve(state)
-    (tmp_path / "login.json").write_text(json.dumps(LOGIN))
-    (tmp_path / "decide.json").write_text(json.dumps(decide_flow(base)))
-    yield state
-    server.shutdown()
-    server.server_close()
 
 
 def run(tmp_path, rows: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
@@ -36,6 +21,7 @@ def run(tmp_path, rows: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
 
 
 def test_a_fixed_row_keeps_its_failed_attempt_in_the_summary_and_the_table(office, tmp_path):
+    office, _ = office
     """A reject without a reason is refused by the site when it is sent, after the point of no
     return: the row needs review, in the page's words. Someone checks the site (nothing was
     decided), gives the reason and runs it again (the row keyed by its order number): it
@@ -61,6 +47,7 @@ def test_a_fixed_row_keeps_its_failed_attempt_in_the_summary_and_the_table(offic
 
 
 def test_a_key_keeps_a_rows_point_of_no_return_when_its_values_are_edited(office, tmp_path):
+    office, _ = office
     """The decision went out and the confirmation asked for a log-in: needs review. Someone edits
     the row's reason and runs the batch again: the row is the same order, so it is not run
     (without --key it would be a new row, decided a second time)."""

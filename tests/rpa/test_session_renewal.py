@@ -10,51 +10,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 
-from back_office import ORDERS, PASSWORD, Office, serve
+from back_office import ORDERS, PASSWORD
 from owrl_sdk.config import Settings
 from owrl_sdk.flows.batch import Batch
 from owrl_sdk.formats.documents import load_flow
-
-LOGIN: dict[str, Any] = {"task": "Sign in to the back office", "turns": [
-    {"calls": [{"name": "write", "arguments": {"selector": "#user", "message": "ops"}},
-               {"name": "write", "arguments": {"selector": "#password", "message": "{{secret:BO_PASSWORD}}"}},
-               {"name": "click", "arguments": {"selector": "role=button[name=\"Log in\"]"},
-                "expect": {"text_visible": "Purchase orders"}}]},
-    {"calls": [{"name": "done", "arguments": {"response": "signed in"}}]}]}
-
-
-def decide_flow(base: str) -> dict[str, Any]:
-    return {
-        "task": "Decide {{input:po}}", "start_url": base + "/po/{{input:po}}",
-        "inputs": {"po": {"type": "string", "pattern": "PO-[0-9]{4}"},
-                   "decision": {"type": "string", "enum": ["approve", "reject"]},
-                   "reason": {"type": "string", "default": ""}},
-        "session": {"login": "login.json", "gone": {"url_contains": "/login"}},
-        "turns": [
-            {"calls": [{"name": "extract", "arguments": {"selector": "#amount"}, "save_as": "amount"},
-                       {"name": "click", "arguments": {"selector": "#decision-{{input:decision}}"}}]},
-            {"when": "{{output:amount}} > 10000 and {{input:decision}} == approve",
-             "calls": [{"name": "set_checked", "arguments": {"selector": "#budget", "checked": True}}]},
-            {"when": "{{input:decision}} == reject",
-             "calls": [{"name": "write", "arguments": {"selector": "#reason", "message": "{{input:reason}}"}}]},
-            {"calls": [{"name": "click", "arguments": {"selector": "role=button[name=\"Submit decision\"]"}, "commit": True,
-                        "expect": {"text_visible": "{{input:po}} decided: {{input:decision}}"}}]},
-            {"calls": [{"name": "done", "arguments": {"response": "{{input:po}} {{input:decision}}"}}]}]}
-
-
-@pytest.fixture
-def office(tmp_path, monkeypatch):
-    monkeypatch.setenv("OWRL_SECRET_BO_PASSWORD", PASSWORD)
-    state = Office()
-    server, base = serve(state)
-    (tmp_path / "login.json").write_text(json.dumps(LOGIN))
-    (tmp_path / "decide.json").write_text(json.dumps(decide_flow(base)))
-    yield state, base
-    server.shutdown()
-    server.server_close()
-
 
 def rows() -> list[dict[str, Any]]:
     out = []
