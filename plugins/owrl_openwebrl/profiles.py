@@ -358,43 +358,7 @@ def official_status_line(record: CallRecord, templates: dict[str, Any], viewport
         if tool is None or not tool.get("ok"):
             return None
         data, info, a = result.data or {}, result.page or {}, call.arguments
-        ns: dict[str, Any] = {}
-        if name in ("click", "hover", "write"):
-            elem = _element(data.get("element"))
-            if data.get("point"):
-                ns["x"], ns["y"] = (float(v) for v in data["point"])
-            outside = _outside(a.get("point_2d"), viewport)
-            if outside is not None:  # the official point, off the page: no element there (owrl's lands inside)
-                ns["x"], ns["y"] = outside
-                elem = ""
-            ns["elem_desc"] = elem
-            ns["target"] = official.render(tool["target"], ns) if elem and tool.get("target") else ""
-            ns["message"] = a.get("message", "")
-        elif name == "scroll":
-            ns["direction"] = a.get("direction", "down")
-            try:
-                ns["amount"] = max(0.0, min(1.0, float(a.get("amount", 0.5))))
-            except (TypeError, ValueError):
-                ns["amount"] = 0.5
-            point = a.get("point_2d")
-            ns["point_2d"] = ([float(point[0]) / 1000 * viewport[0], float(point[1]) / 1000 * viewport[1]]
-                              if isinstance(point, list) and len(point) == 2 else None)
-            ns["target"] = official.render(tool["target"], ns) if ns["point_2d"] and tool.get("target") else ""
-        elif name == "press_keys":
-            ns["legal_keys"] = _pressed(a, data)
-        elif name == "wait":
-            ns["seconds"] = a.get("seconds", 3)
-        elif name == "done":
-            ns["response"] = a.get("response", "")
-        elif name == "goto_url":
-            ns["url"] = a.get("url", "")
-        elif name == "new_tab":
-            ns["tab_index"] = info.get("active_tab")
-        elif name == "switch_tab":
-            ns["tab_index"] = a.get("tab_index")
-            ns["self"] = official.page(info.get("url") or "")
-        elif name == "close_tab":
-            ns["current_index"], ns["new_index"] = data.get("closed"), info.get("active_tab")
+        ns = _success_locals(name, a, data, info, tool, viewport)
         text = official.render(tool["ok"], ns)
         notes = tool.get("notes") or {}
         opened = info.get("tabs_opened") or []
@@ -419,6 +383,50 @@ def official_status_line(record: CallRecord, templates: dict[str, Any], viewport
         return text
     except (official.TemplateError, KeyError, TypeError, ValueError):
         return None
+
+
+def _success_locals(name: str, a: dict[str, Any], data: dict[str, Any], info: dict[str, Any], tool: dict[str, Any],
+                    viewport: tuple[int, int]) -> dict[str, Any]:
+    """The locals an official handler fills its success line with, from what owrl recorded of
+    the call (``a``: its arguments as written, ``data``: the tool's facts, ``info``: the page's)."""
+    ns: dict[str, Any] = {}
+    if name in ("click", "hover", "write"):
+        elem = _element(data.get("element"))
+        if data.get("point"):
+            ns["x"], ns["y"] = (float(v) for v in data["point"])
+        outside = _outside(a.get("point_2d"), viewport)
+        if outside is not None:  # the official point, off the page: no element there (owrl's lands inside)
+            ns["x"], ns["y"] = outside
+            elem = ""
+        ns["elem_desc"] = elem
+        ns["target"] = official.render(tool["target"], ns) if elem and tool.get("target") else ""
+        ns["message"] = a.get("message", "")
+    elif name == "scroll":
+        ns["direction"] = a.get("direction", "down")
+        try:
+            ns["amount"] = max(0.0, min(1.0, float(a.get("amount", 0.5))))
+        except (TypeError, ValueError):
+            ns["amount"] = 0.5
+        point = a.get("point_2d")
+        ns["point_2d"] = ([float(point[0]) / 1000 * viewport[0], float(point[1]) / 1000 * viewport[1]]
+                          if isinstance(point, list) and len(point) == 2 else None)
+        ns["target"] = official.render(tool["target"], ns) if ns["point_2d"] and tool.get("target") else ""
+    elif name == "press_keys":
+        ns["legal_keys"] = _pressed(a, data)
+    elif name == "wait":
+        ns["seconds"] = a.get("seconds", 3)
+    elif name == "done":
+        ns["response"] = a.get("response", "")
+    elif name == "goto_url":
+        ns["url"] = a.get("url", "")
+    elif name == "new_tab":
+        ns["tab_index"] = info.get("active_tab")
+    elif name == "switch_tab":
+        ns["tab_index"] = a.get("tab_index")
+        ns["self"] = official.page(info.get("url") or "")
+    elif name == "close_tab":
+        ns["current_index"], ns["new_index"] = data.get("closed"), info.get("active_tab")
+    return ns
 
 
 def _outside(point: Any, viewport: tuple[int, int]) -> Optional[tuple[float, float]]:
