@@ -661,7 +661,8 @@ async def run_owrl_scenario(ow: SimpleNamespace, host: Any, settings: Any, plugi
     task = Task(intent=f"Conformance bench: {scenario.name}", start_url=url)
     traj = await run_episode(task, env, policy, settings, plugins)
     lines = [policy.profile.feedback(step) for step in traj.steps]
-    history = ow.action_history(traj, SCREEN)
+    # as the openwebrl judge builds it: with the status lines fetched into the same cache
+    history = ow.action_history(traj, SCREEN, 300, ow.templates or None)
     status = traj.outcome.status if traj.outcome else None
     failure = traj.outcome.failure if traj.outcome else None
     return {"lines": lines, "history": history,

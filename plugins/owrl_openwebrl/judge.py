@@ -40,7 +40,8 @@ from . import options as _options
 from .backend import Sampling
 from .openai_backend import OpenAIBackend
 from .parser import _loads_lenient, CallError
-from .profiles import check_profile, default_profile, raw_calls, status_line
+from . import official
+from .profiles import OpenWebRLProfile, check_profile, default_profile, load_templates, raw_calls, status_line
 from .prompt import Prompt
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -228,17 +229,78 @@ def format_call(call: ToolCall) -> str:
 
 
 _THINK_RE = re.compile(r"<think>.*?</think>", re.S)
+#: A call block as the official history reads one: a JSON object between the tags.
+_BLOCK = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
+#: A call written out anywhere in the text, ``{"name": "...", "arguments": {...}}`` (its
+#: arguments up to the first ``}`` the object's own closing brace follows).
+_WRITTEN_CALL = re.compile(r'\{\s*"name"\s*:\s*"([^"]+)"\s*,\s*"arguments"\s*:\s*(\{.*?\})\s*\}', re.S)
+#: The same, with any name, for taking such calls out of the text.
+_ANY_CALL = re.compile(r'\{\s*"name"\s*:\s*".*?"\s*,\s*"arguments"\s*:\s*\{.*?\}\s*\}', re.S)
+_MARKS = re.compile(r"</?tool_call>|<\|im_end\|>|</?think>|</?thinking>")
 
 
-def _unreadable_answer(raw: Optional[str], limit: int = 300) -> str:
-    text = _THINK_RE.sub(" ", raw or "")
-    if "</think>" in text:  # the chat template opened the block: all before its end is reasoning
-        text = text.rsplit("</think>", 1)[1]
-    return " ".join(text.split())[:limit]
+def _written(name: Any, arguments: Any) -> str:
+    """A call as the history writes it: ``name(sorted JSON)``, ``name()``, or the arguments as
+    text where they are no object."""
+    name = name if isinstance(name, str) and name.strip() else "unknown_tool"
+    if arguments is None or arguments == {}:
+        return f"{name}()"
+    if not isinstance(arguments, dict):
+        return f"{name}({arguments})"
+    return f"{name}({json.dumps(arguments, ensure_ascii=False, sort_keys=True)})"
 
 
-def action_history_line(step: Step, viewport: tuple[int, int], feedback_chars: int = 300) -> Optional[str]:
-    """One step of the action history, or None for a step with nothing to show."""
+def _calls_in(text: str) -> list[str]:
+    """The calls an answer holds, as the official history reads them: its blocks when every one
+    is JSON (an object with a ``name`` is a call); else any call written out in the text."""
+    try:
+        found = [json.loads(b) for b in _BLOCK.findall(text)]
+    except json.JSONDecodeError:
+        found = None
+    if found:
+        calls = [_written(d["name"], d.get("arguments", d.get("parameters", {})))
+                 for d in found if isinstance(d, dict) and "name" in d]
+        if calls:
+            return calls
+    out = []
+    for m in _WRITTEN_CALL.finditer(text):
+        try:
+            arguments: Any = json.loads(m.group(2))
+        except json.JSONDecodeError:
+            arguments = m.group(2)
+        out.append(_written(m.group(1), arguments))
+    return out
+
+
+def _unreadable_answer(raw: Optional[str]) -> str:
+    """An answer owrl could not use, as the official history quotes it: the calls it can still
+    read there (``[name(...); ...]``), else its text without reasoning blocks, tags and
+    written-out calls, whitespace collapsed."""
+    text = (raw or "").strip()
+    calls = _calls_in(text)
+    if calls:
+        return f"[{'; '.join(calls)}]"
+    text = _ANY_CALL.sub("", _MARKS.sub("", _THINK_RE.sub("", text)))
+    return " ".join(text.split())
+
+
+def _told(step: Step, viewport: tuple[int, int], feedback_chars: int, templates: Optional[dict[str, Any]],
+          raws: list[Any]) -> list[str]:
+    """What the environment told the policy after each call of ``step``, cut for the judge: with
+    the official templates, the lines the policy read (:meth:`OpenWebRLProfile.feedback`), each
+    cut again by the official rule at ``feedback_chars``; else owrl's lines, cut at their end."""
+    rule = (templates or {}).get("truncation")
+    if templates and rule:
+        lines = OpenWebRLProfile(screen=viewport, templates=templates).feedback(step)
+        if len(lines) == len(raws):
+            return [official.truncate(line, {**rule, "max_chars": feedback_chars}) for line in lines]
+    return [status_line(record, viewport, raw)[:feedback_chars] for record, raw in zip(step.calls, raws)]
+
+
+def action_history_line(step: Step, viewport: tuple[int, int], feedback_chars: int = 300,
+                        templates: Optional[dict[str, Any]] = None) -> Optional[str]:
+    """One step of the action history, or None for a step with nothing to show. ``templates``:
+    the official status lines (``owrl model fetch openwebrl``), which the history then quotes."""
     n = step.index + 1
     if step.turn.parse_error:
         return f"Step {n}: action={_unreadable_answer(step.turn.raw)}"
@@ -246,14 +308,15 @@ def action_history_line(step: Step, viewport: tuple[int, int], feedback_chars: i
         return None
     raws = raw_calls(step)
     actions = "; ".join(format_call(c) for c in raws)
-    feedback = " | ".join(f"{raw.name}: {status_line(record, viewport, raw)[:feedback_chars]}"
-                          for record, raw in zip(step.calls, raws))
+    told = _told(step, viewport, feedback_chars, templates, raws)
+    feedback = " | ".join(f"{raw.name}: {line}" for raw, line in zip(raws, told))
     return f"Step {n}: action=[{actions}] environment feedback={feedback}"
 
 
-def action_history(traj: Trajectory, viewport: tuple[int, int], feedback_chars: int = 300) -> str:
+def action_history(traj: Trajectory, viewport: tuple[int, int], feedback_chars: int = 300,
+                   templates: Optional[dict[str, Any]] = None) -> str:
     """The action history the openwebrl judge reads: one line per step, in order."""
-    lines = [line for step in traj.steps if (line := action_history_line(step, viewport, feedback_chars))]
+    lines = [line for step in traj.steps if (line := action_history_line(step, viewport, feedback_chars, templates))]
     return "\n".join(lines) if lines else NO_ACTIONS
 
 
@@ -276,7 +339,8 @@ def _fill(texts: dict[str, str], key: str, **fields: Any) -> str:
 def build_official_judge_prompt(traj: Trajectory, texts: Optional[dict[str, str]] = None, *,
                                 layout: str = "action_history", run_dir: Optional[Path] = None,
                                 screenshots: int = 3, feedback_chars: int = 300,
-                                viewport: tuple[int, int] = (1280, 1000)) -> Prompt:
+                                viewport: tuple[int, int] = (1280, 1000),
+                                templates: Optional[dict[str, Any]] = None) -> Prompt:
     """The openwebrl profile's judge prompt: a system text and one user message of the task,
     (the action history,) the answer, the last ``screenshots`` images and the verdict cue."""
     if layout not in LAYOUTS:
@@ -292,7 +356,7 @@ def build_official_judge_prompt(traj: Trajectory, texts: Optional[dict[str, str]
         parts += [{"type": "image", "image": image} for _, image in shots]
     else:
         system = _fill(texts, "system_action_history")
-        history = action_history(traj, viewport, feedback_chars)
+        history = action_history(traj, viewport, feedback_chars, templates)
         parts.append({"type": "text", "text": _fill(texts, "user_action_history", task=traj.task.intent,
                                                     action_history=history, answer=answer, num=len(shots))})
         for i, (step_no, image) in enumerate(shots, 1):
@@ -346,6 +410,10 @@ class OpenWebRLJudge(Judge):
                 path = fetch.prompt_files("openwebrl-judge").get("judge_prompts")
             self.prompt_file = str(Path(path).expanduser()) if path else None
             self.texts, self.warnings = judge_texts(path, self.layout)
+            # the status lines the policy was told, which the action history quotes (the policy's
+            # fetched templates; without them, owrl's words)
+            lines = self.conf.get("status_templates_file") or fetch.prompt_files("openwebrl").get("status_templates")
+            self.templates: Optional[dict[str, Any]] = load_templates(Path(lines).expanduser()) if lines else None
         self._backend = backend
 
     def _weights(self) -> str:
@@ -377,7 +445,8 @@ class OpenWebRLJudge(Judge):
         return build_official_judge_prompt(
             trajectory, self.texts, layout=self.layout, run_dir=run_dir, screenshots=self.screenshots,
             feedback_chars=self.feedback_chars,
-            viewport=(self.settings.viewport_width, self.settings.viewport_height))
+            viewport=(self.settings.viewport_width, self.settings.viewport_height),
+            templates=getattr(self, "templates", None))
 
     async def judge(self, trajectory: Trajectory, run_dir: Optional[Path] = None) -> Judgement:
         run_dir = run_dir or (Path(trajectory.metadata["run_dir"]) if trajectory.metadata.get("run_dir") else None)

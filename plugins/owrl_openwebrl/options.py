@@ -113,6 +113,9 @@ class JudgeOptions(SamplingOptions):
     feedback_chars: Optional[int] = Field(default=None, ge=0, description="longest feedback shown (300)")
     judge_prompt_file: Optional[str] = Field(default=None, description="the official judge prompts",
                                              json_schema_extra={"server_side": "file"})
+    status_templates_file: Optional[str] = Field(default=None, description="the official status lines the action "
+                                                 "history quotes (default: the policy's, fetched by owrl model fetch "
+                                                 "openwebrl)", json_schema_extra={"server_side": "file"})
 
 
 def read(settings: Any, name: str, model: type[BaseModel], options: dict[str, Any]) -> dict[str, Any]:

@@ -180,14 +180,39 @@ def test_action_history_lines():
     assert format_call(ToolCall(name="write", arguments={"message": "héllo", "b": 1})) == 'write({"b": 1, "message": "héllo"})'
 
 
-def test_action_history_bounds_feedback_and_thinking():
+def test_action_history_bounds_feedback_and_quotes_unreadable_answers_as_the_official_history():
+    """Feedback is cut at ``feedback_chars``. An answer with no usable call is quoted as the
+    official history quotes it: the calls it can still read there (a block that is not JSON
+    leaves the calls written out in the text), else its whole text without reasoning blocks,
+    tags and written-out calls."""
     traj = trajectory()
     traj.steps[1].turn.raw = "reasoning the template opened</think> " + "x" * 400
     lines = action_history(traj, (1280, 1000), feedback_chars=20).split("\n")
     assert lines[0] == 'Step 1: action=[click({"point_2d": [500, 300]})] environment feedback=click: Succeed: `click` at '
-    assert lines[1] == "Step 2: action=" + "x" * 300
+    assert lines[1] == "Step 2: action=reasoning the template opened " + "x" * 400  # a lone closing tag keeps its text
     assert lines[2].endswith(" environment feedback=write: Succeed: `write` typ | press_keys: Succeed: `press_keys"
                              " | done: Succeed: the task is")
+    traj.steps[1].turn.raw = '<think>plan</think> Again. <tool_call> {"name": "click", "arguments": {"a": 1}} oops </tool_call>'
+    assert action_history(traj, (1280, 1000)).split("\n")[1] == 'Step 2: action=[click({"a": 1})]'
+    traj.steps[1].turn.raw = 'Again. <tool_call> {"name": "click", "arguments": {"a": 1} </tool_call>'  # never closed
+    assert action_history(traj, (1280, 1000)).split("\n")[1] == 'Step 2: action=Again. {"name": "click", "arguments": {"a": 1}'
+    traj.steps[1].turn.raw = "<think>plan</think> I give up. <tool_call> not json </tool_call><|im_end|>"
+    assert action_history(traj, (1280, 1000)).split("\n")[1] == "Step 2: action=I give up. not json"
+
+
+def test_action_history_quotes_the_official_lines_the_policy_was_told():
+    """With the policy's fetched templates the history quotes the lines the policy read, cut by
+    the official rule (head, marker, tail) at ``feedback_chars``."""
+    import json as _json
+
+    from openwebrl_fake_sources import FAKE_FEEDBACK, FAKE_LOOP, FAKE_WEB_ENV
+    from owrl_openwebrl import official
+
+    templates = _json.loads(_json.dumps(official.extract_templates(FAKE_WEB_ENV, FAKE_LOOP, FAKE_FEEDBACK)[0]))
+    lines = action_history(trajectory(), (1280, 1000), feedback_chars=40, templates=templates).split("\n")
+    assert lines[0].startswith('Step 1: action=[click({"point_2d": [500, 300]})] environment feedback=click: FAKE-OK click')
+    assert all("Succeed:" not in line for line in lines)  # owrl's own words are not what the policy read
+    assert any("<<cut " in line for line in lines)  # a long line, cut by the fetched rule
 
 
 def test_action_history_without_readable_steps():
