@@ -391,7 +391,7 @@ def test_five_rows_on_the_demo_shop_then_resume_with_nothing_to_do(tmp_path):
     saved = json.loads((tmp_path / "b" / "batch.json").read_text())
     assert saved == summary
     table = (tmp_path / "b" / "batch.csv").read_text().splitlines()
-    assert table[0] == "row,status,input:product,input:quantity,output:name,output:price,failure,detail,run_dir"
+    assert table[0] == "row,status,input:product,input:quantity,output:name,output:price,failure,detail,run_dir,earlier attempts"
     assert table[1].startswith("1,success,Canvas Tote Bag,2,Canvas Tote Bag,$25.00,,,b")
     assert table[3].startswith("3,fail,Invisible Unicorn Cloak,1,,,policy.gave_up,")
 
