@@ -139,6 +139,8 @@ def parse_official(text: str, tools: Collection[str]) -> Turn:
     newline make a block unreadable. An answer left with no call is a parse failure. What was
     dropped is kept in ``Turn.dropped`` for the trajectory's reader (the model is not told)."""
     raw = text
+    if _detector_fails(text):
+        return _parse_fallback(text)
     calls: list[ToolCall] = []
     dropped: list[str] = []
     for i, body in enumerate(_OFFICIAL_CALL_RE.findall(text), 1):
@@ -169,6 +171,51 @@ def parse_official(text: str, tools: Collection[str]) -> Turn:
             else "no block written as <tool_call>\\n{...}\\n</tool_call>")
         return Turn(thought=thought, raw=raw, parse_error=f"no call could be read ({why})")
     return Turn(thought=thought, calls=calls, raw=raw, dropped=dropped)
+
+
+#: A block as the official fallback reads one: a JSON object right between the tags.
+_FALLBACK_BLOCK = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
+
+
+def _detector_fails(text: str) -> bool:
+    """Whether the official detector gives up on this answer, so that the official parser reads
+    it with its fallback instead: a block that is JSON but holds something other than calls
+    (a number, a text, a list of those), or a call whose name is a list or an object."""
+    for body in _OFFICIAL_CALL_RE.findall(text):
+        try:
+            data = json.loads(body.strip())
+        except json.JSONDecodeError:
+            continue  # the detector drops it and goes on
+        for act in data if isinstance(data, list) else [data]:
+            if not isinstance(act, dict) or isinstance(act.get("name"), (list, dict)):
+                return True
+    return False
+
+
+def _parse_fallback(text: str) -> Turn:
+    """The official fallback reading: every block that is a JSON object right between the tags,
+    any one that is not JSON failing the whole answer; an object with a ``name`` is a call,
+    declared or not (the environment says it has no such tool), its arguments ``arguments``,
+    else ``parameters``. Arguments that are not an object cannot be a call here: dropped."""
+    calls: list[ToolCall] = []
+    dropped: list[str] = []
+    for i, body in enumerate(_FALLBACK_BLOCK.findall(text), 1):
+        try:
+            data = json.loads(body)
+        except json.JSONDecodeError:
+            return Turn(thought=_thought_of(text), raw=text, parse_error=f"no call could be read (block {i} is not JSON)")
+        if not isinstance(data, dict) or "name" not in data:
+            continue
+        name = data["name"] if isinstance(data["name"], str) else str(data["name"])
+        args = data.get("arguments", data.get("parameters", {}))
+        if not isinstance(args, dict):
+            dropped.append(f"block {i} has arguments that are not an object")
+            continue
+        calls.append(ToolCall(name=name, arguments=args))
+    if not calls:
+        why = "; ".join(dropped) or "no block holds a call"
+        return Turn(thought=_thought_of(text), raw=text, parse_error=f"no call could be read ({why})")
+    return Turn(thought=_thought_of(text), calls=calls, raw=text, dropped=dropped)
 
 
 def render_turn(thought: str, calls: list[ToolCall]) -> str:

@@ -109,3 +109,19 @@ def test_a_parse_failure_is_answered_with_the_observation_already_sent():
     assert last.startswith("<tool_response>\nFailed: the answer could not be read: no call")
     assert "- Tab 0 (active): " + before.url + " - Before" in last  # the step's own observation
     assert "Help" not in last  # not the page as it was looked at again
+
+
+def test_where_the_detector_gives_up_the_fallback_reads_the_answer():
+    """A block that is JSON but no call (a number, a text) or a call named by a list makes the
+    official detector give up; its fallback then reads every block that is a JSON object right
+    between the tags: an object with a name is a call, declared or not (the environment answers
+    that it has no such tool), and one block that is not JSON fails the whole answer."""
+    undeclared = parse_official(block("42") + "\n" + block({"name": "select_option", "arguments": {"value": "x"}}), TOOLS)
+    assert [(c.name, c.arguments) for c in undeclared.calls] == [("select_option", {"value": "x"})]
+    listed = parse_official(block({"name": ["click"], "arguments": {}}) + "\n" + block({"name": "click", "arguments": {"a": 1}}),
+                            TOOLS)
+    assert [(c.name, c.arguments) for c in listed.calls] == [("['click']", {}), ("click", {"a": 1})]
+    bad = parse_official(block('"text"') + "\n" + block('{"name": "click", oops}') + "\n" + block({"name": "click"}), TOOLS)
+    assert bad.parse_error is not None and "is not JSON" in bad.parse_error and bad.calls == []
+    # without such a block the detector's own rules stand: an undeclared name is dropped
+    assert parse_official(block({"name": "select_option", "arguments": {}}), TOOLS).parse_error is not None
