@@ -325,11 +325,6 @@ class Outcome(_Model):
     #: What the episode handed back, by name: each flow call's ``save_as`` value and the
     #: ``output`` object of ``done`` (its keys, merged over the saved values).
     outputs: dict[str, Any] = Field(default_factory=dict)
-    #: A failed episode's page as it ended, after the call that failed (a file in the run folder;
-    #: the steps' screenshots are each taken before its calls).
-    screenshot_file: Optional[str] = None
-    #: Its bytes, until the run folder writes them (not part of the document).
-    screenshot: Optional[bytes] = Field(default=None, exclude=True, repr=False)
 
 
 class Judgement(_Model):

@@ -90,20 +90,9 @@ class Episode:
             raise
         except _Stage as s:
             outcome = Outcome(status="infra_error", failure=self._classify(s.error, s.stage))
-        if outcome.status == "fail" and traj.steps and traj.steps[-1].calls:
-            outcome.screenshot = await self._last_look()
         self._finish(outcome)
         await self._end()
         return traj
-
-    async def _last_look(self) -> Optional[bytes]:
-        """The page after the call that failed the episode (its step's screenshot shows it
-        before); None where the environment cannot show it now."""
-        try:
-            seen = await asyncio.wait_for(self.env.observe(), timeout=min(30.0, self.limits.step_timeout))
-        except Exception:  # noqa: BLE001 - a courtesy for the report: the outcome stands without it
-            return None
-        return seen.screenshot
 
     async def _end(self) -> None:
         """The ``episode_end`` hooks (per-episode plugins first: the run store writes the final

@@ -65,12 +65,7 @@ class RunDir:
 
     def save(self, trajectory: Trajectory) -> None:
         """Write ``trajectory.json`` (and, once the outcome is set, ``result.json``, after
-        deleting a trace that holds secrets, and a failed episode's last look at the page)."""
-        outcome = trajectory.outcome
-        if outcome is not None and outcome.screenshot and not outcome.screenshot_file:
-            (self.path / "screenshots").mkdir(exist_ok=True)
-            (self.path / "screenshots" / "end.jpg").write_bytes(outcome.screenshot)
-            outcome.screenshot_file = "screenshots/end.jpg"
+        deleting a trace that holds secrets)."""
         if trajectory.outcome is not None:
             self.check_traces(trajectory)  # before the trajectory is saved: it carries the warning
         save_trajectory(trajectory, self.trajectory_file)

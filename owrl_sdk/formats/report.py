@@ -240,8 +240,6 @@ def run_report_html(run_dir: Union[str, Path]) -> str:
         + "</header>"
     )
     body = ['<h2>Outcome</h2>', _facts(outcome_rows)]
-    if out is not None and out.screenshot_file:  # the page after the call that failed
-        body.append('<h3>The page as the episode ended</h3>' + _screenshot(run_dir, out.screenshot_file))
     if traj.warnings:
         body.append('<h2>Warnings</h2><ul class="warnings">'
                     + "".join(f'<li class="warn">{esc(w)}</li>' for w in traj.warnings) + "</ul>")
@@ -376,8 +374,6 @@ def _last_shot(run_dir: Path) -> Optional[str]:
         traj = load_trajectory(run_dir / "trajectory.json")
     except (UsageError, OSError):
         return None
-    if traj.outcome is not None and traj.outcome.screenshot_file:
-        return traj.outcome.screenshot_file  # after the call that failed
     names = [s.observation.screenshot_file for s in traj.steps if s.observation.screenshot_file]
     return names[-1] if names else None
 

@@ -72,30 +72,3 @@ def test_a_key_names_one_row():
         Batch(flow_from_data(flow), [{"po": "PO-1"}, {"po": "PO-1"}], key="po", settings=Settings())
     with pytest.raises(UsageError, match="row 2 has no po"):
         Batch(flow_from_data(flow), [{"po": "PO-1"}, {"po": ""}], key="po", settings=Settings())
-
-
-def test_a_failed_runs_page_after_its_last_calls_is_kept_and_shown(tmp_path, owrl_page_server):
-    """Each step's screenshot is taken before its calls. A run that fails right after a step's
-    calls (its step limit reached, a call that ends it) also keeps the page as it ended, and its
-    report (and a batch's) shows that one; where a later step looked at the page, it is there."""
-    from pathlib import Path
-
-    from owrl_sdk import Agent
-    from owrl_sdk.formats.report import _last_shot
-
-    url = owrl_page_server({"/": "<title>Form</title><h1 id=t>before</h1>"
-                                 "<button onclick=\"document.getElementById('t').textContent='the page changed'\">Go</button>"})
-    flow = {"task": "press", "start_url": url, "turns": [
-        {"calls": [{"name": "click", "arguments": {"selector": "role=button[name=\"Go\"]"}}]},
-        {"calls": [{"name": "done"}]}]}
-    with Agent(policy="scripted", settings=Settings(runs_dir=str(tmp_path / "runs"), max_steps=1)) as agent:
-        traj = agent.run_flow_sync(flow)
-    assert traj.outcome.failure.kind == "task.max_steps" and traj.outcome.screenshot_file == "screenshots/end.jpg"
-    run = Path(traj.metadata["run_dir"])
-    end = (run / "screenshots" / "end.jpg").read_bytes()
-    assert end and end != (run / traj.steps[-1].observation.screenshot_file).read_bytes()  # after, not before
-    assert _last_shot(run) == "screenshots/end.jpg"
-    assert "The page as the episode ended" in (run / "report.html").read_text()
-    # a success keeps no extra look
-    with Agent(policy="scripted", settings=Settings(runs_dir=str(tmp_path / "runs"))) as agent:
-        assert agent.run_flow_sync(flow).outcome.screenshot_file is None
