@@ -914,15 +914,13 @@ class Batch:
         outcome = traj.outcome if traj is not None else None
         committed = self._committed.pop(row.key, None)
         attempt = result.item.episode + 1
+        detail = outcome.failure.detail if outcome is not None and outcome.failure is not None else result.error
         if record.status in RETRIED and committed is None and attempt <= self.retries:
-            failure_detail = traj.outcome.failure.detail if traj is not None and traj.outcome is not None \
-                and traj.outcome.failure is not None else result.error
-            self._tries.setdefault(row.key, []).append(attempt_of(record.status, record.failure, failure_detail,
+            self._tries.setdefault(row.key, []).append(attempt_of(record.status, record.failure, detail,
                                                                   record.run_dir, time.time(), self._digest_now))
             result.trajectory = None
             return True
         status = record.status
-        detail = outcome.failure.detail if outcome is not None and outcome.failure is not None else result.error
         if committed is not None and status != "success":
             status = NEEDS_REVIEW
             detail = f"after its point of no return ({committed}): {detail}"

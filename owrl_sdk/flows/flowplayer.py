@@ -99,9 +99,7 @@ class ScriptedPolicy(Policy):
             planned = self.flow.turns[self.position]
             self.position += 1
             try:
-                holds = self._holds(planned.when, context)
-                chosen = planned.calls if holds else (planned.else_ or [])
-                calls = [c.model_copy(deep=True) for c in chosen if self._holds(c.when, context)]
+                holds, chosen, calls = self._calls_of(planned, context)
             except UsageError as err:
                 return Turn(end=f"flow stopped: turn {self.position}: {err}")
             if not chosen or len(calls) < len(chosen):
@@ -144,8 +142,7 @@ class ScriptedPolicy(Policy):
         while self._login:
             planned = self._login.pop(0)
             try:
-                calls = [c.model_copy(deep=True) for c in planned.calls
-                         if self._holds(planned.when, context) and self._holds(c.when, context)]
+                calls = self._calls_of(planned, context)[2]
             except UsageError as err:
                 return Turn(end=f"flow stopped: logging in again: {err}")
             if calls:
@@ -154,6 +151,13 @@ class ScriptedPolicy(Policy):
         start = context.task.start_url
         return Turn(thought="(logged in again: the flow starts over at its start address)",
                     calls=[ToolCall(name="goto_url", arguments={"url": start})], raw=None)
+
+    def _calls_of(self, planned: FlowTurn, context: Context) -> tuple[bool, list[ToolCall], list[ToolCall]]:
+        """Whether ``planned``'s condition holds, the calls that chooses (its calls, else its
+        ``else``), and copies of those whose own condition holds (UsageError: an input with no value)."""
+        holds = self._holds(planned.when, context)
+        chosen = planned.calls if holds else (planned.else_ or [])
+        return holds, chosen, [c.model_copy(deep=True) for c in chosen if self._holds(c.when, context)]
 
     def _holds(self, when: Any, context: Context) -> bool:
         """Whether a turn's or a call's ``when`` holds: decided when the inputs were filled in,

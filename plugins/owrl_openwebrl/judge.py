@@ -39,7 +39,7 @@ from . import fetch, policy
 from . import options as _options
 from .backend import Sampling
 from .openai_backend import OpenAIBackend
-from .parser import _loads_lenient, CallError
+from .parser import FALLBACK_BLOCK, _loads_lenient, CallError
 from . import official
 from .profiles import OpenWebRLProfile, check_profile, default_profile, load_templates, raw_calls, status_line
 from .prompt import Prompt
@@ -229,8 +229,6 @@ def format_call(call: ToolCall) -> str:
 
 
 _THINK_RE = re.compile(r"<think>.*?</think>", re.S)
-#: A call block as the official history reads one: a JSON object between the tags.
-_BLOCK = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
 #: A call written out anywhere in the text, ``{"name": "...", "arguments": {...}}`` (its
 #: arguments up to the first ``}`` the object's own closing brace follows).
 _WRITTEN_CALL = re.compile(r'\{\s*"name"\s*:\s*"([^"]+)"\s*,\s*"arguments"\s*:\s*(\{.*?\})\s*\}', re.S)
@@ -254,7 +252,7 @@ def _calls_in(text: str) -> list[str]:
     """The calls an answer holds, as the official history reads them: its blocks when every one
     is JSON (an object with a ``name`` is a call); else any call written out in the text."""
     try:
-        found = [json.loads(b) for b in _BLOCK.findall(text)]
+        found = [json.loads(b) for b in FALLBACK_BLOCK.findall(text)]
     except json.JSONDecodeError:
         found = None
     if found:

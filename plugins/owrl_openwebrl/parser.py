@@ -173,8 +173,9 @@ def parse_official(text: str, tools: Collection[str]) -> Turn:
     return Turn(thought=thought, calls=calls, raw=raw, dropped=dropped)
 
 
-#: A block as the official fallback reads one: a JSON object right between the tags.
-_FALLBACK_BLOCK = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
+#: A block as the official fallback reads one (and the official judge history): a JSON object
+#: right between the tags.
+FALLBACK_BLOCK = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
 
 
 def _detector_fails(text: str) -> bool:
@@ -199,7 +200,7 @@ def _parse_fallback(text: str) -> Turn:
     else ``parameters``. Arguments that are not an object cannot be a call here: dropped."""
     calls: list[ToolCall] = []
     dropped: list[str] = []
-    for i, body in enumerate(_FALLBACK_BLOCK.findall(text), 1):
+    for i, body in enumerate(FALLBACK_BLOCK.findall(text), 1):
         try:
             data = json.loads(body)
         except json.JSONDecodeError:
